@@ -1,0 +1,104 @@
+"""Why questions fail: failures at rank 1, recall failures versus ranking failures.
+
+A *recall failure* means no relevant document reached the pipeline's candidate pool
+(the top `candidates` of the ranking the reranker reads, or of the method itself):
+no reordering can fix it. A *ranking failure* means a relevant document was among the
+candidates but not first. For each failure we give the relevant documents' ranks in
+the full BM25 and vector rankings, and whether BM25 shares any analysed term with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from retrieval.analyzer import analyze
+from retrieval.metrics import MethodScores
+from retrieval.run import Run
+
+__all__ = ["CANDIDATE_SOURCE", "Failure", "best_method", "failures_at_rank_1"]
+
+# The ranking a method draws its candidates from; a method absent here is its own pool.
+CANDIDATE_SOURCE = {"rerank": "hybrid"}
+# The full rankings a failure is traced through.
+FIRST_STAGE = ("bm25", "vector")
+
+
+@dataclass(frozen=True)
+class RelevantTrace:
+    """Where one relevant document stood for a failed question."""
+
+    doc_id: str
+    rank: int | None
+    ranks: dict[str, int | None]
+    shared_terms: list[str]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A question whose first result under `method` is not relevant."""
+
+    question_id: str
+    question: str
+    type: str
+    method: str
+    expected: list[str]
+    obtained: list[str]
+    kind: Literal["recall", "ranking"]
+    pool: str
+    relevant: list[RelevantTrace]
+    status: str
+
+
+def best_method(scores: Mapping[str, MethodScores], k: int = 5) -> str:
+    """The method with the best MRR, then the best recall@k, then the first listed."""
+    names = list(scores)
+    return max(names, key=lambda m: (scores[m].overall["mrr"], scores[m].overall[f"recall@{k}"], -names.index(m)))
+
+
+def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], candidates: int) -> list[Failure]:
+    """Every question whose top result under `method` is not relevant, classified.
+
+    `documents` maps doc id -> indexed content, to find terms BM25 could have matched.
+    """
+    source = CANDIDATE_SOURCE.get(method, method)
+    failures = []
+    for result in run.results:
+        q = result.question
+        mine = result.methods[method]
+        if mine.ids and mine.ids[0] in q.relevant:
+            continue
+        pool = result.methods[source].ids[:candidates] if source in result.methods else mine.ids[:candidates]
+        kind: Literal["recall", "ranking"] = "ranking" if set(pool) & set(q.relevant) else "recall"
+        question_terms = set(analyze(q.text))
+        traces = []
+        for doc_id in q.relevant:
+            traces.append(
+                RelevantTrace(
+                    doc_id=doc_id,
+                    rank=mine.relevant_ranks.get(doc_id),
+                    # None means beyond the run's depth; a method that did not run is absent.
+                    ranks={
+                        m: result.methods[m].relevant_ranks.get(doc_id)
+                        for m in FIRST_STAGE
+                        if m in result.methods
+                    },
+                    shared_terms=sorted(question_terms & set(analyze(documents[doc_id]))),
+                )
+            )
+        failures.append(
+            Failure(
+                question_id=q.id,
+                question=q.text,
+                type=q.type,
+                method=method,
+                expected=list(q.relevant),
+                obtained=mine.ids[:3],
+                kind=kind,
+                pool=f"{source} top {candidates}",
+                relevant=traces,
+                status=mine.status,
+            )
+        )
+    return failures

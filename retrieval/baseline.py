@@ -1,0 +1,223 @@
+"""The committed baseline: load, compare a run with it, update it.
+
+`baselines/metrics.json` holds, per profile, the dataset fingerprint, the configuration
+that produced the figures, a tolerance, and per method recall@k, MRR, recall@k per
+question type and every question's reciprocal rank. Keys are sorted and figures
+rounded to 4 decimals so that a diff of the file reads as a diff of the metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retrieval.metrics import MethodScores
+from retrieval.recording import record_command
+from retrieval.run import Run
+
+__all__ = [
+    "BaselineError",
+    "Check",
+    "compare",
+    "entry_for",
+    "incompatibility",
+    "load_baseline",
+    "update_baseline",
+]
+
+FORMAT = "retrieval-baseline-1"
+DIGITS = 4
+
+
+class BaselineError(RuntimeError):
+    """The baseline file cannot be read or must not be written as asked."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One gated figure: method, metric (e.g. "mrr" or "recall@5[paraphrase]"), baseline and current."""
+
+    method: str
+    metric: str
+    baseline: float
+    current: float
+    tolerance: float
+    worse_questions: list[str]
+
+    @property
+    def delta(self) -> float:
+        return round(self.current - self.baseline, DIGITS)
+
+    @property
+    def ok(self) -> bool:
+        return round(self.current, DIGITS) >= round(self.baseline - self.tolerance, DIGITS)
+
+    def message(self) -> str:
+        """What a failing check says: figures, delta, the questions that got worse."""
+        worse = ", ".join(self.worse_questions) or "none individually (a mean moved)"
+        return (
+            f"{self.method} {self.metric} fell below the baseline: baseline {self.baseline:.4f}, "
+            f"current {self.current:.4f}, delta {self.delta:+.4f} (tolerance {self.tolerance}). "
+            f"Questions that got worse: {worse}. If this change is intended, accept it with "
+            "`pytest --update-baseline --allow-regression` and say why in the PR."
+        )
+
+
+def load_baseline(path: str | Path) -> dict[str, Any]:
+    """The whole baseline file ({"format", "profiles"}); an empty one when the file does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return {"format": FORMAT, "profiles": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BaselineError(
+            f"{path}:{exc.lineno}: invalid JSON ({exc.msg}). Restore it with `git checkout {path}`."
+        ) from exc
+    if data.get("format") != FORMAT:
+        raise BaselineError(f"{path}: format {data.get('format')!r}, expected {FORMAT!r}.")
+    return data
+
+
+def _r(x: float) -> float:
+    return round(float(x), DIGITS)
+
+
+def entry_for(run: Run, scores: Mapping[str, MethodScores], k: int, tolerance: float = 0.0) -> dict[str, Any]:
+    """The baseline entry of one profile for a run and its scores."""
+    recall = f"recall@{k}"
+    return {
+        "dataset": run.dataset,
+        "fingerprint": run.fingerprint,
+        "config": {key: v for key, v in run.config.items() if key not in {"pipelines", "recorded_usage"}},
+        "tolerance": tolerance,
+        "methods": {
+            method: {
+                recall: _r(s.overall[recall]),
+                "mrr": _r(s.overall["mrr"]),
+                "by_type": {t: {recall: _r(v[recall])} for t, v in sorted(s.by_type.items())},
+                "reciprocal_ranks": {q: _r(v["mrr"]) for q, v in sorted(s.per_question.items())},
+                "recall_per_question": {q: _r(v[recall]) for q, v in sorted(s.per_question.items())},
+            }
+            for method, s in sorted(scores.items())
+        },
+    }
+
+
+def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | None:
+    """Why a run cannot be compared with the baseline entry (dataset or configuration changed), or None."""
+    fix = (
+        f"If the change is intended: re-record (`{record_command(profile)}`) if models or questions changed, "
+        "then `pytest --update-baseline` and commit baselines/metrics.json."
+    )
+    if entry.get("fingerprint") != run.fingerprint:
+        return (
+            f"the dataset changed since the baseline was made (fingerprint {entry.get('fingerprint')} -> "
+            f"{run.fingerprint}): metrics are not comparable. {fix}"
+        )
+    current = {key: v for key, v in run.config.items() if key not in {"pipelines", "recorded_usage"}}
+    changed = [
+        f"{key}: {entry['config'].get(key)!r} -> {current.get(key)!r}"
+        for key in sorted(set(entry.get("config", {})) | set(current))
+        if entry.get("config", {}).get(key) != current.get(key)
+    ]
+    if changed:
+        return f"the configuration differs from the baseline's ({'; '.join(changed)}). {fix}"
+    return None
+
+
+def compare(
+    entry: Mapping[str, Any], scores: Mapping[str, MethodScores], k: int, types: Mapping[str, str]
+) -> list[Check]:
+    """Every gated figure of every method present in both the baseline and the run.
+
+    `types` maps question id -> type, to name the questions behind a per-type drop.
+    """
+    recall = f"recall@{k}"
+    tolerance = float(entry.get("tolerance", 0.0))
+    checks = []
+    for method, base in entry["methods"].items():
+        if method not in scores:
+            continue
+        s = scores[method]
+        rr = base.get("reciprocal_ranks", {})
+        rc = base.get("recall_per_question", {})
+
+        def worse(per_q: Mapping[str, float], metric: str, qtype: str | None = None, s: MethodScores = s) -> list[str]:
+            return [
+                f"{q} ({per_q[q]:.2f} -> {v[metric]:.2f})"
+                for q, v in s.per_question.items()
+                if q in per_q and _r(v[metric]) < per_q[q] and (qtype is None or types.get(q) == qtype)
+            ]
+
+        checks.append(Check(method, recall, base[recall], s.overall[recall], tolerance, worse(rc, recall)))
+        checks.append(Check(method, "mrr", base["mrr"], s.overall["mrr"], tolerance, worse(rr, "mrr")))
+        for qtype, values in base.get("by_type", {}).items():
+            if qtype in s.by_type:
+                checks.append(
+                    Check(method, f"{recall}[{qtype}]", values[recall], s.by_type[qtype][recall], tolerance,
+                          worse(rc, recall, qtype))
+                )
+    return checks
+
+
+def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    lines, lowered = [], []
+    old_methods = (old or {}).get("methods", {})
+    for method, figures in new["methods"].items():
+        before = old_methods.get(method, {})
+        pairs = [(m, before.get(m), figures[m]) for m in figures if m not in {"by_type", "reciprocal_ranks", "recall_per_question"}]
+        pairs += [
+            (f"{m}[{t}]", before.get("by_type", {}).get(t, {}).get(m), v)
+            for t, vals in figures["by_type"].items()
+            for m, v in vals.items()
+        ]
+        for metric, was, now in pairs:
+            if was is None:
+                lines.append(f"  {method} {metric}: new {now:.4f}")
+            elif now != was:
+                lines.append(f"  {method} {metric}: {was:.4f} -> {now:.4f} ({now - was:+.4f})")
+                if now < was:
+                    lowered.append(f"{method} {metric}")
+    if old and old.get("fingerprint") != new["fingerprint"]:
+        lines.append(f"  dataset fingerprint: {old.get('fingerprint')} -> {new['fingerprint']}")
+    for key in sorted(set((old or {}).get("config", {})) | set(new["config"])):
+        was, now = (old or {}).get("config", {}).get(key), new["config"].get(key)
+        if old and was != now:
+            lines.append(f"  config {key}: {was!r} -> {now!r}")
+    return lines, lowered
+
+
+def update_baseline(
+    path: str | Path, profile: str, entry: Mapping[str, Any], *, allow_regression: bool = False
+) -> str:
+    """Write `entry` as the profile's baseline and return the diff; refuse to lower a figure
+    unless `allow_regression`. The file is replaced atomically."""
+    path = Path(path)
+    data = load_baseline(path)
+    old = data["profiles"].get(profile)
+    if old and "tolerance" in old:
+        entry = {**entry, "tolerance": old["tolerance"]}
+    lines, lowered = _diff(old, entry)
+    if lowered and not allow_regression:
+        raise BaselineError(
+            f"refusing to lower the baseline of profile {profile!r}: {', '.join(lowered)}. "
+            "Pass --allow-regression to accept a worse figure deliberately."
+        )
+    data["profiles"][profile] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    header = f"baseline {path} profile {profile!r}:"
+    return "\n".join([header, *(lines or ["  no figure changed"])])

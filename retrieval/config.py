@@ -1,0 +1,172 @@
+"""Settings and profiles. Precedence: CLI flag > environment > project file > built-in default.
+
+The project file is `retrieval.toml`, else `[tool.retrieval]` in `pyproject.toml`, in the
+working directory. A profile names the models and endpoints of one evaluation setup.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConfigError", "Profile", "Settings", "load_settings"]
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Models and endpoints: embeddings (for vector and hybrid) and, optionally, a reranker."""
+
+    name: str
+    embedding_provider: str = "openai"
+    embedding_model: str = ""
+    embedding_base_url: str = ""
+    dimensions: int = 0
+    batch_size: int = 32
+    input_type: bool = False
+    query_prefix: str = ""
+    document_prefix: str = ""
+    encoding_format: str = "float"
+    server: str | None = None
+    api_key_env: str = ""
+    timeout: float = 60.0
+    rerank_provider: str | None = None
+    rerank_model: str | None = None
+    rerank_base_url: str = ""
+    rerank_workers: int = 8
+    json_schema: bool = True
+
+    @property
+    def has_reranker(self) -> bool:
+        return bool(self.rerank_provider and self.rerank_model)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one evaluation needs to know besides the data."""
+
+    dataset: str = "data/demo"
+    profile: Profile = field(default_factory=lambda: Profile("local"))
+    methods: tuple[str, ...] = ("bm25", "vector", "hybrid", "rerank")
+    k: int = 5
+    rrf_k: int = 60
+    candidates: int = 20
+    depth: int = 1000
+    cassettes: str = "cassettes"
+    cache: str = ".cache"
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    source: str = "built-in defaults"
+
+    def describe(self) -> dict[str, Any]:
+        """The configuration that produced a run, as the baseline records it."""
+        from retrieval.analyzer import ANALYZER_VERSION
+        from retrieval.prompts import PROMPT_VERSION
+
+        p = self.profile
+        return {
+            "profile": p.name,
+            "embedding_provider": p.embedding_provider,
+            "embedding_model": p.embedding_model,
+            "dimensions": p.dimensions,
+            "rerank_model": p.rerank_model if p.has_reranker else None,
+            "prompt_version": PROMPT_VERSION if p.has_reranker else None,
+            "analyzer": ANALYZER_VERSION,
+            "k": self.k,
+            "rrf_k": self.rrf_k,
+            "candidates": self.candidates,
+            "depth": self.depth,
+        }
+
+
+_PROFILE_FIELDS = {f.name for f in fields(Profile) if f.name != "name"}
+_SETTING_KEYS = {"dataset", "profile", "methods", "k", "rrf_k", "candidates", "depth", "cassettes", "cache"}
+
+
+def _read_project_file(root: Path) -> tuple[dict[str, Any], str | None]:
+    for name, table in (("retrieval.toml", None), ("pyproject.toml", ("tool", "retrieval"))):
+        path = root / name
+        if not path.is_file():
+            continue
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML ({exc}).") from exc
+        if table:
+            for key in table:
+                data = data.get(key, {})
+            if not data:
+                continue
+        return data, str(path)
+    return {}, None
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _build_profile(name: str, table: Mapping[str, Any], where: str) -> Profile:
+    unknown = set(table) - _PROFILE_FIELDS
+    if unknown:
+        raise ConfigError(
+            f"{where}: profile {name!r} has unknown key(s) {sorted(unknown)}; known: {sorted(_PROFILE_FIELDS)}."
+        )
+    return Profile(name=name, **table)
+
+
+def load_settings(
+    root: str | Path = ".", overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Resolve settings for a run from defaults, the project file, the environment and overrides.
+
+    `overrides` holds CLI flags already parsed (None values are ignored); `profile` selects the
+    profile. EMBEDDING_MODEL and MODEL override the profile's embedding and rerank models.
+    """
+    environ = os.environ if environ is None else environ
+    defaults = tomllib.loads(resources.files("retrieval").joinpath("defaults.toml").read_text("utf-8"))
+    project, source = _read_project_file(Path(root))
+    where = source or "defaults.toml"
+    unknown = set(project) - _SETTING_KEYS - {"profiles", "prices"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_SETTING_KEYS)}, profiles, prices.")
+    data = _merge(defaults, project)
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+
+    profile_name = str(flags.pop("profile", None) or environ.get("RETRIEVAL_PROFILE") or data["profile"])
+    profiles = data.get("profiles", {})
+    if profile_name not in profiles:
+        raise ConfigError(
+            f"unknown profile {profile_name!r}: profiles defined are {sorted(profiles)} "
+            f"(add [profiles.{profile_name}] to retrieval.toml or [tool.retrieval.profiles.{profile_name}] to pyproject.toml)."
+        )
+    profile = _build_profile(profile_name, profiles[profile_name], where)
+    if environ.get("EMBEDDING_MODEL"):
+        profile = replace(profile, embedding_model=environ["EMBEDDING_MODEL"])
+    if environ.get("MODEL"):
+        profile = replace(profile, rerank_model=environ["MODEL"])
+    for key in ("embedding_model", "rerank_model", "rerank_workers"):
+        if flags.get(key) is not None:
+            profile = replace(profile, **{key: flags.pop(key)})
+
+    values = {key: data[key] for key in _SETTING_KEYS - {"profile"} if key in data}
+    values.update({k: v for k, v in flags.items() if k in _SETTING_KEYS})
+    if isinstance(values.get("methods"), str):
+        values["methods"] = [m.strip() for m in values["methods"].split(",") if m.strip()]
+    values["methods"] = tuple(values.get("methods", ()))
+    for key in ("k", "rrf_k", "candidates", "depth"):
+        if key in values and (not isinstance(values[key], int) or values[key] < (0 if key == "rrf_k" else 1)):
+            raise ConfigError(f"{where}: {key} must be a positive integer, got {values[key]!r}.")
+    return Settings(profile=profile, prices=data.get("prices", {}), source=where, **values)

@@ -1,0 +1,47 @@
+"""What a method costs: calls, tokens, wall time, and an estimate from an editable price table."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Usage", "estimate_cost"]
+
+
+@dataclass
+class Usage:
+    """Counters a provider adds to as it calls a model; safe to share between threads."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, calls: int = 1, input_tokens: int = 0, output_tokens: int = 0, seconds: float = 0.0) -> None:
+        """Count one (or more) calls and their token usage."""
+        with self._lock:
+            self.calls += calls
+            self.input_tokens += input_tokens
+            self.output_tokens += output_tokens
+            self.seconds += seconds
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def estimate_cost(usage: Usage, model: str, prices: Mapping[str, Mapping[str, float]]) -> float | None:
+    """Estimated cost in the price table's currency (per million tokens); None if the model has no price."""
+    price = prices.get(model)
+    if price is None:
+        return None
+    return (
+        usage.input_tokens * float(price.get("input", 0.0))
+        + usage.output_tokens * float(price.get("output", 0.0))
+    ) / 1_000_000

@@ -1,0 +1,57 @@
+"""Embedding a list of texts through a provider: fixed-order batches, cache, progress."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from retrieval.cache import EmbeddingCache
+from retrieval.methods.base import ProgressFactory
+from retrieval.providers.base import EmbeddingProvider, Kind
+
+__all__ = ["embed_texts"]
+
+
+def embed_texts(
+    provider: EmbeddingProvider,
+    texts: Sequence[str],
+    kind: Kind,
+    cache: EmbeddingCache | None = None,
+    progress: ProgressFactory | None = None,
+) -> np.ndarray:
+    """Embed texts in batches of `provider.batch_size`, skipping those the cache holds.
+
+    Batches follow the texts' order, so the same corpus always produces the same
+    requests: cassettes match on them. The cache is saved even if a batch fails,
+    so an interrupted run keeps what it paid for.
+    """
+    found = cache.lookup(texts) if cache else {}
+    missing = [i for i in range(len(texts)) if i not in found]
+    vectors: np.ndarray | None = None
+    if found:
+        first = next(iter(found.values()))
+        vectors = np.zeros((len(texts), len(first)), dtype=np.float32)
+        for i, v in found.items():
+            vectors[i] = v
+    bar = progress(len(missing), f"embedding {len(missing)} {kind}s") if progress and missing else None
+    try:
+        for start in range(0, len(missing), provider.batch_size):
+            batch = missing[start : start + provider.batch_size]
+            batch_texts = [texts[i] for i in batch]
+            embedded = provider.embed(batch_texts, kind)
+            if vectors is None:
+                vectors = np.zeros((len(texts), embedded.shape[1]), dtype=np.float32)
+            vectors[batch] = embedded
+            if cache:
+                cache.store(batch_texts, embedded)
+            if bar:
+                bar.update(len(batch))
+    finally:
+        if bar:
+            bar.close()
+        if cache:
+            cache.save()
+    if vectors is None:
+        return np.zeros((0, provider.dimensions), dtype=np.float32)
+    return vectors

@@ -1,0 +1,257 @@
+"""Run retrieval methods over a dataset and collect a Run.
+
+The only place that wires providers, cache, recording and methods together: the
+CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from retrieval.cache import EmbeddingCache
+from retrieval.config import ConfigError, Settings
+from retrieval.cost import Usage
+from retrieval.dataset import Dataset
+from retrieval.embeddings import embed_texts
+from retrieval.methods.base import Context, Method, ProgressFactory
+from retrieval.methods.bm25 import BM25Method
+from retrieval.methods.hybrid import HybridMethod
+from retrieval.methods.vector import VectorMethod
+from retrieval.providers.base import ReplayMissError
+from retrieval.ranking import Ranking, rank_of
+from retrieval.recording import Mode, Recorder, record_command
+from retrieval.run import MethodResult, QuestionResult, Run
+
+__all__ = ["BUILTIN_METHODS", "evaluate", "rerank_stage"]
+
+BUILTIN_METHODS = ("bm25", "vector", "hybrid", "rerank")
+CORPUS_STAGE = "corpus-embeddings"
+QUESTION_STAGE = "question-embeddings"
+LOG_DEPTH = 20
+
+
+def rerank_stage(model: str) -> str:
+    """The cassette stage of one rerank model: each model has its own cassette."""
+    return "rerank-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", model)
+
+
+def _plugin(spec: str, settings: Settings) -> Method:
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"method {spec!r}: cannot import it ({exc}); use module.path:factory") from exc
+    method = factory(settings)
+    for needed in ("name", "requires", "needs_vectors", "rank"):
+        if not hasattr(method, needed):
+            raise ConfigError(f"method {spec!r}: the object it built has no {needed!r} (see retrieval.methods.base.Method)")
+    return method
+
+
+def _build(name: str, settings: Settings, mode: Mode) -> Method:
+    if name == "bm25":
+        return BM25Method()
+    if name == "vector":
+        return VectorMethod()
+    if name == "hybrid":
+        return HybridMethod(rrf_k=settings.rrf_k)
+    if name == "rerank":
+        from retrieval.methods.rerank import RerankMethod
+        from retrieval.providers import make_generator
+
+        generator = make_generator(settings.profile, replay=mode == "replay")
+        assert generator is not None
+        return RerankMethod(generator, candidates=settings.candidates, workers=settings.profile.rerank_workers)
+    if ":" in name:
+        return _plugin(name, settings)
+    raise ConfigError(f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory")
+
+
+def _plan(requested: Sequence[str], settings: Settings, mode: Mode, extra: Sequence[Method]) -> list[Method]:
+    """Methods in dependency order: what a method requires runs before it."""
+    built: dict[str, Method] = {m.name: m for m in extra}
+    order: list[Method] = []
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if name in chain:
+            raise ConfigError(f"methods require each other in a cycle: {' -> '.join((*chain, name))}")
+        if any(m.name == name for m in order):
+            return
+        method = built.get(name) or _build(name, settings, mode)
+        for dependency in method.requires:
+            visit(dependency, (*chain, name))
+        order.append(method)
+
+    for name in [*requested, *(m.name for m in extra if m.name not in requested)]:
+        visit(name, ())
+    return order
+
+
+def _pipeline(method: str, plan: Sequence[Method]) -> list[str]:
+    by_name = {m.name: m for m in plan}
+    stages: list[str] = []
+
+    def visit(name: str) -> None:
+        for dependency in by_name[name].requires:
+            visit(dependency)
+        if name not in stages:
+            stages.append(name)
+
+    visit(method)
+    return stages
+
+
+@contextmanager
+def _timed(usage: Usage) -> Iterator[None]:
+    # Wall time of the stage, replacing the providers' per-call sum (calls may overlap).
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        usage.seconds = time.perf_counter() - started
+
+
+def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder, stack: ExitStack) -> None:
+    from retrieval.providers import make_embedder
+    from retrieval.providers.local_server import ensure_server
+
+    profile = settings.profile
+    if mode != "replay":
+        stack.enter_context(ensure_server(profile.server, profile.embedding_base_url))
+    embedder = make_embedder(profile, replay=mode == "replay")
+    if hasattr(embedder, "close"):
+        stack.callback(embedder.close)
+
+    def cache(kind: str) -> EmbeddingCache | None:
+        # Replays must give the recorded vectors, not whatever a local cache holds;
+        # a recording must capture every call, so it writes the cache but never reads it.
+        if mode == "replay" or (mode == "record" and kind == "document"):
+            return None
+        return EmbeddingCache(settings.cache, embedder.provider, embedder.model, embedder.dimensions, kind)
+
+    documents = [d.content for d in context.dataset.documents]
+    questions = [q.text for q in context.dataset.questions]
+    for stage, texts, kind, key in (
+        (CORPUS_STAGE, documents, "document", "corpus embeddings"),
+        (QUESTION_STAGE, questions, "query", "question embeddings"),
+    ):
+        embedder.usage = usage = Usage()
+        store = cache(kind) if kind == "document" else None
+        with _timed(usage), recorder.stage(stage):
+            vectors = embed_texts(embedder, texts, kind, store, context.progress)  # type: ignore[arg-type]
+        if mode == "record" and kind == "document":
+            writer = EmbeddingCache(settings.cache, embedder.provider, embedder.model, embedder.dimensions, kind)
+            writer.store(texts, vectors)
+            writer.save()
+        context.usage[key] = usage
+        if kind == "document":
+            context.document_vectors = vectors
+        else:
+            context.question_vectors = vectors
+
+
+def _results(context: Context, plan: Sequence[Method], keep: int) -> list[QuestionResult]:
+    ids = context.dataset.doc_ids
+    position = {doc_id: i for i, doc_id in enumerate(ids)}
+    results = []
+    for qi, question in enumerate(context.dataset.questions):
+        per_method = {}
+        for method in plan:
+            ranking: Ranking = context.rankings[method.name][qi]
+            top = ranking.indices[:keep]
+            per_method[method.name] = MethodResult(
+                ids=[ids[i] for i in top],
+                scores=[float(s) for s in ranking.scores[:keep]],
+                relevant_ranks={d: rank_of(ranking, position[d]) for d in question.relevant},
+                status=ranking.status,
+            )
+        results.append(QuestionResult(question, per_method))
+    return results
+
+
+def evaluate(
+    dataset: Dataset,
+    settings: Settings,
+    *,
+    mode: Mode = "replay",
+    methods: Sequence[str] | None = None,
+    extra: Sequence[Method] = (),
+    progress: ProgressFactory | None = None,
+) -> Run:
+    """Run the requested methods (and what they require) over every question.
+
+    `mode` says where model calls go: recorded cassettes (replay), the providers (live),
+    or the providers with their answers recorded (record). `extra` adds user-supplied
+    Method objects. Methods that cannot run here (rerank without a reranker or without
+    its cassette) are skipped with the reason in `Run.skipped`.
+    """
+    profile = settings.profile
+    requested = list(methods if methods is not None else settings.methods)
+    recorder = Recorder(mode, Path(settings.cassettes) / profile.name, profile.name)
+    skipped: dict[str, str] = {}
+    if "rerank" in requested:
+        if not profile.has_reranker:
+            skipped["rerank"] = f"profile {profile.name!r} has no reranker (set rerank_provider and rerank_model)"
+        elif mode == "replay" and not recorder.has(rerank_stage(profile.rerank_model or "")):
+            skipped["rerank"] = (
+                f"no cassette for reranker {profile.rerank_model} in {recorder.directory}: "
+                f"record it with `{record_command(profile.name)}`"
+            )
+        if "rerank" in skipped:
+            requested.remove("rerank")
+    plan = _plan(requested, settings, mode, extra)
+    context = Context(dataset=dataset, depth=settings.depth, progress=progress)
+    try:
+        with ExitStack() as stack:
+            if any(m.needs_vectors for m in plan):
+                _embed(context, settings, mode, recorder, stack)
+            for method in plan:
+                usage = Usage()
+                stage = recorder.stage(rerank_stage(profile.rerank_model or "")) if method.name == "rerank" else ExitStack()
+                with _timed(usage), stage:
+                    context.rankings[method.name] = method.rank(context)
+                own = context.usage.get(method.name)
+                if own is not None:  # the method's provider counted calls and tokens
+                    usage.add(0, own.input_tokens, own.output_tokens)
+                    usage.calls += own.calls
+                if method.name == "vector" and "question embeddings" in context.usage:
+                    q = context.usage.pop("question embeddings")
+                    usage.add(q.calls, q.input_tokens, q.output_tokens, q.seconds)
+                context.usage[method.name] = usage
+                if len(context.rankings[method.name]) != len(dataset.questions):
+                    raise RuntimeError(f"method {method.name!r} returned {len(context.rankings[method.name])} rankings for {len(dataset.questions)} questions")
+    except ReplayMissError as exc:
+        recorder.discard()
+        raise ReplayMissError(
+            f"{exc}. The cassettes in {recorder.directory} do not hold this request: the dataset, the models "
+            f"or the prompt changed since they were recorded. Re-record with `{record_command(profile.name)}`.",
+            "replay miss",
+        ) from exc
+    except BaseException:
+        recorder.discard()
+        raise
+    names = [m.name for m in plan]
+    run = Run(
+        dataset=dataset.name,
+        fingerprint=dataset.fingerprint,
+        config={**settings.describe(), "pipelines": {n: _pipeline(n, plan) for n in names}},
+        methods=[n for n in names if n in requested or n in {m.name for m in extra}],
+        results=_results(context, plan, max(LOG_DEPTH, settings.candidates)),
+        usage=context.usage,
+        skipped=skipped,
+        mode=mode,
+    )
+    if mode == "record":
+        recorder.commit(
+            {"fingerprint": dataset.fingerprint, "config": settings.describe(),
+             "usage": {stage: u.as_dict() for stage, u in run.usage.items()}}
+        )
+    elif mode == "replay":
+        run.config["recorded_usage"] = recorder.metadata().get("usage", {})
+    return run
+

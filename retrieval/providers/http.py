@@ -1,0 +1,100 @@
+"""JSON over HTTP with timeouts, bounded retries and errors that say what happened.
+
+Shared by the OpenAI-compatible clients. Bodies are serialised deterministically
+(sorted keys, fixed separators) because cassettes match requests byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from retrieval.providers.base import ProviderError, ReplayMissError
+from retrieval.recording import is_replay_miss
+
+__all__ = ["RetryPolicy", "dumps", "post_json"]
+
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Attempts and exponential backoff for 408/429/5xx and transport errors."""
+
+    attempts: int = 4
+    backoff: float = 1.0
+    max_wait: float = 30.0
+
+    def wait(self, attempt: int, retry_after: str | None = None) -> float:
+        if retry_after:
+            try:
+                return min(float(retry_after), self.max_wait)
+            except ValueError:
+                pass
+        return min(self.backoff * 2 ** (attempt - 1), self.max_wait)
+
+
+def dumps(body: Any) -> bytes:
+    """Deterministic JSON bytes: the same request always has the same body."""
+    return json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _describe(url: str, what: str) -> str:
+    return f"POST {url} ({what})" if what else f"POST {url}"
+
+
+def post_json(
+    client: httpx.Client,
+    url: str,
+    body: Any,
+    *,
+    headers: Mapping[str, str] | None = None,
+    retry: RetryPolicy = RetryPolicy(),
+    what: str = "",
+) -> dict[str, Any]:
+    """POST a JSON body and return the decoded JSON object, retrying transient failures.
+
+    Raises ReplayMissError when a cassette has no answer for the request (never retried),
+    ProviderError with reason "timeout", "http NNN", "connect" or "bad json" otherwise.
+    """
+    content = dumps(body)
+    request_headers = {"content-type": "application/json", **(headers or {})}
+    last: ProviderError | None = None
+    for attempt in range(1, retry.attempts + 1):
+        retry_after = None
+        try:
+            response = client.post(url, content=content, headers=request_headers)
+        except Exception as exc:
+            if is_replay_miss(exc):
+                raise ReplayMissError(f"no recorded answer for {_describe(url, what)}", "replay miss") from exc
+            if isinstance(exc, httpx.TimeoutException):
+                last = ProviderError(f"{_describe(url, what)} timed out after {attempt} attempt(s)", "timeout")
+            elif isinstance(exc, httpx.TransportError):
+                last = ProviderError(f"{_describe(url, what)} failed: {exc}", "connect")
+            else:
+                raise
+        else:
+            if response.status_code < 400:
+                try:
+                    data = response.json()
+                except ValueError as exc:
+                    raise ProviderError(f"{_describe(url, what)} answered with invalid JSON", "bad json") from exc
+                if not isinstance(data, dict):
+                    raise ProviderError(f"{_describe(url, what)} answered with a non-object JSON", "bad json")
+                return data
+            detail = response.text[:300].replace("\n", " ")
+            last = ProviderError(
+                f"{_describe(url, what)} -> HTTP {response.status_code}: {detail}", f"http {response.status_code}"
+            )
+            if response.status_code not in RETRY_STATUSES:
+                raise last
+            retry_after = response.headers.get("retry-after")
+        if attempt < retry.attempts:
+            time.sleep(retry.wait(attempt, retry_after))
+    assert last is not None
+    raise last

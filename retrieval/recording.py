@@ -1,0 +1,187 @@
+"""Record and replay of model HTTP calls with vcrpy, shared by the CLI and conftest.py.
+
+Three modes:
+- replay (default): answers come from `cassettes/<profile>/<stage>.json`; a request
+  missing there fails at once (never sent, never turned into degraded reranking);
+- live: calls go to the providers (with the embedding cache), nothing is recorded;
+- record: live calls, written to a staging folder; only when the whole run succeeded
+  and every cassette passed its checks (not empty, no secret) do they replace the
+  committed ones, so a failed recording never leaves a half-written cassette.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "CassetteError",
+    "Mode",
+    "Recorder",
+    "find_secrets",
+    "is_replay_miss",
+    "record_command",
+]
+
+Mode = Literal["replay", "live", "record"]
+
+FILTERED_HEADERS = ("x-goog-api-key", "authorization", "cookie", "set-cookie")
+MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "body")
+_SECRET_PATTERNS = (
+    re.compile(r"AIza[0-9A-Za-z_-]{30,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
+    re.compile(r'"(x-goog-api-key|authorization)"\s*:', re.IGNORECASE),
+    re.compile(r"[?&]key=[^&\"\s]{8,}"),
+)
+META_FILE = "recording.json"
+KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY")
+
+
+class CassetteError(RuntimeError):
+    """A cassette is missing, empty or unsafe; the message says which and how to re-record."""
+
+
+def record_command(profile: str) -> str:
+    """The command that re-records a profile's cassettes."""
+    prefix = "GEMINI_API_KEY=... " if profile == "gemini" else ""
+    return f"{prefix}pytest --record --profile {profile}"
+
+
+def is_replay_miss(exc: BaseException) -> bool:
+    """True when vcrpy refused a request because the cassette has no answer for it."""
+    from vcr.errors import CannotOverwriteExistingCassetteException
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, CannotOverwriteExistingCassetteException):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def find_secrets(text: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """What in a cassette looks like a credential: key patterns, auth headers, known key values."""
+    found = [m.group(0)[:12] + "…" for p in _SECRET_PATTERNS for m in p.finditer(text)]
+    found += [f"value of ${name}" for name, value in zip(KEY_VARIABLES, extra, strict=False) if value and value in text]
+    return found
+
+
+def _upper_method(request: Any) -> Any:
+    # aiohttp records "post" where httpx records "POST"; runs on replay too, so it must be idempotent.
+    request.method = request.method.upper()
+    return request
+
+
+def _drop_errors(response: dict[str, Any]) -> dict[str, Any] | None:
+    # A 429/5xx seen while recording would replay as a failure forever.
+    return None if response["status"]["code"] >= 400 else response
+
+
+@dataclass
+class Recorder:
+    """Where a profile's cassettes live, and how each stage of an evaluation uses them."""
+
+    mode: Mode
+    directory: Path
+    profile: str
+    _staging: Path | None = field(default=None, init=False)
+    _recorded: list[str] = field(default_factory=list, init=False)
+
+    def path(self, stage: str) -> Path:
+        return self.directory / f"{stage}.json"
+
+    def has(self, stage: str) -> bool:
+        """True when a cassette for the stage is committed."""
+        return self.path(stage).is_file()
+
+    def has_any(self) -> bool:
+        return self.directory.is_dir() and any(p.name != META_FILE for p in self.directory.glob("*.json"))
+
+    @contextmanager
+    def stage(self, stage: str) -> Iterator[None]:
+        """Route the HTTP calls made inside the block through the stage's cassette."""
+        if self.mode == "live":
+            yield
+            return
+        import vcr
+
+        if self.mode == "replay":
+            if not self.has(stage):
+                raise CassetteError(
+                    f"no cassette {self.path(stage)}: record it with `{record_command(self.profile)}`"
+                )
+            path, record_mode = self.path(stage), "none"
+        else:
+            if self._staging is None:
+                self._staging = Path(tempfile.mkdtemp(prefix=f"cassettes-{self.profile}-"))
+            path, record_mode = self._staging / f"{stage}.json", "all"
+            self._recorded.append(stage)
+        recorder = vcr.VCR(
+            serializer="json",
+            record_mode=record_mode,
+            match_on=MATCH_ON,
+            filter_headers=FILTERED_HEADERS,
+            filter_query_parameters=("key",),
+            decode_compressed_response=True,
+            before_record_request=_upper_method,
+            before_record_response=_drop_errors,
+            record_on_exception=False,
+        )
+        with recorder.use_cassette(str(path)):
+            yield
+
+    def metadata(self) -> dict[str, Any]:
+        """What the last recording wrote beside its cassettes (dataset fingerprint, config, usage)."""
+        path = self.directory / META_FILE
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    def commit(self, metadata: dict[str, Any]) -> list[Path]:
+        """Record mode: check every new cassette, then move them and `metadata` into place atomically."""
+        if self.mode != "record" or self._staging is None:
+            return []
+        keys = tuple(os.environ.get(name, "") for name in KEY_VARIABLES)
+        for stage in self._recorded:
+            staged = self._staging / f"{stage}.json"
+            text = staged.read_text(encoding="utf-8") if staged.is_file() else ""
+            interactions = json.loads(text).get("interactions", []) if text else []
+            if not interactions:
+                raise CassetteError(
+                    f"recording {stage} produced no interaction: the HTTP client was not intercepted. "
+                    "Nothing was replaced."
+                )
+            secrets = find_secrets(text, keys)
+            if secrets:
+                raise CassetteError(f"recording {stage} holds secrets ({', '.join(secrets)}). Nothing was replaced.")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        written = []
+        for stage in self._recorded:
+            target = self.path(stage)
+            tmp = target.with_suffix(".json.tmp")
+            shutil.copyfile(self._staging / f"{stage}.json", tmp)
+            os.replace(tmp, target)
+            written.append(target)
+        previous = self.metadata()
+        # Stages not re-recorded this time keep the usage measured when they were.
+        meta = {**previous, **metadata, "usage": {**previous.get("usage", {}), **metadata.get("usage", {})}}
+        tmp = self.directory / (META_FILE + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, self.directory / META_FILE)
+        self.discard()
+        return written
+
+    def discard(self) -> None:
+        """Forget a recording in progress (after a failure): the committed cassettes stay as they were."""
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+        self._staging = None
+        self._recorded = []
