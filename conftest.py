@@ -16,6 +16,9 @@ from retrieval.gate import GateResult, accept, run_gate, skip_reason
 from retrieval.providers import required_key
 
 
+BASELINE_DIFF = pytest.StashKey[str]()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("retrieval", "retrieval-quality gate")
     group.addoption("--record", action="store_true", help="re-record cassettes with live model calls")
@@ -48,7 +51,13 @@ def gate(request: pytest.FixtureRequest) -> GateResult:
             diff = accept(result, allow_regression=options.allow_regression)
         except BaselineError as exc:
             pytest.fail(str(exc), pytrace=False)
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter:
-            reporter.write_line("\n" + diff)
+        # Fixture output is captured; the summary hook prints the diff after the tests.
+        request.config.stash[BASELINE_DIFF] = diff
     return result
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    diff = config.stash.get(BASELINE_DIFF, None)
+    if diff:
+        terminalreporter.section("baseline updated")
+        terminalreporter.write_line(diff)

@@ -7,9 +7,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from retrieval.baseline import BaselineError, load_baseline
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate
+from retrieval.gate import BASELINE_PATH
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
 from retrieval.report import build_report, render_json, render_markdown
@@ -37,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["markdown", "json"], default="markdown")
     p.add_argument("--output", help="write the report to this file instead of standard output")
     p.add_argument("--log", help="write the per-question run log (JSONL) to this file")
+    p.add_argument(
+        "--baseline",
+        nargs="?",
+        const=BASELINE_PATH,
+        help=f"show each figure's change against a baseline file (default {BASELINE_PATH})",
+    )
     calls = p.add_mutually_exclusive_group()
     calls.add_argument("--live", action="store_true", help="call the providers (embedding cache in .cache/)")
     calls.add_argument("--record", action="store_true", help="call the providers and rewrite the cassettes")
@@ -68,7 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         save_run(run, args.log)
     documents = {d.id: d.content for d in dataset.documents}
     report = build_report(run, documents, settings.prices, extra=args.all_metrics)
-    text = render_json(report) if args.format == "json" else render_markdown(report)
+    compared = None
+    if args.baseline:
+        try:
+            entry = load_baseline(args.baseline)["profiles"].get(settings.profile.name)
+        except BaselineError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        compared = entry["methods"] if entry else None
+    text = render_json(report) if args.format == "json" else render_markdown(report, compared)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")

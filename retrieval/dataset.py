@@ -198,7 +198,7 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> list[Que
         text = _text_field(record, "text", where)
         if not text.strip():
             raise DatasetError(f'{where}: query "{qid}" has an empty "text".')
-        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        metadata: dict[str, Any] = record["metadata"] if isinstance(record.get("metadata"), dict) else {}
         qtype = str(record.get("type") or metadata.get("type") or "all")
         texts[qid] = (text, qtype, where)
 

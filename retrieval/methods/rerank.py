@@ -1,0 +1,163 @@
+"""Listwise LLM reranking of the hybrid candidates, with a degraded mode.
+
+For each question the top `candidates` of the hybrid ranking go to the model in one
+call; it returns their ids by relevance. The final ranking is the reranked candidates
+followed by the rest of the hybrid ranking, so recall beyond the candidate pool is
+exactly hybrid's.
+
+Degraded mode (the seed's "si l'appel de reranking échoue, renvoyer l'ordre hybrid"):
+a ProviderError for one question (timeout, HTTP error after retries, empty or blocked
+answer, unparseable output) keeps that question's hybrid order with status
+"degraded: <reason>", and the run goes on. A missing key or a replay miss is a setup
+problem, not an outage: it is raised, never degraded.
+
+Scores of a reranked ranking are synthetic: the document at position p (0-based) of
+a ranking of length L scores L - p. Only the order carries meaning; hybrid's fused
+scores are not comparable with the model's order, so they are not reused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+import numpy as np
+
+from retrieval.methods.base import Context
+from retrieval.prompts import RERANK_SCHEMA, render_rerank_prompt
+from retrieval.providers.base import (
+    GenerationProvider,
+    MissingKeyError,
+    ProviderError,
+    ReplayMissError,
+)
+from retrieval.ranking import Ranking
+
+__all__ = ["RerankMethod", "parse_ranking"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_NAME = "ranking"
+
+
+def parse_ranking(raw: str, candidate_ids: Sequence[str]) -> list[str]:
+    """Read the model's answer as a full ordering of `candidate_ids`.
+
+    The answer must be a JSON object with a "ranking" list. Ids not among the
+    candidates are dropped (integers are read as their decimal string, for servers
+    without schema enforcement), duplicates keep their first position, and candidates
+    the model left out are appended in their given (hybrid) order. Raises
+    ProviderError with reason "unparseable" when the answer is not such an object,
+    and "no valid ids" when it names none of the candidates: an all-appended order
+    would be hybrid's order passed off as a reranking.
+    """
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ProviderError(
+            f"reranker answer is not JSON: {str(raw)[:120]!r}", "unparseable"
+        ) from exc
+    ranking = data.get("ranking") if isinstance(data, dict) else None
+    if not isinstance(ranking, list):
+        raise ProviderError(
+            f'reranker answer has no "ranking" list: {str(raw)[:120]!r}', "unparseable"
+        )
+    allowed = set(candidate_ids)
+    ordered: dict[str, None] = {}
+    for item in ranking:
+        if isinstance(item, int) and not isinstance(item, bool):
+            item = str(item)
+        if isinstance(item, str) and item in allowed:
+            ordered.setdefault(item, None)
+    if not ordered:
+        raise ProviderError("reranker answer names none of the candidates", "no valid ids")
+    for doc_id in candidate_ids:
+        ordered.setdefault(doc_id, None)
+    return list(ordered)
+
+
+class RerankMethod:
+    """Reranks the top hybrid candidates with one listwise LLM call per question.
+
+    `candidates` is how many hybrid documents the model reads (the seed's 20);
+    `workers` bounds the concurrent calls. Rankings come back in question order
+    whatever order the calls finish in.
+    """
+
+    name = "rerank"
+    requires: tuple[str, ...] = ("hybrid",)
+    needs_vectors = False
+
+    def __init__(
+        self, generator: GenerationProvider, candidates: int = 20, workers: int = 8
+    ) -> None:
+        if candidates < 1:
+            raise ValueError(f"candidates must be >= 1, got {candidates}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.generator = generator
+        self.candidates = candidates
+        self.workers = workers
+
+    def rank(self, context: Context) -> list[Ranking]:
+        """One Ranking per question, in dataset order; failed calls give degraded hybrid order."""
+        hybrid = context.rankings["hybrid"]
+        questions = context.dataset.questions
+        if len(hybrid) != len(questions):
+            raise ValueError(f"hybrid has {len(hybrid)} rankings for {len(questions)} questions")
+        # The report reads the provider's counters as the method's calls and tokens.
+        context.usage[self.name] = self.generator.usage
+        bar = context.progress(len(questions), "rerank") if context.progress and questions else None
+        results: list[Ranking | None] = [None] * len(questions)
+        executor = ThreadPoolExecutor(max_workers=min(self.workers, max(1, len(questions))))
+        try:
+            futures: dict[Future[Ranking], int] = {
+                executor.submit(self._rank_one, context, qi): qi for qi in range(len(questions))
+            }
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                # Completion order only drives the progress bar; results go by question index.
+                for future in sorted(done, key=futures.__getitem__):
+                    results[futures[future]] = future.result()  # re-raises fatal errors
+                    if bar:
+                        bar.update(1)
+        finally:
+            # On a fatal error (replay miss, missing key) do not send the queued calls.
+            executor.shutdown(wait=True, cancel_futures=True)
+            if bar:
+                bar.close()
+        return [r for r in results if r is not None]
+
+    def _rank_one(self, context: Context, qi: int) -> Ranking:
+        hybrid = context.rankings["hybrid"][qi]
+        pool = hybrid.indices[: self.candidates]
+        if len(pool) < 2:  # nothing to reorder: no call
+            return hybrid
+        documents = context.dataset.documents
+        question = context.dataset.questions[qi]
+        candidates = [(documents[i].id, documents[i].title, documents[i].text) for i in pool]
+        ids = [c[0] for c in candidates]
+        try:
+            raw = self.generator.generate_json(
+                render_rerank_prompt(question.text, candidates), RERANK_SCHEMA, SCHEMA_NAME
+            )
+            order = parse_ranking(raw, ids)
+        except ReplayMissError as exc:
+            raise ReplayMissError(f"rerank of question {question.id} ({self.generator.model}): {exc}", exc.reason) from exc
+        except MissingKeyError:
+            raise
+        except ProviderError as exc:
+            log.warning("rerank degraded to hybrid order for question %s: %s", question.id, exc)
+            return Ranking(hybrid.indices, hybrid.scores, status=f"degraded: {exc.reason}")
+        position = {doc_id: int(i) for doc_id, i in zip(ids, pool, strict=True)}
+        indices = np.concatenate(
+            [
+                np.asarray([position[d] for d in order], dtype=hybrid.indices.dtype),
+                hybrid.indices[len(pool) :],
+            ]
+        )
+        scores = np.arange(len(indices), 0, -1, dtype=np.float64)
+        return Ranking(indices, scores)

@@ -1,0 +1,69 @@
+"""The versioned reranking prompt: template, response schema and deterministic rendering.
+
+Cassettes match requests byte for byte, so the rendered prompt must be a pure function
+of the question and the candidates. Anything that changes its bytes (the template, the
+truncation length, the candidate layout) needs a new PROMPT_VERSION and a re-recording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any
+
+__all__ = ["PROMPT_VERSION", "RERANK_SCHEMA", "TEXT_CHARS", "render_rerank_prompt"]
+
+PROMPT_VERSION = "rerank-v1"
+
+# Part of the prompt version: 20 candidates x 1,000 characters keeps a call near 6k tokens.
+TEXT_CHARS = 1000
+
+RERANK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"ranking": {"type": "array", "items": {"type": "string"}}},
+    "required": ["ranking"],
+    # OpenAI's strict json_schema mode refuses a schema without it; the Gemini provider drops it.
+    "additionalProperties": False,
+}
+
+
+@cache
+def _template() -> Template:
+    # Package data (pyproject: prompts/*.txt); read_text normalises line endings.
+    text = resources.files(__name__).joinpath(f"{PROMPT_VERSION}.txt").read_text(encoding="utf-8")
+    return Template(text)
+
+
+def _one_line(text: str) -> str:
+    # Newlines inside a document would break the candidate layout the model reads.
+    return " ".join(text.split())
+
+
+def _truncate(text: str, limit: int = TEXT_CHARS) -> str:
+    text = _one_line(text)
+    if len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + " […]"
+
+
+def render_rerank_prompt(question: str, candidates: Sequence[tuple[str, str, str]]) -> str:
+    """Render the listwise reranking prompt for one question.
+
+    `candidates` are (id, title, text) in the order the model sees them (the hybrid
+    order). Texts are whitespace-collapsed and cut at TEXT_CHARS characters, so the
+    same inputs always give the same bytes.
+    """
+    blocks = []
+    for position, (doc_id, title, text) in enumerate(candidates, start=1):
+        lines = [f"[{position}] id: {doc_id}"]
+        if title.strip():
+            lines.append(f"title: {_one_line(title)}")
+        lines.append(f"text: {_truncate(text)}")
+        blocks.append("\n".join(lines))
+    return _template().substitute(
+        question=_one_line(question),
+        count=len(candidates),
+        candidates="\n\n".join(blocks),
+    )

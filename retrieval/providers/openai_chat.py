@@ -1,0 +1,120 @@
+"""Generation over any OpenAI-compatible `POST {base_url}/chat/completions` endpoint.
+
+The request body is serialised deterministically by `post_json` (cassettes match it
+byte for byte). Servers that do not implement `json_schema` response formats can be
+used with `json_schema = false` in the profile: the answer is then only asked to be
+a JSON object, and the reranker's strict parsing does the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from retrieval.config import Profile
+from retrieval.cost import Usage
+from retrieval.providers.base import MissingKeyError, ProviderError
+from retrieval.providers.http import RetryPolicy, post_json
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAIChat"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIChat:
+    """GenerationProvider for OpenAI-compatible chat completions, temperature 0.
+
+    The API key comes from the environment variable named by `profile.api_key_env`
+    (sent as a Bearer token); a profile without one talks to a keyless server. In
+    replay no key is needed or sent: cassettes never hold it. `client` lets callers
+    share one httpx.Client; its own timeout then applies instead of the profile's.
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        replay: bool = False,
+        retry: RetryPolicy | None = None,
+        client: httpx.Client | None = None,
+    ) -> None:
+        if not profile.rerank_model:
+            raise ValueError(f"profile {profile.name!r}: rerank_model is empty")
+        self.model = profile.rerank_model
+        self.url = (profile.rerank_base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self.json_schema = profile.json_schema
+        self.usage = Usage()
+        # A replayed request is answered or missing, never transient: no retry.
+        self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy())
+        self._headers: dict[str, str] = {}
+        if profile.api_key_env and not replay:
+            key = os.environ.get(profile.api_key_env, "").strip()
+            if not key:
+                raise MissingKeyError([profile.api_key_env], "openai")
+            self._headers["authorization"] = f"Bearer {key}"
+        self._owns_client = client is None
+        self._client = client or httpx.Client(timeout=profile.timeout)
+
+    def _response_format(self, schema: Mapping[str, Any], schema_name: str) -> dict[str, Any]:
+        if self.json_schema:
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "schema": dict(schema), "strict": True},
+            }
+        return {"type": "json_object"}
+
+    def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:
+        """Return the raw content of one answer; ProviderError "blocked"/"empty" if none."""
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "response_format": self._response_format(schema, schema_name),
+        }
+        what = f"chat {self.model}"
+        started = time.perf_counter()
+        try:
+            data = post_json(
+                self._client, self.url, body, headers=self._headers, retry=self._retry, what=what
+            )
+        except ProviderError:
+            # A failed call still cost a request and wall time; tokens are unknown.
+            self.usage.add(1, seconds=time.perf_counter() - started)
+            raise
+        usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
+        self.usage.add(
+            1,
+            input_tokens=_int(usage.get("prompt_tokens")),
+            output_tokens=_int(usage.get("completion_tokens")),
+            seconds=time.perf_counter() - started,
+        )
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ProviderError(f"{what}: no choice in the answer", "empty")
+        choice = choices[0]
+        message: dict[str, Any] = (
+            choice["message"] if isinstance(choice.get("message"), dict) else {}
+        )
+        if choice.get("finish_reason") == "content_filter" or message.get("refusal"):
+            raise ProviderError(f"{what}: answer refused or filtered", "blocked")
+        content = message.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise ProviderError(
+                f"{what}: empty answer (finish reason {choice.get('finish_reason')})", "empty"
+            )
+        return content
+
+    def close(self) -> None:
+        """Close the HTTP client if this object created it."""
+        if self._owns_client:
+            self._client.close()
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,63 @@
+"""A whole Gemini evaluation, keyless: the real SDK records against a local fake server,
+then replays with the server stopped. The server's answers are test fixtures, so nothing
+here is a baseline; what is checked is the plumbing: four methods, a degraded question
+counted, the cost section, identical replay, and no key in the cassettes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, clean_gemini_env, gemini_profile
+
+from retrieval.config import Settings, load_settings
+from retrieval.dataset import load_dataset
+from retrieval.evaluate import evaluate
+from retrieval.recording import find_secrets
+from retrieval.report import build_report, render_markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clean_gemini_env(monkeypatch)
+    dataset = load_dataset(ROOT / "data/demo")
+    prices = load_settings(ROOT).prices
+    with FakeGeminiServer() as server:
+        settings = Settings(
+            dataset=str(ROOT / "data/demo"),
+            profile=gemini_profile(server.url, rerank_workers=1),
+            cassettes=str(tmp_path / "cassettes"),
+            cache=str(tmp_path / "cache"),
+            prices=prices,
+        )
+        # Corpus and questions are embedded first; the third request is the first rerank call.
+        server.script(Act(), Act(), Act.answer("Voici le classement : q01, q02"))
+        recorded = evaluate(dataset, settings, mode="record")
+    monkeypatch.delenv("GEMINI_API_KEY")
+    replayed = evaluate(dataset, settings, mode="replay")
+
+    assert replayed.methods == ["bm25", "vector", "hybrid", "rerank"]
+    for method in replayed.methods:
+        assert replayed.ranked_ids(method) == recorded.ranked_ids(method)
+    first = dataset.questions[0].id
+    assert replayed.degraded("rerank") == {first: "unparseable"}
+    assert replayed.results[0].methods["rerank"].ids == replayed.results[0].methods["hybrid"].ids
+
+    report = build_report(replayed, {d.id: d.content for d in dataset.documents}, prices)
+    markdown = render_markdown(report)
+    assert markdown.splitlines()[2].endswith("| Degraded |")
+    rerank_row = next(line for line in markdown.splitlines() if line.startswith("| rerank |"))
+    assert rerank_row.endswith("| 1 |")
+    cost = {row.method: row for row in report.cost}
+    assert cost["rerank"].stages == ["bm25", "vector", "hybrid", "rerank"]
+    assert cost["rerank"].calls == 1 + len(dataset.questions)  # question embeddings + one call per question
+    assert cost["rerank"].input_tokens > cost["vector"].input_tokens > 0
+    assert cost["rerank"].cost is not None and cost["rerank"].cost > cost["hybrid"].cost
+    assert "### Cost" in markdown and "1 question(s) degraded" in markdown
+
+    cassettes = sorted(p.name for p in (tmp_path / "cassettes" / "fixture-gemini").iterdir())
+    assert cassettes == ["corpus-embeddings.json", "question-embeddings.json", "recording.json", "rerank-gemini-3.5-flash.json"]
+    for path in (tmp_path / "cassettes" / "fixture-gemini").glob("*.json"):
+        assert find_secrets(path.read_text(), (FIXTURE_KEY,)) == []
+        assert FIXTURE_KEY not in path.read_text()

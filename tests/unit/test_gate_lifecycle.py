@@ -1,0 +1,110 @@
+"""The gate's life cycle on a temporary copy of the project: a change to the RRF k, the
+analyzer or a question fails the gate with a message a user understands; updating the
+baseline makes it pass again; a lowered figure names the questions that got worse."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from retrieval import analyzer
+from retrieval.baseline import BaselineError
+from retrieval.config import load_settings
+from retrieval.gate import BASELINE_PATH, accept, run_gate
+from retrieval.providers.base import ReplayMissError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for item in ("data/demo", "cassettes/local", "baselines", "tests/regression"):
+        shutil.copytree(ROOT / item, tmp_path / item)
+    for item in ("conftest.py", "pyproject.toml"):
+        shutil.copy(ROOT / item, tmp_path / item)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _gate(**overrides: object):
+    return run_gate(load_settings(".", {"profile": "local", **overrides}))
+
+
+def test_committed_state_passes(project: Path) -> None:
+    result = _gate()
+    assert result.problem is None
+    assert result.checks and all(c.ok for c in result.checks)
+
+
+def test_rrf_k_change_fails_then_update_passes(project: Path) -> None:
+    (project / "retrieval.toml").write_text("rrf_k = 5\n")
+    result = _gate()
+    assert result.problem and "rrf_k: 60 -> 5" in result.problem and "--update-baseline" in result.problem
+    accept(result, allow_regression=True)
+    again = _gate()
+    assert again.problem is None and all(c.ok for c in again.checks)
+    assert json.loads(Path(BASELINE_PATH).read_text())["profiles"]["local"]["config"]["rrf_k"] == 5
+
+
+def test_analyzer_change_is_reported_as_configuration(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analyzer, "ANALYZER_VERSION", "fr-2")
+    result = _gate()
+    assert result.problem and "analyzer: 'fr-1' -> 'fr-2'" in result.problem
+
+
+def test_question_change_is_reported_as_dataset_change(project: Path) -> None:
+    path = project / "data/demo/questions.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["type"] = "mixte"  # same text: the recorded embeddings still apply
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    result = _gate()
+    assert result.problem and "the dataset changed" in result.problem
+    accept(result, allow_regression=True)
+    assert _gate().problem is None
+
+
+def test_new_question_text_needs_a_recording(project: Path) -> None:
+    path = project / "data/demo/questions.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["text"] += " merci"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    with pytest.raises(ReplayMissError, match=r"pytest --record --profile local"):
+        _gate()
+
+
+def test_lowered_figure_names_worse_questions_and_update_refuses(project: Path) -> None:
+    baseline = json.loads(Path(BASELINE_PATH).read_text())
+    vector = baseline["profiles"]["local"]["methods"]["vector"]
+    question = next(q for q, rr in vector["reciprocal_ranks"].items() if rr < 1)
+    vector["reciprocal_ranks"][question] = 1.0
+    vector["mrr"] = round(vector["mrr"] + 0.05, 4)
+    Path(BASELINE_PATH).write_text(json.dumps(baseline, indent=2, sort_keys=True))
+    result = _gate()
+    failed = [c for c in result.checks if not c.ok]
+    assert [(c.method, c.metric) for c in failed] == [("vector", "mrr")]
+    message = failed[0].message()
+    assert "baseline" in message and "current" in message and "delta -0.05" in message and question in message
+    before = Path(BASELINE_PATH).read_text()
+    with pytest.raises(BaselineError, match="refusing to lower"):
+        accept(result)
+    assert Path(BASELINE_PATH).read_text() == before
+
+
+def test_pytest_gate_end_to_end(project: Path) -> None:
+    """The real commands: the gate fails on a changed RRF k, and --update-baseline makes it pass."""
+    (project / "retrieval.toml").write_text("rrf_k = 5\n")
+    command = [sys.executable, "-m", "pytest", "-m", "regression", "-q", "-p", "no:cacheprovider"]
+    failed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1, failed.stdout
+    assert "rrf_k: 60 -> 5" in failed.stdout
+    updated = subprocess.run(
+        [*command, "--update-baseline", "--allow-regression", "--snapshot-update"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert updated.returncode == 0, updated.stdout
+    assert "rrf_k: 60 -> 5" in updated.stdout  # the diff printed for review
