@@ -204,6 +204,9 @@ def evaluate(
             )
         if "rerank" in skipped:
             requested.remove("rerank")
+    if not requested and not extra:
+        reasons = "; ".join(f"{m} skipped: {why}" for m, why in skipped.items())
+        raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
     plan = _plan(requested, settings, mode, extra)
     context = Context(dataset=dataset, depth=settings.depth, progress=progress)
     try:

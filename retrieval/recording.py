@@ -82,9 +82,18 @@ def _upper_method(request: Any) -> Any:
     return request
 
 
-def _drop_errors(response: dict[str, Any]) -> dict[str, Any] | None:
+VOLATILE_HEADERS = ("date", "server", "x-request-id", "server-timing", "alt-svc")
+
+
+def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
     # A 429/5xx seen while recording would replay as a failure forever.
-    return None if response["status"]["code"] >= 400 else response
+    if response["status"]["code"] >= 400:
+        return None
+    # Headers that change on every call would make an identical re-recording show as a diff.
+    headers = response.get("headers", {})
+    for name in [h for h in headers if h.lower() in VOLATILE_HEADERS]:
+        del headers[name]
+    return response
 
 
 @dataclass
@@ -134,7 +143,7 @@ class Recorder:
             filter_query_parameters=("key",),
             decode_compressed_response=True,
             before_record_request=_upper_method,
-            before_record_response=_drop_errors,
+            before_record_response=_clean_response,
             record_on_exception=False,
         )
         with recorder.use_cassette(str(path)):
