@@ -13,7 +13,6 @@ import os
 import re
 import tempfile
 import warnings
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,7 +55,7 @@ class EmbeddingCache:
                 keys, vectors, stored = data["keys"], data["vectors"], str(data["checksum"])
             if stored != _checksum(keys, vectors) or len(keys) != len(vectors):
                 raise ValueError("checksum mismatch")
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        except Exception as exc:  # whatever is wrong with the file, it is rebuilt, never trusted
             warnings.warn(f"{self.path}: corrupt embedding cache ({exc}); it will be rebuilt", stacklevel=2)
             self._dirty = True
             return

@@ -149,10 +149,12 @@ def load_settings(
     profiles = data.get("profiles", {})
     if profile_name not in profiles:
         raise ConfigError(
-            f"unknown profile {profile_name!r}: profiles defined are {sorted(profiles)} "
+            f"{where}: unknown profile {profile_name!r}: profiles defined are {sorted(profiles)} "
             f"(add [profiles.{profile_name}] to retrieval.toml or [tool.retrieval.profiles.{profile_name}] to pyproject.toml)."
         )
-    profile = _build_profile(profile_name, profiles[profile_name], where)
+    # Every profile is checked, so a typo in one not chosen today does not wait to surface.
+    built = {name: _build_profile(name, table, where) for name, table in profiles.items()}
+    profile = built[profile_name]
     if environ.get("EMBEDDING_MODEL"):
         profile = replace(profile, embedding_model=environ["EMBEDDING_MODEL"])
     if environ.get("MODEL"):

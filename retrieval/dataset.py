@@ -101,7 +101,7 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 "Each line must be one JSON object."
             ) from exc
         if not isinstance(record, dict):
-            raise DatasetError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}.")
+            raise DatasetError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}. Write one JSON object per line.")
         yield number, record
 
 
@@ -112,7 +112,7 @@ def _text_field(record: dict[str, Any], key: str, where: str, *, required: bool 
     if value is None:
         raise DatasetError(f'{where}: missing field "{key}". Add "{key}": "..." to this line.')
     if not isinstance(value, str | int) or isinstance(value, bool):
-        raise DatasetError(f'{where}: field "{key}" must be a string.')
+        raise DatasetError(f'{where}: field "{key}" must be a string. Quote the value.')
     return str(value)
 
 
@@ -163,13 +163,15 @@ def _load_native_questions(path: Path, documents: dict[str, Document]) -> list[Q
     for number, record in _jsonl(path):
         where = f"{path}:{number}"
         qid = _text_field(record, "id", where).strip()
+        if not qid:
+            raise DatasetError(f'{where}: empty "id". Give every question a unique id.')
         if qid in seen:
             raise DatasetError(
                 f'{where}: duplicate question id "{qid}" (first at line {seen[qid]}). Ids must be unique.'
             )
         text = _text_field(record, "text", where)
         if not text.strip():
-            raise DatasetError(f'{where}: question "{qid}" has an empty "text".')
+            raise DatasetError(f'{where}: question "{qid}" has an empty "text". Write the question or remove the line.')
         qtype = _text_field(record, "type", where).strip()
         relevant = record.get("relevant")
         if relevant is None:
@@ -193,11 +195,13 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> list[Que
     for number, record in _jsonl(queries_path):
         where = f"{queries_path}:{number}"
         qid = _text_field(record, "_id" if "_id" in record else "id", where).strip()
+        if not qid:
+            raise DatasetError(f'{where}: empty "_id". Give every query a unique id.')
         if qid in texts:
             raise DatasetError(f'{where}: duplicate query id "{qid}". Ids must be unique.')
         text = _text_field(record, "text", where)
         if not text.strip():
-            raise DatasetError(f'{where}: query "{qid}" has an empty "text".')
+            raise DatasetError(f'{where}: query "{qid}" has an empty "text". Write the question or remove the line.')
         metadata: dict[str, Any] = record["metadata"] if isinstance(record.get("metadata"), dict) else {}
         qtype = str(record.get("type") or metadata.get("type") or "all")
         texts[qid] = (text, qtype, where)

@@ -1,0 +1,212 @@
+"""Failure analysis on a hand-built Run: recall vs ranking failures, shared terms, best method."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.analysis import Failure, best_method, failures_at_rank_1
+from retrieval.dataset import Question
+from retrieval.metrics import MethodScores
+from retrieval.run import MethodResult, QuestionResult, Run
+
+DOCUMENTS = {
+    "HEL-4040": "HEL-4040 : fichier d'import invalide\nLe fichier importé est mal formé.",
+    "HEL-4050": "HEL-4050 : quota dépassé\nLe quota d'import est atteint.",
+    "proc-restauration": "Restaurer une sauvegarde\nChoisissez un point de sauvegarde.",
+    "proc-diagnostic": "Lancer un diagnostic\nLe diagnostic vérifie la connexion de l'agent.",
+    "proc-purger-cache": "Purger le cache\nVider le cache libère l'espace disque de l'agent.",
+    "inc-2026-04": "Incident d'avril 2026\nDes doublons sont apparus après une manipulation.",
+}
+CANDIDATES = 3
+
+
+def _m(
+    ids: list[str],
+    relevant: tuple[str, ...],
+    ranks: dict[str, int | None] | None = None,
+    status: str = "ok",
+) -> MethodResult:
+    """A method's answer; relevant ranks default to the positions in `ids` (None when absent)."""
+    if ranks is None:
+        ranks = {d: ids.index(d) + 1 if d in ids else None for d in relevant}
+    return MethodResult(
+        ids=ids,
+        scores=[1.0 / (i + 1) for i in range(len(ids))],
+        relevant_ranks=ranks,
+        status=status,
+    )
+
+
+def _result(q: Question, **methods: MethodResult) -> QuestionResult:
+    return QuestionResult(q, methods)
+
+
+Q_OK = Question("q1", "J'obtiens HEL-4040 en important", "identifiant", ("HEL-4040",))
+Q_RECALL = Question(
+    "q2",
+    "Comment revenir à l'état d'hier après une fausse manipulation ?",
+    "paraphrase",
+    ("proc-restauration",),
+)
+Q_RANKING = Question("q3", "Le diagnostic de l'agent échoue", "mixte", ("proc-diagnostic",))
+Q_BOUNDARY = Question("q4", "quota HEL-4050", "identifiant", ("HEL-4050",))
+
+
+def _run() -> Run:
+    rel = Q_RECALL.relevant
+    return Run(
+        dataset="fixture",
+        fingerprint="sha256:fixture",
+        config={"k": 5, "candidates": CANDIDATES},
+        methods=["bm25", "vector", "hybrid", "rerank"],
+        results=[
+            _result(
+                Q_OK,
+                bm25=_m(["HEL-4040", "HEL-4050"], Q_OK.relevant),
+                vector=_m(["HEL-4050", "HEL-4040"], Q_OK.relevant),
+                hybrid=_m(["HEL-4040", "HEL-4050"], Q_OK.relevant),
+                rerank=_m(["HEL-4040", "HEL-4050"], Q_OK.relevant),
+            ),
+            # The relevant document is 4th in hybrid: outside the reranker's 3 candidates.
+            _result(
+                Q_RECALL,
+                bm25=_m(["inc-2026-04", "HEL-4040"], rel, {"proc-restauration": None}),
+                vector=_m(
+                    ["inc-2026-04", "proc-diagnostic", "proc-purger-cache", "proc-restauration"],
+                    rel,
+                    {"proc-restauration": 28},
+                ),
+                hybrid=_m(
+                    ["inc-2026-04", "proc-diagnostic", "proc-purger-cache", "proc-restauration"],
+                    rel,
+                ),
+                rerank=_m(
+                    ["proc-diagnostic", "proc-purger-cache", "inc-2026-04"],
+                    rel,
+                    {"proc-restauration": None},
+                ),
+            ),
+            # The relevant document is 3rd in hybrid (inside the pool) but the reranker put it 2nd.
+            _result(
+                Q_RANKING,
+                bm25=_m(["proc-purger-cache", "proc-diagnostic"], Q_RANKING.relevant),
+                vector=_m(["proc-diagnostic", "proc-purger-cache"], Q_RANKING.relevant),
+                hybrid=_m(["proc-purger-cache", "HEL-4040", "proc-diagnostic"], Q_RANKING.relevant),
+                rerank=_m(
+                    ["proc-purger-cache", "proc-diagnostic", "HEL-4040"],
+                    Q_RANKING.relevant,
+                    status="degraded: http 500",
+                ),
+            ),
+            # Exactly at the pool's boundary: rank 3 of 3 is a candidate.
+            _result(
+                Q_BOUNDARY,
+                bm25=_m(["HEL-4050"], Q_BOUNDARY.relevant),
+                vector=_m(["HEL-4040", "proc-diagnostic", "HEL-4050"], Q_BOUNDARY.relevant),
+                hybrid=_m(["HEL-4040", "proc-diagnostic", "HEL-4050"], Q_BOUNDARY.relevant),
+                rerank=_m(["HEL-4050", "HEL-4040"], Q_BOUNDARY.relevant),
+            ),
+        ],
+    )
+
+
+def _by_id(failures: list[Failure]) -> dict[str, Failure]:
+    return {f.question_id: f for f in failures}
+
+
+def test_only_questions_without_a_relevant_first_result_fail() -> None:
+    failures = _by_id(failures_at_rank_1(_run(), "rerank", DOCUMENTS, CANDIDATES))
+    assert set(failures) == {"q2", "q3"}
+
+
+def test_relevant_absent_from_the_candidate_pool_is_a_recall_failure() -> None:
+    f = _by_id(failures_at_rank_1(_run(), "rerank", DOCUMENTS, CANDIDATES))["q2"]
+    assert f.kind == "recall"
+    assert f.pool == f"hybrid top {CANDIDATES}"
+    assert f.expected == ["proc-restauration"]
+    assert f.obtained == ["proc-diagnostic", "proc-purger-cache", "inc-2026-04"]
+    assert f.type == "paraphrase"
+    assert f.question == Q_RECALL.text
+    (trace,) = f.relevant
+    assert trace.doc_id == "proc-restauration"
+    assert trace.rank is None
+    assert trace.ranks == {"bm25": None, "vector": 28}
+
+
+def test_relevant_inside_the_pool_is_a_ranking_failure() -> None:
+    f = _by_id(failures_at_rank_1(_run(), "rerank", DOCUMENTS, CANDIDATES))["q3"]
+    assert f.kind == "ranking"
+    assert f.relevant[0].rank == 2
+    assert f.relevant[0].ranks == {"bm25": 2, "vector": 1}
+    assert f.status == "degraded: http 500"
+
+
+def test_the_pool_of_rerank_is_the_hybrid_top_n() -> None:
+    run = _run()
+    # With one more candidate, the reranker's pool reaches the relevant document of q2.
+    assert (
+        _by_id(failures_at_rank_1(run, "rerank", DOCUMENTS, CANDIDATES + 1))["q2"].kind == "ranking"
+    )
+    # With fewer candidates, q3's relevant document (hybrid rank 3) drops out of the pool,
+    # even though the reranker's own list holds it at rank 2.
+    assert (
+        _by_id(failures_at_rank_1(run, "rerank", DOCUMENTS, CANDIDATES - 1))["q3"].kind == "recall"
+    )
+
+
+def test_a_method_without_candidate_source_is_its_own_pool() -> None:
+    failures = _by_id(failures_at_rank_1(_run(), "vector", DOCUMENTS, CANDIDATES))
+    assert set(failures) == {"q1", "q2", "q4"}
+    assert failures["q1"].kind == "ranking"  # 2nd in vector's own top 3
+    assert failures["q4"].kind == "ranking"  # 3rd of 3: still a candidate
+    assert failures["q2"].kind == "recall"  # 4th: outside vector's top 3
+    assert failures["q2"].pool == f"vector top {CANDIDATES}"
+
+
+def test_no_term_in_common_versus_shared_terms() -> None:
+    failures = _by_id(failures_at_rank_1(_run(), "rerank", DOCUMENTS, CANDIDATES))
+    assert failures["q2"].relevant[0].shared_terms == []  # the seed's paraphrase: nothing to match
+    assert failures["q3"].relevant[0].shared_terms == ["agent", "diagnostic"]
+
+
+def test_first_stage_ranks_are_absent_for_methods_that_did_not_run() -> None:
+    run = _run()
+    for result in run.results:
+        del result.methods["bm25"]
+    f = _by_id(failures_at_rank_1(run, "rerank", DOCUMENTS, CANDIDATES))["q2"]
+    assert f.relevant[0].ranks == {"vector": 28}
+
+
+def _scores(mrr: float, recall: float) -> MethodScores:
+    return MethodScores(overall={"recall@5": recall, "mrr": mrr}, by_type={}, per_question={})
+
+
+def test_best_method_has_the_highest_mrr() -> None:
+    scores = {
+        "bm25": _scores(0.71, 0.99),
+        "vector": _scores(0.79, 0.82),
+        "hybrid": _scores(0.80, 0.88),
+    }
+    assert best_method(scores) == "hybrid"
+
+
+def test_best_method_ties_on_mrr_go_to_recall_then_to_the_first_listed() -> None:
+    assert best_method({"a": _scores(0.8, 0.7), "b": _scores(0.8, 0.9)}) == "b"
+    assert best_method({"a": _scores(0.8, 0.9), "b": _scores(0.8, 0.9)}) == "a"
+    assert best_method({"b": _scores(0.8, 0.9), "a": _scores(0.8, 0.9)}) == "b"
+
+
+def test_best_method_reads_recall_at_the_given_k() -> None:
+    scores = {
+        "a": MethodScores({"recall@3": 0.9, "recall@5": 0.1, "mrr": 0.5}, {}, {}),
+        "b": MethodScores({"recall@3": 0.1, "recall@5": 0.9, "mrr": 0.5}, {}, {}),
+    }
+    assert best_method(scores, k=3) == "a"
+    assert best_method(scores, k=5) == "b"
+
+
+@pytest.mark.parametrize("method", ["bm25", "hybrid"])
+def test_obtained_is_the_top_3(method: str) -> None:
+    for f in failures_at_rank_1(_run(), method, DOCUMENTS, CANDIDATES):
+        assert len(f.obtained) <= 3
+        assert f.obtained[0] not in f.expected

@@ -1,0 +1,244 @@
+"""The baseline: entry, comparison with messages that explain a drop, guarded atomic updates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retrieval.baseline import (
+    BaselineError,
+    compare,
+    entry_for,
+    incompatibility,
+    load_baseline,
+    update_baseline,
+)
+from retrieval.dataset import Question
+from retrieval.metrics import MethodScores
+from retrieval.report import score_run
+from retrieval.run import MethodResult, QuestionResult, Run
+
+QUESTIONS = [
+    Question("q1", "J'obtiens HEL-4040", "identifiant", ("HEL-4040",)),
+    Question("q2", "Revenir à l'état d'hier", "paraphrase", ("proc-restauration",)),
+    Question("q3", "Cacher la sécu", "paraphrase", ("faq-masquage", "faq-rgpd")),
+]
+CONFIG = {
+    "profile": "local",
+    "embedding_model": "fixture-e5",
+    "k": 5,
+    "rrf_k": 60,
+    "analyzer": "fr-1",
+}
+
+
+def _run(
+    ranked: dict[str, list[list[str]]], config: dict | None = None, fingerprint: str = "sha256:aaaa"
+) -> Run:
+    results = []
+    for i, q in enumerate(QUESTIONS):
+        methods = {
+            name: MethodResult(per_q[i], [1.0] * len(per_q[i]), {d: None for d in q.relevant})
+            for name, per_q in ranked.items()
+        }
+        results.append(QuestionResult(q, methods))
+    return Run(
+        "fixture",
+        fingerprint,
+        {**CONFIG, "pipelines": {"bm25": ["bm25"]}, **(config or {})},
+        list(ranked),
+        results,
+    )
+
+
+GOOD = {
+    "bm25": [["HEL-4040", "x"], ["x", "proc-restauration"], ["faq-masquage", "faq-rgpd"]],
+    "vector": [["x", "HEL-4040"], ["proc-restauration"], ["faq-rgpd", "x"]],
+}
+# bm25 loses q2's document (rank 2 -> absent) and q3's second one; vector is unchanged.
+WORSE = {
+    "bm25": [["HEL-4040", "x"], ["x", "y"], ["faq-masquage", "x"]],
+    "vector": GOOD["vector"],
+}
+
+
+def _entry(ranked: dict[str, list[list[str]]] = GOOD, **kwargs: object) -> dict:
+    run = _run(ranked, **kwargs)  # type: ignore[arg-type]
+    return entry_for(run, score_run(run), k=5)
+
+
+def _scores(ranked: dict[str, list[list[str]]]) -> dict[str, MethodScores]:
+    return score_run(_run(ranked))
+
+
+TYPES = {q.id: q.type for q in QUESTIONS}
+
+
+# --- entry_for --------------------------------------------------------------------------------
+
+
+def test_entry_holds_rounded_figures_and_per_question_values() -> None:
+    entry = _entry()
+    assert entry["fingerprint"] == "sha256:aaaa"
+    assert entry["config"] == CONFIG  # without the pipelines
+    bm25 = entry["methods"]["bm25"]
+    assert bm25["recall@5"] == 1.0
+    assert bm25["mrr"] == round((1 + 0.5 + 1) / 3, 4) == 0.8333
+    assert bm25["by_type"] == {"identifiant": {"recall@5": 1.0}, "paraphrase": {"recall@5": 1.0}}
+    assert bm25["reciprocal_ranks"] == {"q1": 1.0, "q2": 0.5, "q3": 1.0}
+    assert entry["methods"]["vector"]["recall_per_question"]["q3"] == 0.5
+
+
+# --- compare ----------------------------------------------------------------------------------
+
+
+def test_same_figures_pass() -> None:
+    checks = compare(_entry(), _scores(GOOD), 5, TYPES)
+    assert checks and all(c.ok for c in checks)
+    assert {c.method for c in checks} == {"bm25", "vector"}
+    assert {c.metric for c in checks} == {
+        "recall@5",
+        "mrr",
+        "recall@5[identifiant]",
+        "recall@5[paraphrase]",
+    }
+
+
+def test_a_lowered_figure_fails_with_an_explanation() -> None:
+    checks = {(c.method, c.metric): c for c in compare(_entry(), _scores(WORSE), 5, TYPES)}
+    mrr = checks[("bm25", "mrr")]
+    assert not mrr.ok
+    assert mrr.baseline == 0.8333
+    assert mrr.current == pytest.approx(2 / 3)
+    # The delta is between the figures as shown (4 decimals): 0.6667 - 0.8333.
+    assert mrr.delta == pytest.approx(-0.1666)
+    message = mrr.message()
+    assert "baseline 0.8333" in message
+    assert "current 0.6667" in message
+    assert "delta -0.1666" in message
+    assert "q2 (0.50 -> 0.00)" in message
+    assert "q3" not in message  # its reciprocal rank did not change
+
+    recall = checks[("bm25", "recall@5")]
+    assert not recall.ok
+    assert "q2 (1.00 -> 0.00)" in recall.message() and "q3 (1.00 -> 0.50)" in recall.message()
+    assert recall.worse_questions == ["q2 (1.00 -> 0.00)", "q3 (1.00 -> 0.50)"]
+
+    per_type = checks[("bm25", "recall@5[paraphrase]")]
+    assert not per_type.ok
+    assert checks[("bm25", "recall@5[identifiant]")].ok
+    assert all(c.ok for (method, _), c in checks.items() if method == "vector")
+
+
+def test_tolerance_absorbs_small_drops() -> None:
+    entry = {**_entry(), "tolerance": 0.2}
+    checks = {(c.method, c.metric): c for c in compare(entry, _scores(WORSE), 5, TYPES)}
+    assert checks[("bm25", "mrr")].ok  # -0.1667 within 0.2
+    assert not checks[("bm25", "recall@5")].ok  # -0.5 is not
+
+
+def test_methods_missing_from_the_run_are_not_checked() -> None:
+    scores = _scores(GOOD)
+    del scores["vector"]
+    assert {c.method for c in compare(_entry(), scores, 5, TYPES)} == {"bm25"}
+
+
+# --- update_baseline --------------------------------------------------------------------------
+
+
+def test_update_writes_a_sorted_readable_file(tmp_path: Path) -> None:
+    path = tmp_path / "baselines" / "metrics.json"
+    diff = update_baseline(path, "local", _entry())
+    data = load_baseline(path)
+    assert data["profiles"]["local"]["methods"]["bm25"]["mrr"] == 0.8333
+    assert "bm25 mrr: new 0.8333" in diff
+    text = path.read_text()
+    assert text == json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert [p.name for p in path.parent.iterdir()] == ["metrics.json"]
+
+
+def test_update_refuses_to_lower_without_allow_regression(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    update_baseline(path, "local", _entry())
+    before = path.read_bytes()
+    with pytest.raises(BaselineError, match="refusing to lower") as caught:
+        update_baseline(path, "local", _entry(WORSE))
+    assert "bm25 mrr" in str(caught.value)
+    assert "--allow-regression" in str(caught.value)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_update_lowers_with_allow_regression(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    update_baseline(path, "local", _entry())
+    diff = update_baseline(path, "local", _entry(WORSE), allow_regression=True)
+    assert "bm25 mrr: 0.8333 -> 0.6667 (-0.1666)" in diff
+    assert load_baseline(path)["profiles"]["local"]["methods"]["bm25"]["mrr"] == 0.6667
+
+
+def test_update_keeps_other_profiles_and_the_tolerance(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    update_baseline(path, "gemini", _entry())
+    update_baseline(path, "local", {**_entry(), "tolerance": 0.02})
+    diff = update_baseline(path, "local", _entry())
+    data = load_baseline(path)
+    assert set(data["profiles"]) == {"gemini", "local"}
+    assert data["profiles"]["local"]["tolerance"] == 0.02
+    assert "no figure changed" in diff
+
+
+def test_update_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "metrics.json"
+    update_baseline(path, "local", _entry())
+    before = path.read_bytes()
+
+    def broken_dumps(*args: object, **kwargs: object) -> str:
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr("retrieval.baseline.json.dumps", broken_dumps)
+    with pytest.raises(OSError, match="disk full"):
+        update_baseline(path, "local", _entry(WORSE), allow_regression=True)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_load_baseline_of_a_missing_file_is_empty(tmp_path: Path) -> None:
+    assert load_baseline(tmp_path / "absent.json")["profiles"] == {}
+
+
+def test_load_baseline_names_the_line_of_invalid_json(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    path.write_text('{\n  "format": "retrieval-baseline-1",\n  "profiles": {,}\n}\n')
+    with pytest.raises(BaselineError) as caught:
+        load_baseline(path)
+    assert f"{path}:3:" in str(caught.value)
+
+
+# --- incompatibility --------------------------------------------------------------------------
+
+
+def test_compatible_run() -> None:
+    assert incompatibility(_entry(), _run(GOOD), "local") is None
+
+
+def test_changed_fingerprint_is_named() -> None:
+    reason = incompatibility(_entry(), _run(GOOD, fingerprint="sha256:bbbb"), "local")
+    assert reason is not None
+    assert "fingerprint sha256:aaaa -> sha256:bbbb" in reason
+    assert "pytest --record --profile local" in reason
+
+
+def test_changed_config_key_is_named() -> None:
+    reason = incompatibility(_entry(), _run(GOOD, config={"rrf_k": 30}), "local")
+    assert reason is not None
+    assert "rrf_k: 60 -> 30" in reason
+    assert "embedding_model" not in reason  # only what changed
+
+
+def test_added_config_key_is_named() -> None:
+    reason = incompatibility(_entry(), _run(GOOD, config={"prompt_version": "v2"}), "local")
+    assert reason is not None and "prompt_version: None -> 'v2'" in reason

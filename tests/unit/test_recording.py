@@ -1,0 +1,245 @@
+"""Record and replay with vcrpy against the fake embeddings server; secret scanning of cassettes."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from test_openai_embeddings import FakeEmbeddingsServer, make_profile
+
+from retrieval.providers.base import ProviderError, ReplayMissError
+from retrieval.providers.http import RetryPolicy, post_json
+from retrieval.providers.openai_embeddings import OpenAIEmbeddings
+from retrieval.recording import CassetteError, Recorder, find_secrets, record_command
+
+REPO = Path(__file__).resolve().parents[2]
+STAGE = "corpus-embeddings"
+TEXTS = ["Restaurer une sauvegarde", "Purger le cache"]
+FIXTURE_KEY = "sk-fixture0000000000000000000000"  # a test fixture, not a credential
+FAST = RetryPolicy(attempts=3, backoff=0.001, max_wait=0.01)
+
+
+@pytest.fixture(autouse=True)
+def staging_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorder stages cassettes in a temporary folder: keep it under tmp_path, even when a
+    test fails before commit() or discard()."""
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
+
+
+@pytest.fixture
+def server() -> Iterator[FakeEmbeddingsServer]:
+    fake = FakeEmbeddingsServer()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def keyed_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixture key in OPENAI_API_KEY, so that commit() also looks for its value."""
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", FIXTURE_KEY)
+
+
+def _embedder(url: str, *, replay: bool = False) -> OpenAIEmbeddings:
+    return OpenAIEmbeddings(
+        make_profile(url, api_key_env="OPENAI_API_KEY"), replay=replay, retry=FAST
+    )
+
+
+def _record(server: FakeEmbeddingsServer, directory: Path) -> tuple[Recorder, np.ndarray]:
+    recorder = Recorder("record", directory, "fixture")
+    embedder = _embedder(server.url)
+    try:
+        with recorder.stage(STAGE):
+            vectors = embedder.embed(TEXTS, "document")
+    finally:
+        embedder.close()
+    return recorder, vectors
+
+
+def test_record_writes_the_cassette_only_on_commit(
+    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder, _ = _record(server, directory)
+    assert not recorder.has(STAGE)  # still in staging
+    assert not directory.exists()
+    assert [p.name for p in (tmp_path / "staging").glob("*/*")] == [f"{STAGE}.json"]
+    written = recorder.commit({"fingerprint": "sha256:fixture", "usage": {STAGE: {"calls": 1}}})
+    assert written == [directory / f"{STAGE}.json"]
+    assert recorder.has(STAGE)
+    assert recorder.metadata()["fingerprint"] == "sha256:fixture"
+    assert sorted(p.name for p in directory.iterdir()) == [f"{STAGE}.json", "recording.json"]
+    assert list((tmp_path / "staging").iterdir()) == []  # the staging folder is gone
+    interactions = json.loads((directory / f"{STAGE}.json").read_text())["interactions"]
+    assert len(interactions) == 1
+    assert json.loads(interactions[0]["request"]["body"])["input"] == TEXTS
+
+
+def test_discard_leaves_the_committed_cassettes(
+    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    first, _ = _record(server, directory)
+    first.commit({})
+    before = (directory / f"{STAGE}.json").read_bytes()
+    second = Recorder("record", directory, "fixture")
+    embedder = _embedder(server.url)
+    with second.stage(STAGE):
+        embedder.embed(["un autre texte"], "document")
+    embedder.close()
+    second.discard()  # the run failed later: nothing is replaced
+    assert (directory / f"{STAGE}.json").read_bytes() == before
+
+
+def test_authorization_header_is_filtered(
+    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder, _ = _record(server, directory)
+    # The key did reach the server...
+    sent = {k.lower(): v for k, v in server.posts[0]["headers"].items()}
+    assert sent["authorization"] == f"Bearer {FIXTURE_KEY}"
+    recorder.commit({})
+    # ... but not the cassette.
+    text = (directory / f"{STAGE}.json").read_text()
+    assert FIXTURE_KEY not in text
+    headers = json.loads(text)["interactions"][0]["request"]["headers"]
+    assert "authorization" not in {h.lower() for h in headers}
+    assert find_secrets(text, ("", "", FIXTURE_KEY)) == []
+
+
+def test_error_responses_are_not_recorded(
+    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    server.script.append((429, b'{"error": "rate limited"}'))
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder, _ = _record(server, directory)
+    assert len(server.posts) == 2  # the client retried the 429
+    recorder.commit({})
+    interactions = json.loads((directory / f"{STAGE}.json").read_text())["interactions"]
+    assert [i["response"]["status"]["code"] for i in interactions] == [200]
+
+
+def test_replay_answers_without_the_server(
+    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder, recorded = _record(server, directory)
+    recorder.commit({})
+    url = server.url
+    server.stop()  # nothing listens any more: answers can only come from the cassette
+
+    replay = Recorder("replay", directory, "fixture")
+    embedder = _embedder(url, replay=True)
+    try:
+        with replay.stage(STAGE):
+            replayed = embedder.embed(TEXTS, "document")
+    finally:
+        embedder.close()
+    np.testing.assert_array_equal(replayed, recorded)
+
+
+def test_replay_miss_is_not_a_network_call(
+    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder, _ = _record(server, directory)
+    recorder.commit({})
+    posts = len(server.posts)
+
+    replay = Recorder("replay", directory, "fixture")
+    with replay.stage(STAGE), httpx.Client(timeout=5) as client:
+        body = {"model": "fixture-e5", "input": ["jamais enregistré"], "input_type": "passage"}
+        with pytest.raises(ReplayMissError) as caught:
+            post_json(client, f"{server.url}/v1/embeddings", body, retry=FAST)
+    assert caught.value.reason == "replay miss"
+    assert isinstance(caught.value, ProviderError)
+    assert len(server.posts) == posts  # the server, still up, saw nothing
+
+
+def test_missing_cassette_names_the_record_command(tmp_path: Path) -> None:
+    replay = Recorder("replay", tmp_path / "cassettes" / "fixture", "fixture")
+    with pytest.raises(CassetteError) as caught, replay.stage(STAGE):
+        pass
+    assert record_command("fixture") in str(caught.value)
+    assert "pytest --record --profile fixture" in str(caught.value)
+    assert f"{STAGE}.json" in str(caught.value)
+
+
+def test_record_command_of_gemini_asks_for_the_key() -> None:
+    assert record_command("gemini").startswith("GEMINI_API_KEY=")
+
+
+def test_commit_refuses_an_empty_recording(tmp_path: Path) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder = Recorder("record", directory, "fixture")
+    with recorder.stage(STAGE):
+        pass  # no HTTP call intercepted
+    with pytest.raises(CassetteError, match="no interaction"):
+        recorder.commit({})
+    assert not recorder.has(STAGE)
+    recorder.discard()
+
+
+def test_live_mode_records_nothing(
+    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder = Recorder("live", directory, "fixture")
+    embedder = _embedder(server.url)
+    with recorder.stage(STAGE):
+        embedder.embed(TEXTS, "document")
+    embedder.close()
+    assert recorder.commit({}) == []
+    assert not directory.exists()
+
+
+# --- secret scanning --------------------------------------------------------------------------
+
+
+def test_find_secrets_catches_a_google_api_key() -> None:
+    text = json.dumps({"uri": "https://example.invalid/v1?x=1", "body": "AIza" + "B" * 35})
+    assert find_secrets(text)
+
+
+def test_find_secrets_catches_authorization_headers() -> None:
+    assert find_secrets(json.dumps({"headers": {"authorization": ["Bearer x"]}}))
+    assert find_secrets(json.dumps({"headers": {"Authorization": ["Bearer x"]}}))
+    assert find_secrets(json.dumps({"headers": {"x-goog-api-key": ["x"]}}))
+
+
+def test_find_secrets_catches_a_given_key_value() -> None:
+    value = "plain-looking-value-123"
+    text = json.dumps({"body": f"token {value} leaked"})
+    assert find_secrets(text) == []  # no pattern matches it...
+    assert find_secrets(text, ("", "", value)) == ["value of $OPENAI_API_KEY"]  # ... its value does
+    assert find_secrets(text, (value,)) == ["value of $GEMINI_API_KEY"]
+
+
+def test_find_secrets_leaves_clean_text_alone() -> None:
+    clean = json.dumps(
+        {"request": {"headers": {"content-type": ["application/json"]}, "body": "HEL-4040"}}
+    )
+    assert find_secrets(clean, ("", "", "")) == []
+
+
+def test_committed_cassettes_hold_no_secret() -> None:
+    cassettes = sorted((REPO / "cassettes").glob("**/*.json"))
+    if not cassettes:
+        pytest.skip("no committed cassette under cassettes/ yet: nothing to scan")
+    leaks = {
+        str(path.relative_to(REPO)): find_secrets(path.read_text(encoding="utf-8"))
+        for path in cassettes
+    }
+    assert {path: found for path, found in leaks.items() if found} == {}

@@ -1,0 +1,268 @@
+"""The report: the seed's table, failures, Mermaid chart, cost, baseline arrows, and JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from retrieval.baseline import entry_for
+from retrieval.cost import Usage
+from retrieval.dataset import Question
+from retrieval.report import Report, build_report, render_json, render_markdown, score_run
+from retrieval.run import MethodResult, QuestionResult, Run
+
+# Hand-built run (a fixture): 4 questions, 3 methods. Expected figures, worked by hand:
+#   bm25   recall@5 (1+0+1+1)/4 = 0.75   MRR (1+0+1/3+1)/4 = 0.58
+#          per type: identifiant 1.00, paraphrase 0.50, mixte 1.00
+#   vector recall@5 1.00                 MRR (1/3+1+1+1/4)/4 = 0.65
+#   hybrid recall@5 1.00                 MRR (1+1/2+1/4+1)/4 = 0.69  -> the best method
+# hybrid fails q2 (relevant 2nd, inside its top 3: ranking) and q3 (relevant 4th: recall).
+DOCUMENTS = {
+    "HEL-4040": "HEL-4040 : fichier d'import invalide",
+    "proc-restauration": "Restaurer une sauvegarde\nChoisissez un point de sauvegarde.",
+    "faq-masquage": "Masquer les numéros de sécurité sociale\nActivez le masquage.",
+    "proc-diagnostic": "Lancer un diagnostic\nVérifie la connexion.",
+    "proc-purger-cache": "Purger le cache\nLibère l'espace disque.",
+    "inc-2026-04": "Incident d'avril 2026\nDoublons d'enregistrements.",
+    "x1": "Tarifs\nGrille tarifaire.",
+    "x2": "Jetons\nRotation des jetons.",
+}
+QUESTIONS = [
+    Question("q1", "J'obtiens HEL-4040", "identifiant", ("HEL-4040",)),
+    Question("q2", "Revenir à l'état d'hier", "paraphrase", ("proc-restauration",)),
+    Question("q3", "Cacher la sécu", "paraphrase", ("faq-masquage",)),
+    Question(
+        "q4", "diagnostic puis purge du cache", "mixte", ("proc-diagnostic", "proc-purger-cache")
+    ),
+]
+RANKED = {
+    "bm25": [
+        ["HEL-4040", "x1", "x2"],
+        ["x1", "x2", "inc-2026-04"],
+        ["x1", "x2", "faq-masquage"],
+        ["proc-diagnostic", "proc-purger-cache", "x1"],
+    ],
+    "vector": [
+        ["x1", "x2", "HEL-4040"],
+        ["proc-restauration", "x1", "x2"],
+        ["faq-masquage", "x1", "x2"],
+        ["x1", "x2", "inc-2026-04", "proc-diagnostic", "proc-purger-cache"],
+    ],
+    "hybrid": [
+        ["HEL-4040", "x1", "x2"],
+        ["inc-2026-04", "proc-restauration", "x1"],
+        ["x1", "x2", "inc-2026-04", "faq-masquage"],
+        ["proc-diagnostic", "proc-purger-cache", "x1"],
+    ],
+}
+
+
+def _run(mode: str = "live") -> Run:
+    results = []
+    for i, q in enumerate(QUESTIONS):
+        methods = {}
+        for name, per_question in RANKED.items():
+            ids = per_question[i]
+            methods[name] = MethodResult(
+                ids=ids,
+                scores=[1.0 - j / 10 for j in range(len(ids))],
+                relevant_ranks={d: ids.index(d) + 1 if d in ids else None for d in q.relevant},
+            )
+        results.append(QuestionResult(q, methods))
+    usage = {
+        "corpus embeddings": Usage(calls=2, input_tokens=1000, seconds=1.5),
+        "bm25": Usage(seconds=0.01),
+        "vector": Usage(calls=1, input_tokens=200, seconds=0.2),
+        "hybrid": Usage(seconds=0.001),
+    }
+    return Run(
+        dataset="fixture",
+        fingerprint="sha256:fixture",
+        config={
+            "profile": "local",
+            "embedding_model": "emb-model",
+            "k": 5,
+            "candidates": 3,
+            "depth": 1000,
+            "pipelines": {
+                "bm25": ["bm25"],
+                "vector": ["vector"],
+                "hybrid": ["bm25", "vector", "hybrid"],
+            },
+        },
+        methods=["bm25", "vector", "hybrid"],
+        results=results,
+        usage=usage,
+        mode=mode,
+    )
+
+
+DASH = "\u2013"  # the report's "no value" cell
+PRICES = {"emb-model": {"input": 1.0}}  # per million tokens
+
+
+def _report(run: Run | None = None) -> Report:
+    return build_report(run or _run(), DOCUMENTS, PRICES)
+
+
+def _table(markdown: str) -> list[str]:
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Method | Recall@5 | MRR"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return lines[start:end]
+
+
+def test_table_has_the_seeds_header_and_one_row_per_method() -> None:
+    table = _table(render_markdown(_report()))
+    assert table[0] == (
+        "| Method | Recall@5 | MRR | Recall@5 identifiant | Recall@5 paraphrase | Recall@5 mixte |"
+    )
+    assert set(table[1]) <= set("|-")
+    assert table[2:] == [
+        "| bm25 | 0.75 | 0.58 | 1.00 | 0.50 | 1.00 |",
+        "| vector | 1.00 | 0.65 | 1.00 | 1.00 | 1.00 |",
+        "| hybrid | 1.00 | 0.69 | 1.00 | 1.00 | 1.00 |",
+    ]
+
+
+def test_report_names_dataset_questions_and_best_method() -> None:
+    report = _report()
+    assert report.best == "hybrid"
+    assert report.questions == 4
+    assert report.types == ["identifiant", "paraphrase", "mixte"]
+    markdown = render_markdown(report)
+    assert "fixture (4 questions" in markdown
+    assert "Failures at rank 1 of the best method (hybrid)" in markdown
+
+
+def test_failures_section_classifies_each_failure() -> None:
+    markdown = render_markdown(_report())
+    failures = markdown.split("### Failures at rank 1")[1].split("```mermaid")[0]
+    q2 = failures.split("**q2**")[1].split("**q3**")[0]
+    q3 = failures.split("**q3**")[1].split("\n\n")[0]
+    assert "ranking failure" in q2 and "recall failure" not in q2
+    assert (
+        "expected ['proc-restauration'], obtained ['inc-2026-04', 'proc-restauration', 'x1']" in q2
+    )
+    assert "recall failure" in q3 and "ranking failure" not in q3
+    assert "absent from hybrid top 3" in q3
+    assert "no term in common" in q3  # "Cacher la sécu" shares nothing with the masking page
+    assert "**q1**" not in failures and "**q4**" not in failures
+    assert "1 recall failure(s), 1 ranking failure(s)." in failures
+
+
+def test_failure_ranks_in_bm25_and_vector() -> None:
+    markdown = render_markdown(_report())
+    q2 = markdown.split("**q2**")[1].split("**q3**")[0]
+    # proc-restauration: 2nd here, absent from BM25's logged ranking, 1st for vector.
+    assert "`proc-restauration`: rank 2 here, BM25 rank beyond 1000" in q2
+    assert "vector rank 1" in q2
+
+
+def test_no_failures_says_so() -> None:
+    run = _run()
+    for result in run.results:
+        relevant = result.question.relevant
+        for name in RANKED:
+            result.methods[name] = MethodResult(
+                list(relevant), [1.0] * len(relevant), {d: 1 for d in relevant}
+            )
+    markdown = render_markdown(_report(run))
+    assert "None: every question has a relevant document first." in markdown
+    assert "recall failure" not in markdown and "ranking failure" not in markdown
+
+
+def test_mermaid_chart_has_the_mrr_bars() -> None:
+    markdown = render_markdown(_report())
+    block = re.search(r"```mermaid\n(.*?)```", markdown, re.S)
+    assert block is not None
+    chart = block.group(1).splitlines()
+    assert chart[0] == "xychart-beta"
+    assert '  x-axis ["bm25", "vector", "hybrid"]' in chart
+    assert '  y-axis "MRR" 0 --> 1' in chart
+    assert "  bar [0.58, 0.65, 0.69]" in chart
+    assert any("title" in line and "4 questions" in line for line in chart)
+
+
+def test_cost_section() -> None:
+    markdown = render_markdown(_report())
+    cost = markdown.split("### Cost")[1]
+    assert "| Method | Pipeline | Calls | Input tokens |" in cost
+    rows = {
+        line.split(" | ")[0].strip("| "): line
+        for line in cost.splitlines()
+        if line.startswith("| ")
+    }
+    # vector: 1 call, 200 tokens at 1 per million: $0.0002, i.e. $0.05 per 1,000 questions (4 here).
+    assert rows["vector"] == f"| vector | vector | 1 | 200 | 0 | 0.20 | {DASH} | $0.0002 | $0.05 |"
+    assert rows["hybrid"].startswith("| hybrid | bm25 → vector → hybrid | 1 | 200 | 0 |")
+    assert rows["bm25"].startswith("| bm25 | bm25 | 0 | 0 | 0 |")
+    assert "Indexing (corpus embeddings, once): 2 call(s), 1000 tokens, 1.50 s." in cost
+
+
+def test_unpriced_model_shows_n_a() -> None:
+    report = build_report(_run(), DOCUMENTS, prices={})
+    vector = next(c for c in report.cost if c.method == "vector")
+    assert vector.cost is None
+    assert f"| vector | vector | 1 | 200 | 0 | 0.20 | {DASH} | n/a | n/a |" in render_markdown(
+        report
+    )
+
+
+def test_baseline_cells_show_arrows() -> None:
+    baseline = {
+        "bm25": {
+            "recall@5": 0.75,
+            "mrr": 0.50,
+            "by_type": {
+                "identifiant": {"recall@5": 1.0},
+                "paraphrase": {"recall@5": 0.75},
+                "mixte": {"recall@5": 1.0},
+            },
+        }
+    }
+    table = _table(render_markdown(_report(), baseline))
+    bm25 = next(line for line in table if line.startswith("| bm25 "))
+    assert bm25 == "| bm25 | 0.75 = | 0.58 ▲ +0.08 | 1.00 = | 0.50 ▼ -0.25 | 1.00 = |"
+    # Methods the baseline does not know are shown without comparison.
+    assert "| vector | 1.00 | 0.65 | 1.00 | 1.00 | 1.00 |" in table
+
+
+def test_baseline_of_the_same_run_is_all_equal() -> None:
+    run = _run()
+    entry = entry_for(run, score_run(run), k=5)
+    table = _table(render_markdown(_report(run), entry["methods"]))
+    for row in table[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+        assert all(c.endswith(" =") for c in cells), row
+
+
+def test_json_has_the_same_figures() -> None:
+    report = _report()
+    data = json.loads(render_json(report))
+    assert data["best"] == "hybrid"
+    assert data["types"] == ["identifiant", "paraphrase", "mixte"]
+    assert list(data["scores"]) == ["bm25", "vector", "hybrid"]
+    for method, scores in report.scores.items():
+        # JSON round-trips floats exactly: the very same figures, not rounded ones.
+        assert data["scores"][method]["overall"] == scores.overall
+        assert data["scores"][method]["by_type"] == scores.by_type
+        assert data["scores"][method]["per_question"] == scores.per_question
+    assert data["scores"]["hybrid"]["overall"]["mrr"] == pytest.approx((1 + 1 / 2 + 1 / 4 + 1) / 4)
+    assert data["scores"]["bm25"]["by_type"]["paraphrase"]["recall@5"] == pytest.approx(0.5)
+    assert [(f["question_id"], f["kind"]) for f in data["failures"]] == [
+        ("q2", "ranking"),
+        ("q3", "recall"),
+    ]
+    assert data["failures"][1]["relevant"][0]["shared_terms"] == []
+    cost = {c["method"]: c for c in data["cost"]}
+    assert cost["vector"]["calls"] == 1 and cost["vector"]["cost"] == pytest.approx(0.0002)
+    assert data["indexing"]["calls"] == 2
+
+
+def test_replay_mode_explains_recorded_time() -> None:
+    markdown = render_markdown(_report(_run(mode="replay")))
+    assert "Replayed calls take no time" in markdown
+    assert "replay)" in markdown.splitlines()[0]
