@@ -1,9 +1,9 @@
 """pytest options and fixtures for the retrieval gate. The logic lives in retrieval.gate.
 
-  pytest -m regression                 replay the cassettes, compare with baselines/metrics.json
-  pytest --record [--profile NAME]     re-record the cassettes with live calls, then compare
-  pytest --update-baseline             write the current figures as the baseline (never lower
-                                       one unless --allow-regression is also given)
+pytest -m regression                 replay the cassettes, compare with baselines/metrics.json
+pytest --record [--profile NAME]     re-record the cassettes with live calls, then compare
+pytest --update-baseline             write the current figures as the baseline (never lower
+                                     one unless --allow-regression is also given)
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from retrieval.baseline import BaselineError
 from retrieval.config import load_settings
 from retrieval.gate import GateResult, accept, run_gate, skip_reason
 from retrieval.providers import required_key
-
 
 BASELINE_DIFF = pytest.StashKey[str]()
 

@@ -47,12 +47,9 @@ CANDIDATES = 20
 def make_context() -> Context:
     """25 questions over 60 documents, each with its own hand-made hybrid ranking."""
     documents = tuple(
-        Document(f"doc-{i:02d}", f"Document {i}", f"Body of document {i}. " * 20)
-        for i in range(DOCUMENTS)
+        Document(f"doc-{i:02d}", f"Document {i}", f"Body of document {i}. " * 20) for i in range(DOCUMENTS)
     )
-    questions = tuple(
-        Question(f"q{i:02d}", f"Question {i}?", "paraphrase", ("doc-00",)) for i in range(QUESTIONS)
-    )
+    questions = tuple(Question(f"q{i:02d}", f"Question {i}?", "paraphrase", ("doc-00",)) for i in range(QUESTIONS))
     dataset = Dataset("benchmark", documents, questions, "sha256:benchmark")
     scores = 1.0 / (61.0 + np.arange(DOCUMENTS))
     hybrid = [Ranking(np.roll(np.arange(DOCUMENTS), -i), scores) for i in range(QUESTIONS)]

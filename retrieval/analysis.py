@@ -79,11 +79,7 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
                     doc_id=doc_id,
                     rank=mine.relevant_ranks.get(doc_id),
                     # None means beyond the run's depth; a method that did not run is absent.
-                    ranks={
-                        m: result.methods[m].relevant_ranks.get(doc_id)
-                        for m in FIRST_STAGE
-                        if m in result.methods
-                    },
+                    ranks={m: result.methods[m].relevant_ranks.get(doc_id) for m in FIRST_STAGE if m in result.methods},
                     shared_terms=sorted(question_terms & set(analyze(documents[doc_id]))),
                 )
             )

@@ -160,8 +160,14 @@ def compare(
         for qtype, values in base.get("by_type", {}).items():
             if qtype in s.by_type:
                 checks.append(
-                    Check(method, f"{recall}[{qtype}]", values[recall], s.by_type[qtype][recall], tolerance,
-                          worse(rc, recall, qtype))
+                    Check(
+                        method,
+                        f"{recall}[{qtype}]",
+                        values[recall],
+                        s.by_type[qtype][recall],
+                        tolerance,
+                        worse(rc, recall, qtype),
+                    )
                 )
     return checks
 
@@ -171,7 +177,11 @@ def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[s
     old_methods = (old or {}).get("methods", {})
     for method, figures in new["methods"].items():
         before = old_methods.get(method, {})
-        pairs = [(m, before.get(m), figures[m]) for m in figures if m not in {"by_type", "reciprocal_ranks", "recall_per_question"}]
+        pairs = [
+            (m, before.get(m), figures[m])
+            for m in figures
+            if m not in {"by_type", "reciprocal_ranks", "recall_per_question"}
+        ]
         pairs += [
             (f"{m}[{t}]", before.get("by_type", {}).get(t, {}).get(m), v)
             for t, vals in figures["by_type"].items()
@@ -193,9 +203,7 @@ def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[s
     return lines, lowered
 
 
-def update_baseline(
-    path: str | Path, profile: str, entry: Mapping[str, Any], *, allow_regression: bool = False
-) -> str:
+def update_baseline(path: str | Path, profile: str, entry: Mapping[str, Any], *, allow_regression: bool = False) -> str:
     """Write `entry` as the profile's baseline and return the diff; refuse to lower a figure
     unless `allow_regression`. The file is replaced atomically."""
     path = Path(path)

@@ -84,9 +84,7 @@ class EmbeddingCache:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keys = np.array(sorted(self._vectors), dtype="S64")
-        vectors = (
-            np.stack([self._vectors[k.decode()] for k in keys]) if len(keys) else np.zeros((0, 0), np.float32)
-        )
+        vectors = np.stack([self._vectors[k.decode()] for k in keys]) if len(keys) else np.zeros((0, 0), np.float32)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:

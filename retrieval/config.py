@@ -141,7 +141,9 @@ def load_settings(
     where = source or "defaults.toml"
     unknown = set(project) - _SETTING_KEYS - {"profiles", "prices"}
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_SETTING_KEYS)}, profiles, prices.")
+        raise ConfigError(
+            f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_SETTING_KEYS)}, profiles, prices."
+        )
     data = _merge(defaults, project)
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
 
@@ -150,7 +152,8 @@ def load_settings(
     if profile_name not in profiles:
         raise ConfigError(
             f"{where}: unknown profile {profile_name!r}: profiles defined are {sorted(profiles)} "
-            f"(add [profiles.{profile_name}] to retrieval.toml or [tool.retrieval.profiles.{profile_name}] to pyproject.toml)."
+            f"(add [profiles.{profile_name}] to retrieval.toml "
+            f"or [tool.retrieval.profiles.{profile_name}] to pyproject.toml)."
         )
     # Every profile is checked, so a typo in one not chosen today does not wait to surface.
     built = {name: _build_profile(name, table, where) for name, table in profiles.items()}

@@ -42,6 +42,5 @@ def estimate_cost(usage: Usage, model: str, prices: Mapping[str, Mapping[str, fl
     if price is None:
         return None
     return (
-        usage.input_tokens * float(price.get("input", 0.0))
-        + usage.output_tokens * float(price.get("output", 0.0))
+        usage.input_tokens * float(price.get("input", 0.0)) + usage.output_tokens * float(price.get("output", 0.0))
     ) / 1_000_000

@@ -74,9 +74,7 @@ def load_dataset(path: str | Path) -> Dataset:
     elif (root / "queries.jsonl").is_file():
         questions = _load_beir_questions(root, documents)
     else:
-        raise DatasetError(
-            f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/test.tsv (BEIR)."
-        )
+        raise DatasetError(f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/test.tsv (BEIR).")
     return Dataset(
         name=root.name,
         documents=tuple(documents.values()),
@@ -97,11 +95,12 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(
-                f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno}). "
-                "Each line must be one JSON object."
+                f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno}). Each line must be one JSON object."
             ) from exc
         if not isinstance(record, dict):
-            raise DatasetError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}. Write one JSON object per line.")
+            raise DatasetError(
+                f"{path}:{number}: expected a JSON object, got {type(record).__name__}. Write one JSON object per line."
+            )
         yield number, record
 
 
@@ -126,8 +125,7 @@ def _load_corpus(path: Path) -> dict[str, Document]:
             raise DatasetError(f'{where}: empty "id". Give every document a unique id.')
         if doc_id in documents:
             raise DatasetError(
-                f'{where}: duplicate document id "{doc_id}" (first at line {first_line[doc_id]}). '
-                "Ids must be unique."
+                f'{where}: duplicate document id "{doc_id}" (first at line {first_line[doc_id]}). Ids must be unique.'
             )
         text = _text_field(record, "text", where)
         if not text.strip():
@@ -147,7 +145,7 @@ def _check_relevant(relevant: list[str], documents: dict[str, Document], where: 
     if not relevant:
         raise DatasetError(
             f'{where}: question "{qid}" has no relevant document. '
-            "List at least one document id in \"relevant\" or remove the question."
+            'List at least one document id in "relevant" or remove the question.'
         )
     for doc_id in relevant:
         if doc_id not in documents:

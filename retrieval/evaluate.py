@@ -49,7 +49,9 @@ def _plugin(spec: str, settings: Settings) -> Method:
     method = factory(settings)
     for needed in ("name", "requires", "needs_vectors", "rank"):
         if not hasattr(method, needed):
-            raise ConfigError(f"method {spec!r}: the object it built has no {needed!r} (see retrieval.methods.base.Method)")
+            raise ConfigError(
+                f"method {spec!r}: the object it built has no {needed!r} (see retrieval.methods.base.Method)"
+            )
     return method
 
 
@@ -72,24 +74,27 @@ def _build(name: str, settings: Settings, mode: Mode) -> Method:
     raise ConfigError(f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory")
 
 
-def _plan(requested: Sequence[str], settings: Settings, mode: Mode, extra: Sequence[Method]) -> list[Method]:
-    """Methods in dependency order: what a method requires runs before it."""
+def _plan(
+    requested: Sequence[str], settings: Settings, mode: Mode, extra: Sequence[Method]
+) -> tuple[list[Method], list[str]]:
+    """Methods in dependency order (what a method requires runs before it), and the names of
+    the requested ones (a `module:factory` spec is known by the name of the method it builds)."""
     built: dict[str, Method] = {m.name: m for m in extra}
     order: list[Method] = []
 
-    def visit(name: str, chain: tuple[str, ...]) -> None:
+    def visit(name: str, chain: tuple[str, ...]) -> str:
         if name in chain:
             raise ConfigError(f"methods require each other in a cycle: {' -> '.join((*chain, name))}")
         if any(m.name == name for m in order):
-            return
+            return name
         method = built.get(name) or _build(name, settings, mode)
         for dependency in method.requires:
             visit(dependency, (*chain, name))
         order.append(method)
+        return method.name
 
-    for name in [*requested, *(m.name for m in extra if m.name not in requested)]:
-        visit(name, ())
-    return order
+    wanted = [visit(name, ()) for name in [*requested, *(m.name for m in extra if m.name not in requested)]]
+    return order, wanted
 
 
 def _pipeline(method: str, plan: Sequence[Method]) -> list[str]:
@@ -207,7 +212,7 @@ def evaluate(
     if not requested and not extra:
         reasons = "; ".join(f"{m} skipped: {why}" for m, why in skipped.items())
         raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
-    plan = _plan(requested, settings, mode, extra)
+    plan, wanted = _plan(requested, settings, mode, extra)
     context = Context(dataset=dataset, depth=settings.depth, progress=progress)
     try:
         with ExitStack() as stack:
@@ -215,7 +220,9 @@ def evaluate(
                 _embed(context, settings, mode, recorder, stack)
             for method in plan:
                 usage = Usage()
-                stage = recorder.stage(rerank_stage(profile.rerank_model or "")) if method.name == "rerank" else ExitStack()
+                stage = (
+                    recorder.stage(rerank_stage(profile.rerank_model or "")) if method.name == "rerank" else ExitStack()
+                )
                 with _timed(usage), stage:
                     context.rankings[method.name] = method.rank(context)
                 own = context.usage.get(method.name)
@@ -226,8 +233,9 @@ def evaluate(
                     q = context.usage.pop("question embeddings")
                     usage.add(q.calls, q.input_tokens, q.output_tokens, q.seconds)
                 context.usage[method.name] = usage
-                if len(context.rankings[method.name]) != len(dataset.questions):
-                    raise RuntimeError(f"method {method.name!r} returned {len(context.rankings[method.name])} rankings for {len(dataset.questions)} questions")
+                produced, expected = len(context.rankings[method.name]), len(dataset.questions)
+                if produced != expected:
+                    raise RuntimeError(f"method {method.name!r} returned {produced} rankings for {expected} questions")
     except ReplayMissError as exc:
         recorder.discard()
         raise ReplayMissError(
@@ -243,7 +251,7 @@ def evaluate(
         dataset=dataset.name,
         fingerprint=dataset.fingerprint,
         config={**settings.describe(), "pipelines": {n: _pipeline(n, plan) for n in names}},
-        methods=[n for n in names if n in requested or n in {m.name for m in extra}],
+        methods=[n for n in names if n in wanted],
         results=_results(context, plan, max(LOG_DEPTH, settings.candidates)),
         usage=context.usage,
         skipped=skipped,
@@ -251,10 +259,12 @@ def evaluate(
     )
     if mode == "record":
         recorder.commit(
-            {"fingerprint": dataset.fingerprint, "config": settings.describe(),
-             "usage": {stage: u.as_dict() for stage, u in run.usage.items()}}
+            {
+                "fingerprint": dataset.fingerprint,
+                "config": settings.describe(),
+                "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
+            }
         )
     elif mode == "replay":
         run.config["recorded_usage"] = recorder.metadata().get("usage", {})
     return run
-

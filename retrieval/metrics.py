@@ -59,7 +59,7 @@ Metric = Callable[[Sequence[str], Collection[str]], float]
 def metric_names(k: int = 5, extra: bool = False) -> list[str]:
     """The metric columns for a cut-off k: recall@k and mrr, plus hit@k and ndcg@10 with `extra`."""
     names = [f"recall@{k}", "mrr"]
-    return names + [f"hit@{k}", "ndcg@10"] if extra else names
+    return [*names, f"hit@{k}", "ndcg@10"] if extra else names
 
 
 def _metric(name: str) -> Metric:
@@ -89,9 +89,7 @@ def score_method(
 ) -> MethodScores:
     """Score one method's rankings (question id -> ranked doc ids) on the given metrics."""
     fns = {name: _metric(name) for name in metrics}
-    per_question = {
-        qid: {name: fn(ranked[qid], relevant[qid]) for name, fn in fns.items()} for qid in relevant
-    }
+    per_question = {qid: {name: fn(ranked[qid], relevant[qid]) for name, fn in fns.items()} for qid in relevant}
 
     def mean(qids: list[str]) -> dict[str, float]:
         return {name: sum(per_question[q][name] for q in qids) / len(qids) for name in fns}

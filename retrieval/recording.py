@@ -126,9 +126,7 @@ class Recorder:
 
         if self.mode == "replay":
             if not self.has(stage):
-                raise CassetteError(
-                    f"no cassette {self.path(stage)}: record it with `{record_command(self.profile)}`"
-                )
+                raise CassetteError(f"no cassette {self.path(stage)}: record it with `{record_command(self.profile)}`")
             path, record_mode = self.path(stage), "none"
         else:
             if self._staging is None:

@@ -173,7 +173,7 @@ def render_markdown(report: Report, baseline: Mapping[str, Mapping[str, Any]] | 
             return base["by_type"].get(qtype, {}).get(metric) if qtype else base.get(metric)
 
         row = [method, _cell(s.overall[recall], b(recall)), _cell(s.overall["mrr"], b("mrr"))]
-        row += [_cell(s.by_type[t][recall], b(recall, t)) if t in s.by_type else "–" for t in report.types]
+        row += [_cell(s.by_type[t][recall], b(recall, t)) if t in s.by_type else "-" for t in report.types]
         if has_degraded:
             row.append(str(len(report.degraded.get(method, {}))))
         out.append("| " + " | ".join(row) + " |")
@@ -218,22 +218,31 @@ def render_markdown(report: Report, baseline: Mapping[str, Mapping[str, Any]] | 
 
     out += ["", "### Cost", ""]
     out += [
-        "| Method | Pipeline | Calls | Input tokens | Output tokens | Time this run (s) | Time when recorded (s) | Est. cost | per 1,000 questions |",
+        "| Method | Pipeline | Calls | Input tokens | Output tokens | Time this run (s) "
+        "| Time when recorded (s) | Est. cost | per 1,000 questions |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in report.cost:
         money = "n/a" if c.cost is None else f"${c.cost:.4f}"
         per = "n/a" if c.cost_per_1000_questions is None else f"${c.cost_per_1000_questions:.2f}"
-        rec = "–" if c.recorded_seconds is None else f"{c.recorded_seconds:.2f}"
+        rec = "-" if c.recorded_seconds is None else f"{c.recorded_seconds:.2f}"
         out.append(
             f"| {c.method} | {' → '.join(c.stages)} | {c.calls} | {c.input_tokens} | {c.output_tokens} "
             f"| {c.seconds:.2f} | {rec} | {money} | {per} |"
         )
     if report.indexing:
         i = report.indexing
-        out += ["", f"Indexing (corpus embeddings, once): {i['calls']} call(s), {i['input_tokens']} tokens, {i['seconds']:.2f} s."]
-    if report.mode == "replay":
-        out += ["", "Replayed calls take no time: the recorded column shows the latency measured when the cassettes were recorded."]
+        out += [
+            "",
+            f"Indexing (corpus embeddings, once): {i['calls']} call(s), {i['input_tokens']} tokens, "
+            f"{i['seconds']:.2f} s.",
+        ]
+    if report.mode == "replay" and any(c.calls for c in report.cost):
+        out += [
+            "",
+            "Replayed calls take no time: the recorded column shows the latency measured "
+            "when the cassettes were recorded.",
+        ]
     return "\n".join(out) + "\n"
 
 

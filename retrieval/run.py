@@ -113,6 +113,12 @@ def load_run(path: str | Path) -> Run:
         usage[stage] = Usage()
         usage[stage].add(u["calls"], u["input_tokens"], u["output_tokens"], u["seconds"])
     return Run(
-        header["dataset"], header["fingerprint"], header["config"], header["methods"], results,
-        usage, header.get("skipped", {}), header.get("mode", "replay"),
+        header["dataset"],
+        header["fingerprint"],
+        header["config"],
+        header["methods"],
+        results,
+        usage,
+        header.get("skipped", {}),
+        header.get("mode", "replay"),
     )

@@ -56,14 +56,10 @@ def parse_ranking(raw: str, candidate_ids: Sequence[str]) -> list[str]:
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, TypeError) as exc:
-        raise ProviderError(
-            f"reranker answer is not JSON: {str(raw)[:120]!r}", "unparseable"
-        ) from exc
+        raise ProviderError(f"reranker answer is not JSON: {str(raw)[:120]!r}", "unparseable") from exc
     ranking = data.get("ranking") if isinstance(data, dict) else None
     if not isinstance(ranking, list):
-        raise ProviderError(
-            f'reranker answer has no "ranking" list: {str(raw)[:120]!r}', "unparseable"
-        )
+        raise ProviderError(f'reranker answer has no "ranking" list: {str(raw)[:120]!r}', "unparseable")
     allowed = set(candidate_ids)
     ordered: dict[str, None] = {}
     for item in ranking:
@@ -90,9 +86,7 @@ class RerankMethod:
     requires: tuple[str, ...] = ("hybrid",)
     needs_vectors = False
 
-    def __init__(
-        self, generator: GenerationProvider, candidates: int = 20, workers: int = 8
-    ) -> None:
+    def __init__(self, generator: GenerationProvider, candidates: int = 20, workers: int = 8) -> None:
         if candidates < 1:
             raise ValueError(f"candidates must be >= 1, got {candidates}")
         if workers < 1:
@@ -146,7 +140,9 @@ class RerankMethod:
             )
             order = parse_ranking(raw, ids)
         except ReplayMissError as exc:
-            raise ReplayMissError(f"rerank of question {question.id} ({self.generator.model}): {exc}", exc.reason) from exc
+            raise ReplayMissError(
+                f"rerank of question {question.id} ({self.generator.model}): {exc}", exc.reason
+            ) from exc
         except MissingKeyError:
             raise
         except ProviderError as exc:

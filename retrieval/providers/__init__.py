@@ -21,8 +21,7 @@ PROVIDERS = ("openai", "gemini")
 
 def _unknown(profile: Profile, key: str, value: str | None) -> ConfigError:
     return ConfigError(
-        f"profile {profile.name!r}: {key} = {value!r} is not a known provider; "
-        f"use one of {', '.join(PROVIDERS)}."
+        f"profile {profile.name!r}: {key} = {value!r} is not a known provider; use one of {', '.join(PROVIDERS)}."
     )
 
 
@@ -69,10 +68,6 @@ def required_key(profile: Profile) -> str | None:
 
             if gemini_api_key() is None:
                 missing.append("GEMINI_API_KEY (or GOOGLE_API_KEY)")
-        elif (
-            provider == "openai"
-            and profile.api_key_env
-            and not os.environ.get(profile.api_key_env, "").strip()
-        ):
+        elif provider == "openai" and profile.api_key_env and not os.environ.get(profile.api_key_env, "").strip():
             missing.append(profile.api_key_env)
     return " and ".join(missing) or None

@@ -45,7 +45,9 @@ class MissingKeyError(ProviderError):
 
     def __init__(self, variables: Sequence[str], provider: str) -> None:
         names = " or ".join(variables)
-        super().__init__(f"{provider} needs an API key: set {names} (or replay the cassettes without --live).", "no key")
+        super().__init__(
+            f"{provider} needs an API key: set {names} (or replay the cassettes without --live).", "no key"
+        )
 
 
 class ReplayMissError(ProviderError):

@@ -181,33 +181,25 @@ class GeminiEmbeddings(_GeminiBase):
     `batch_size` never exceeds the API's 100 texts per call.
     """
 
-    def __init__(
-        self, profile: Profile, *, replay: bool = False, retry: RetryPolicy | None = None
-    ) -> None:
+    def __init__(self, profile: Profile, *, replay: bool = False, retry: RetryPolicy | None = None) -> None:
         self.model = profile.embedding_model
         if not self.model:
             raise ValueError(f"profile {profile.name!r}: embedding_model is empty")
         self.dimensions = profile.dimensions or DEFAULT_DIMENSIONS
         self.batch_size = min(profile.batch_size or MAX_BATCH, MAX_BATCH)
         self.usage = Usage()
-        self._client = _make_client(
-            profile.embedding_base_url, profile.timeout, replay, retry or RetryPolicy()
-        )
+        self._client = _make_client(profile.embedding_base_url, profile.timeout, replay, retry or RetryPolicy())
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         """Embed up to 100 texts in one call, as documents or queries; rows are unit vectors."""
         from google.genai import types
 
         if len(texts) > MAX_BATCH:
-            raise ValueError(
-                f"Gemini embeds at most {MAX_BATCH} texts per call, got {len(texts)}: batch them"
-            )
+            raise ValueError(f"Gemini embeds at most {MAX_BATCH} texts per call, got {len(texts)}: batch them")
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         what = f"gemini {self.model}:batchEmbedContents ({len(texts)} {kind}s)"
-        config = types.EmbedContentConfig(
-            task_type=TASK_TYPES[kind], output_dimensionality=self.dimensions
-        )
+        config = types.EmbedContentConfig(task_type=TASK_TYPES[kind], output_dimensionality=self.dimensions)
         contents = [types.Content(parts=[types.Part(text=text)], role="user") for text in texts]
         response, seconds = self._call(
             what,
@@ -220,19 +212,14 @@ class GeminiEmbeddings(_GeminiBase):
         self.usage.add(1, input_tokens=int(tokens), seconds=seconds)
         embeddings = response.embeddings or []
         if len(embeddings) != len(texts):
-            raise ProviderError(
-                f"{what} returned {len(embeddings)} vectors for {len(texts)} texts", "bad answer"
-            )
+            raise ProviderError(f"{what} returned {len(embeddings)} vectors for {len(texts)} texts", "bad answer")
         try:
             vectors = np.asarray([e.values for e in embeddings], dtype=np.float32)
         except (TypeError, ValueError) as exc:
-            raise ProviderError(
-                f"{what} returned vectors of unequal or missing length", "bad answer"
-            ) from exc
+            raise ProviderError(f"{what} returned vectors of unequal or missing length", "bad answer") from exc
         if vectors.ndim != 2 or vectors.shape[1] != self.dimensions:
             raise ProviderError(
-                f"{what} returned vectors of shape {vectors.shape}, "
-                f"expected {self.dimensions} dimensions",
+                f"{what} returned vectors of shape {vectors.shape}, expected {self.dimensions} dimensions",
                 "bad answer",
             )
         return normalize(vectors)
@@ -241,16 +228,12 @@ class GeminiEmbeddings(_GeminiBase):
 class GeminiGenerator(_GeminiBase):
     """GenerationProvider over `models.generate_content`: temperature 0, schema-constrained JSON."""
 
-    def __init__(
-        self, profile: Profile, *, replay: bool = False, retry: RetryPolicy | None = None
-    ) -> None:
+    def __init__(self, profile: Profile, *, replay: bool = False, retry: RetryPolicy | None = None) -> None:
         if not profile.rerank_model:
             raise ValueError(f"profile {profile.name!r}: rerank_model is empty")
         self.model = profile.rerank_model
         self.usage = Usage()
-        self._client = _make_client(
-            profile.rerank_base_url, profile.timeout, replay, retry or RetryPolicy()
-        )
+        self._client = _make_client(profile.rerank_base_url, profile.timeout, replay, retry or RetryPolicy())
 
     def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:
         """Return the raw JSON text of one answer; ProviderError "blocked"/"empty" if there is none.
@@ -287,9 +270,7 @@ class GeminiGenerator(_GeminiBase):
         )
         feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason:
-            raise ProviderError(
-                f"{what}: prompt blocked ({_name(feedback.block_reason)})", "blocked"
-            )
+            raise ProviderError(f"{what}: prompt blocked ({_name(feedback.block_reason)})", "blocked")
         candidates = response.candidates or []
         if not candidates:
             raise ProviderError(f"{what}: no candidate in the answer", "empty")
@@ -297,11 +278,7 @@ class GeminiGenerator(_GeminiBase):
         if finish in BLOCKING_FINISH_REASONS:
             raise ProviderError(f"{what}: answer stopped ({finish})", "blocked")
         content = candidates[0].content
-        text = (
-            "".join(part.text for part in (content.parts or []) if part.text and not part.thought)
-            if content
-            else ""
-        )
+        text = "".join(part.text for part in (content.parts or []) if part.text and not part.thought) if content else ""
         if not text.strip():
             raise ProviderError(f"{what}: empty answer (finish reason {finish or 'none'})", "empty")
         return text

@@ -80,9 +80,7 @@ class OpenAIChat:
         what = f"chat {self.model}"
         started = time.perf_counter()
         try:
-            data = post_json(
-                self._client, self.url, body, headers=self._headers, retry=self._retry, what=what
-            )
+            data = post_json(self._client, self.url, body, headers=self._headers, retry=self._retry, what=what)
         except ProviderError:
             # A failed call still cost a request and wall time; tokens are unknown.
             self.usage.add(1, seconds=time.perf_counter() - started)
@@ -98,16 +96,12 @@ class OpenAIChat:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise ProviderError(f"{what}: no choice in the answer", "empty")
         choice = choices[0]
-        message: dict[str, Any] = (
-            choice["message"] if isinstance(choice.get("message"), dict) else {}
-        )
+        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         if choice.get("finish_reason") == "content_filter" or message.get("refusal"):
             raise ProviderError(f"{what}: answer refused or filtered", "blocked")
         content = message.get("content")
         if not isinstance(content, str) or not content.strip():
-            raise ProviderError(
-                f"{what}: empty answer (finish reason {choice.get('finish_reason')})", "empty"
-            )
+            raise ProviderError(f"{what}: empty answer (finish reason {choice.get('finish_reason')})", "empty")
         return content
 
     def close(self) -> None:

@@ -60,7 +60,9 @@ class OpenAIEmbeddings:
         if p.encoding_format != "float":
             body["encoding_format"] = p.encoding_format
         started = time.perf_counter()
-        data = post_json(self._client, self._url, body, retry=self._retry, what=f"{len(texts)} {kind} texts, {self.model}")
+        data = post_json(
+            self._client, self._url, body, retry=self._retry, what=f"{len(texts)} {kind} texts, {self.model}"
+        )
         try:
             rows = sorted(data["data"], key=lambda row: row["index"])
             vectors = np.stack([self._decode(row["embedding"]) for row in rows])

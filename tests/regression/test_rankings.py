@@ -37,6 +37,8 @@ def ranking_snapshot(snapshot: SnapshotAssertion, gate: GateResult) -> SnapshotA
 @pytest.mark.parametrize("method", BUILTIN_METHODS)
 def test_top10_per_question(gate: GateResult, ranking_snapshot: SnapshotAssertion, method: str) -> None:
     if method not in gate.run.methods:
-        pytest.skip(f"{method} not evaluated for profile {gate.profile!r}: {gate.run.skipped.get(method, 'not requested')}")
+        pytest.skip(
+            f"{method} not evaluated for profile {gate.profile!r}: {gate.run.skipped.get(method, 'not requested')}"
+        )
     top = {qid: ids[:TOP] for qid, ids in gate.run.ranked_ids(method).items()}
     assert top == ranking_snapshot

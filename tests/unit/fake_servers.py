@@ -175,9 +175,7 @@ class _FakeServer:
         self._stopping.clear()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 
@@ -231,9 +229,7 @@ class _FakeServer:
             body = None
         with self._lock:
             self.requests.append(
-                RecordedRequest(
-                    handler.path, {k.lower(): v for k, v in handler.headers.items()}, body
-                )
+                RecordedRequest(handler.path, {k.lower(): v for k, v in handler.headers.items()}, body)
             )
             act = self._acts.popleft() if self._acts else Act()
         delay = self.latency(raw) if callable(self.latency) else self.latency
@@ -258,9 +254,7 @@ class _FakeServer:
             pass  # the client gave up (timeout): expected in fault tests
 
     def _error(self, status: int) -> dict[str, Any]:
-        return {
-            "error": {"code": status, "message": f"fixture error {status}", "status": "FIXTURE"}
-        }
+        return {"error": {"code": status, "message": f"fixture error {status}", "status": "FIXTURE"}}
 
     def _route(self, path: str, body: Any, act: Act) -> tuple[int, dict[str, Any]]:
         raise NotImplementedError
@@ -285,15 +279,11 @@ class FakeGeminiServer(_FakeServer):
         for request in body.get("requests", []):
             text = "".join(p.get("text", "") for p in request["content"]["parts"])
             tokens += len(text.split())
-            embeddings.append(
-                {"values": fixture_vector(text, int(request.get("outputDimensionality") or 768))}
-            )
+            embeddings.append({"values": fixture_vector(text, int(request.get("outputDimensionality") or 768))})
         return {"embeddings": embeddings, "usageMetadata": {"promptTokenCount": tokens}}
 
     def _generate(self, model: str, body: dict[str, Any], act: Act) -> dict[str, Any]:
-        prompt = "".join(
-            p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", [])
-        )
+        prompt = "".join(p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", []))
         usage = {"promptTokenCount": len(prompt) // 4 + 1}
         if act.kind == "prompt_blocked":
             return {
@@ -313,13 +303,7 @@ class FakeGeminiServer(_FakeServer):
                 ],
             }
             return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": model}
-        text = (
-            act.text
-            if act.kind == "answer"
-            else ""
-            if act.kind == "empty"
-            else self.answer_for(prompt)
-        )
+        text = act.text if act.kind == "answer" else "" if act.kind == "empty" else self.answer_for(prompt)
         usage["candidatesTokenCount"] = len(text) // 4 + 1
         usage["totalTokenCount"] = usage["promptTokenCount"] + usage["candidatesTokenCount"]
         candidate = {

@@ -144,14 +144,10 @@ def test_relevant_inside_the_pool_is_a_ranking_failure() -> None:
 def test_the_pool_of_rerank_is_the_hybrid_top_n() -> None:
     run = _run()
     # With one more candidate, the reranker's pool reaches the relevant document of q2.
-    assert (
-        _by_id(failures_at_rank_1(run, "rerank", DOCUMENTS, CANDIDATES + 1))["q2"].kind == "ranking"
-    )
+    assert _by_id(failures_at_rank_1(run, "rerank", DOCUMENTS, CANDIDATES + 1))["q2"].kind == "ranking"
     # With fewer candidates, q3's relevant document (hybrid rank 3) drops out of the pool,
     # even though the reranker's own list holds it at rank 2.
-    assert (
-        _by_id(failures_at_rank_1(run, "rerank", DOCUMENTS, CANDIDATES - 1))["q3"].kind == "recall"
-    )
+    assert _by_id(failures_at_rank_1(run, "rerank", DOCUMENTS, CANDIDATES - 1))["q3"].kind == "recall"
 
 
 def test_a_method_without_candidate_source_is_its_own_pool() -> None:

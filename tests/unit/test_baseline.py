@@ -34,9 +34,7 @@ CONFIG = {
 }
 
 
-def _run(
-    ranked: dict[str, list[list[str]]], config: dict | None = None, fingerprint: str = "sha256:aaaa"
-) -> Run:
+def _run(ranked: dict[str, list[list[str]]], config: dict | None = None, fingerprint: str = "sha256:aaaa") -> Run:
     results = []
     for i, q in enumerate(QUESTIONS):
         methods = {

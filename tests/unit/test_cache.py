@@ -146,9 +146,7 @@ def _flip_byte(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [_truncate, _garbage, _checksum_mismatch, _flip_byte])
-def test_corrupt_cache_is_detected_and_rebuilt(
-    tmp_path: Path, damage: Callable[[Path], None]
-) -> None:
+def test_corrupt_cache_is_detected_and_rebuilt(tmp_path: Path, damage: Callable[[Path], None]) -> None:
     first, path = _fill(tmp_path)
     damage(path)
     provider = CountingProvider()
@@ -174,9 +172,7 @@ def test_save_leaves_no_temporary_file(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
-def test_failed_save_keeps_the_previous_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_save_keeps_the_previous_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, path = _fill(tmp_path)
     before = path.read_bytes()
 

@@ -101,9 +101,7 @@ def test_pyproject_without_tool_retrieval_gives_defaults(tmp_path: Path) -> None
 
 def test_env_overrides_profile_models(tmp_path: Path) -> None:
     _write(tmp_path / "retrieval.toml", 'profile = "custom"\n' + RETRIEVAL_TOML)
-    settings = load_settings(
-        tmp_path, environ={"EMBEDDING_MODEL": "env-embed", "MODEL": "env-rerank"}
-    )
+    settings = load_settings(tmp_path, environ={"EMBEDDING_MODEL": "env-embed", "MODEL": "env-rerank"})
     assert settings.profile.embedding_model == "env-embed"
     assert settings.profile.rerank_model == "env-rerank"
     assert settings.profile.dimensions == 64  # only the models change
@@ -137,9 +135,7 @@ def test_cli_overrides_beat_env_and_file(tmp_path: Path) -> None:
 
 def test_cli_profile_beats_env_profile(tmp_path: Path) -> None:
     _write(tmp_path / "retrieval.toml", RETRIEVAL_TOML)
-    settings = load_settings(
-        tmp_path, {"profile": "local"}, environ={"RETRIEVAL_PROFILE": "custom"}
-    )
+    settings = load_settings(tmp_path, {"profile": "local"}, environ={"RETRIEVAL_PROFILE": "custom"})
     assert settings.profile.name == "local"
 
 

@@ -218,10 +218,7 @@ def test_fingerprint_is_stable(tmp_path: Path) -> None:
         path = root / name
         records = [json.loads(line) for line in path.read_text().splitlines()]
         path.write_text(
-            "\n\n".join(
-                json.dumps(dict(reversed(r.items())), indent=None, separators=(" ,", " : "))
-                for r in records
-            )
+            "\n\n".join(json.dumps(dict(reversed(r.items())), indent=None, separators=(" ,", " : ")) for r in records)
         )
     assert load_dataset(root).fingerprint == original
 

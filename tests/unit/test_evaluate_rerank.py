@@ -57,7 +57,12 @@ def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypa
     assert "### Cost" in markdown and "1 question(s) degraded" in markdown
 
     cassettes = sorted(p.name for p in (tmp_path / "cassettes" / "fixture-gemini").iterdir())
-    assert cassettes == ["corpus-embeddings.json", "question-embeddings.json", "recording.json", "rerank-gemini-3.5-flash.json"]
+    assert cassettes == [
+        "corpus-embeddings.json",
+        "question-embeddings.json",
+        "recording.json",
+        "rerank-gemini-3.5-flash.json",
+    ]
     for path in (tmp_path / "cassettes" / "fixture-gemini").glob("*.json"):
         assert find_secrets(path.read_text(), (FIXTURE_KEY,)) == []
         assert FIXTURE_KEY not in path.read_text()

@@ -10,9 +10,7 @@ from retrieval.ranking import Ranking, rank_of, top_k
 
 
 def _ranking(*indices: int) -> Ranking:
-    return Ranking(
-        np.array(indices, dtype=np.int64), np.arange(len(indices), 0, -1, dtype=np.float64)
-    )
+    return Ranking(np.array(indices, dtype=np.int64), np.arange(len(indices), 0, -1, dtype=np.float64))
 
 
 def test_default_k_is_60() -> None:

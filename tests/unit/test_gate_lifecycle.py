@@ -104,7 +104,9 @@ def test_pytest_gate_end_to_end(project: Path) -> None:
     assert "rrf_k: 60 -> 5" in failed.stdout
     updated = subprocess.run(
         [*command, "--update-baseline", "--allow-regression", "--snapshot-update"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert updated.returncode == 0, updated.stdout
     assert "rrf_k: 60 -> 5" in updated.stdout  # the diff printed for review

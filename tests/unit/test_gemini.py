@@ -73,9 +73,7 @@ def test_embeddings_send_task_type_and_dimensionality_and_come_back_unit(
     assert docs.shape == (3, 8) and docs.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(docs, axis=1), 1.0, rtol=1e-6)
     # In input order, equal to the fixture's vectors once normalised (the SDK does not normalise).
-    np.testing.assert_allclose(
-        docs, normalize(np.array([fixture_vector(t, 8) for t in texts])), rtol=1e-6
-    )
+    np.testing.assert_allclose(docs, normalize(np.array([fixture_vector(t, 8) for t in texts])), rtol=1e-6)
     assert query.shape == (1, 8)
 
     first, second = server.requests
@@ -87,14 +85,10 @@ def test_embeddings_send_task_type_and_dimensionality_and_come_back_unit(
     assert {r["outputDimensionality"] for r in first.body["requests"]} == {8}
     assert second.body["requests"][0]["taskType"] == "RETRIEVAL_QUERY"
     assert embedder.usage.calls == 2
-    assert embedder.usage.input_tokens == sum(
-        len(t.split()) for t in [*texts, "Comment revenir à hier ?"]
-    )
+    assert embedder.usage.input_tokens == sum(len(t.split()) for t in [*texts, "Comment revenir à hier ?"])
 
 
-def test_embeddings_refuse_more_than_100_texts(
-    server: FakeGeminiServer, embedder: GeminiEmbeddings
-) -> None:
+def test_embeddings_refuse_more_than_100_texts(server: FakeGeminiServer, embedder: GeminiEmbeddings) -> None:
     assert embedder.batch_size == 100
     with pytest.raises(ValueError, match="at most 100"):
         embedder.embed([f"t{i}" for i in range(101)], "document")
@@ -115,9 +109,7 @@ def test_generation_sends_schema_at_temperature_zero_and_counts_usage(
 ) -> None:
     generator.usage = Usage()
     server.script(Act.answer('{"ranking": ["b", "a"]}'))
-    assert (
-        generator.generate_json("question?", RERANK_SCHEMA, "ranking") == '{"ranking": ["b", "a"]}'
-    )
+    assert generator.generate_json("question?", RERANK_SCHEMA, "ranking") == '{"ranking": ["b", "a"]}'
 
     (request,) = server.requests
     assert request.path == "/v1/models/gemini-3.5-flash:generateContent"
@@ -133,9 +125,7 @@ def test_generation_sends_schema_at_temperature_zero_and_counts_usage(
     assert generator.usage.output_tokens == len('{"ranking": ["b", "a"]}') // 4 + 1
 
 
-def test_generation_request_bytes_are_deterministic(
-    server: FakeGeminiServer, generator: GeminiGenerator
-) -> None:
+def test_generation_request_bytes_are_deterministic(server: FakeGeminiServer, generator: GeminiGenerator) -> None:
     generator.generate_json("same prompt", RERANK_SCHEMA, "ranking")
     generator.generate_json("same prompt", RERANK_SCHEMA, "ranking")
     first, second = server.requests
@@ -151,9 +141,7 @@ def test_429_then_success_is_retried(server: FakeGeminiServer, generator: Gemini
     assert len(server.requests) == 2
 
 
-def test_500_after_retries_is_a_provider_error(
-    server: FakeGeminiServer, generator: GeminiGenerator
-) -> None:
+def test_500_after_retries_is_a_provider_error(server: FakeGeminiServer, generator: GeminiGenerator) -> None:
     server.script(Act.http(500), Act.http(500))
     with pytest.raises(ProviderError) as info:
         generator.generate_json("p", RERANK_SCHEMA, "ranking")
@@ -170,9 +158,7 @@ def test_400_is_not_retried(server: FakeGeminiServer, embedder: GeminiEmbeddings
 
 
 def test_timeout_is_a_provider_error(server: FakeGeminiServer) -> None:
-    one_try = GeminiGenerator(
-        make_profile(server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1)
-    )
+    one_try = GeminiGenerator(make_profile(server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
     server.script(Act.sleep(2.0))
     with pytest.raises(ProviderError) as info:
         one_try.generate_json("p", RERANK_SCHEMA, "ranking")
@@ -180,9 +166,7 @@ def test_timeout_is_a_provider_error(server: FakeGeminiServer) -> None:
     assert one_try.usage.calls == 1
 
 
-def test_malformed_json_body_is_a_provider_error(
-    server: FakeGeminiServer, generator: GeminiGenerator
-) -> None:
+def test_malformed_json_body_is_a_provider_error(server: FakeGeminiServer, generator: GeminiGenerator) -> None:
     server.script(Act.malformed())
     with pytest.raises(ProviderError) as info:
         generator.generate_json("p", RERANK_SCHEMA, "ranking")
@@ -209,9 +193,7 @@ def test_refusals_are_provider_errors(
 
 
 @pytest.mark.parametrize("cls", [GeminiEmbeddings, GeminiGenerator])
-def test_missing_key_names_the_variables(
-    server: FakeGeminiServer, monkeypatch: pytest.MonkeyPatch, cls: type
-) -> None:
+def test_missing_key_names_the_variables(server: FakeGeminiServer, monkeypatch: pytest.MonkeyPatch, cls: type) -> None:
     clean_env(monkeypatch, key=None)
     monkeypatch.setenv("GEMINI_API_KEY", "  ")  # blank is no key
     with pytest.raises(MissingKeyError) as info:
@@ -223,9 +205,7 @@ def test_missing_key_names_the_variables(
 
 def test_replay_needs_no_key(server: FakeGeminiServer, monkeypatch: pytest.MonkeyPatch) -> None:
     clean_env(monkeypatch, key=None)
-    GeminiGenerator(make_profile(server.url), replay=True).generate_json(
-        "p", RERANK_SCHEMA, "ranking"
-    )
+    GeminiGenerator(make_profile(server.url), replay=True).generate_json("p", RERANK_SCHEMA, "ranking")
     assert server.requests[0].headers["x-goog-api-key"] == "replay-no-key"
 
 

@@ -125,9 +125,7 @@ def _random_runs(n_queries: int = 200, seed: int = 20260415):
     ranked, relevant = {}, {}
     for q in range(n_queries):
         qid = f"q{q:03d}"
-        relevant[qid] = [
-            corpus[i] for i in rng.choice(50, size=int(rng.integers(1, 4)), replace=False)
-        ]
+        relevant[qid] = [corpus[i] for i in rng.choice(50, size=int(rng.integers(1, 4)), replace=False)]
         order = [corpus[i] for i in rng.permutation(50)]
         if q % 3 == 1:
             # Move one relevant document to a random rank from 1 to 12, so that first places,

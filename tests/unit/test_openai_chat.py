@@ -68,9 +68,7 @@ def test_request_body_usage_and_answer(server: FakeOpenAIServer, chat: OpenAICha
     )
 
 
-def test_json_object_mode_when_the_server_has_no_schema_support(
-    server: FakeOpenAIServer, http: httpx.Client
-) -> None:
+def test_json_object_mode_when_the_server_has_no_schema_support(server: FakeOpenAIServer, http: httpx.Client) -> None:
     provider = OpenAIChat(make_profile(server.url, json_schema=False), client=http)
     provider.generate_json("p", RERANK_SCHEMA, "ranking")
     assert server.requests[0].body["response_format"] == {"type": "json_object"}
@@ -127,9 +125,7 @@ def test_faults_are_provider_errors(
 
 def test_timeout_is_a_provider_error(server: FakeOpenAIServer) -> None:
     # Its own HTTP client: the profile's timeout applies to the client the provider builds.
-    provider = OpenAIChat(
-        make_profile(server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1)
-    )
+    provider = OpenAIChat(make_profile(server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
     server.script(Act.sleep(2.0))
     with pytest.raises(ProviderError) as info:
         provider.generate_json("p", RERANK_SCHEMA, "ranking")
@@ -137,9 +133,7 @@ def test_timeout_is_a_provider_error(server: FakeOpenAIServer) -> None:
     provider.close()
 
 
-def test_replay_miss_is_a_replay_miss_error(
-    server: FakeOpenAIServer, http: httpx.Client, tmp_path: Path
-) -> None:
+def test_replay_miss_is_a_replay_miss_error(server: FakeOpenAIServer, http: httpx.Client, tmp_path: Path) -> None:
     provider = OpenAIChat(make_profile(server.url), replay=True, client=http)
     with (
         vcr.VCR(record_mode="none").use_cassette(str(tmp_path / "empty.yaml")),
@@ -151,9 +145,7 @@ def test_replay_miss_is_a_replay_miss_error(
 
 def test_concurrent_calls_count_every_call(chat: OpenAIChat) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
-        answers = list(
-            pool.map(lambda i: chat.generate_json(f"p{i}", RERANK_SCHEMA, "ranking"), range(8))
-        )
+        answers = list(pool.map(lambda i: chat.generate_json(f"p{i}", RERANK_SCHEMA, "ranking"), range(8)))
     assert len(answers) == 8
     assert chat.usage.calls == 8
     assert chat.usage.input_tokens == sum(len(f"p{i}") // 4 + 1 for i in range(8))

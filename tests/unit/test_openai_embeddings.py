@@ -66,9 +66,7 @@ class FakeEmbeddingsServer:
         for index, text in enumerate(inputs):
             vector = fixture_vector(text, self.dimensions)
             if body.get("encoding_format") == "base64":
-                embedding: Any = base64.b64encode(
-                    np.asarray(vector, dtype="<f4").tobytes()
-                ).decode()
+                embedding: Any = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
             else:
                 embedding = vector
             rows.append({"object": "embedding", "index": index, "embedding": embedding})
@@ -96,9 +94,7 @@ class FakeEmbeddingsServer:
 
             def do_GET(self) -> None:
                 with server._lock:
-                    server.requests.append(
-                        {"method": "GET", "path": self.path, "headers": dict(self.headers)}
-                    )
+                    server.requests.append({"method": "GET", "path": self.path, "headers": dict(self.headers)})
                 if self.path == "/health":
                     self._send(server.health_status, b'{"status": "ok"}')
                 else:
@@ -204,18 +200,14 @@ def test_prefixes_and_float_format(server: FakeEmbeddingsServer) -> None:
     assert json.loads(server.posts[1]["raw"]) == {"model": "fixture-e5", "input": ["passage: b"]}
 
 
-def test_api_key_is_sent_as_bearer(
-    server: FakeEmbeddingsServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_api_key_is_sent_as_bearer(server: FakeEmbeddingsServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FIXTURE_EMBEDDINGS_KEY", "fixture-key-not-a-secret")
     _client(server, api_key_env="FIXTURE_EMBEDDINGS_KEY").embed(["a"], "query")
     headers = {k.lower(): v for k, v in server.posts[0]["headers"].items()}
     assert headers["authorization"] == "Bearer fixture-key-not-a-secret"
 
 
-def test_missing_api_key_fails_before_any_call(
-    server: FakeEmbeddingsServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_api_key_fails_before_any_call(server: FakeEmbeddingsServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FIXTURE_EMBEDDINGS_KEY", raising=False)
     with pytest.raises(MissingKeyError, match="FIXTURE_EMBEDDINGS_KEY"):
         _client(server, api_key_env="FIXTURE_EMBEDDINGS_KEY")
@@ -226,9 +218,7 @@ def test_missing_api_key_fails_before_any_call(
 
 
 @pytest.mark.parametrize("encoding", ["base64", "float"])
-def test_vectors_are_unit_float32_in_input_order(
-    server: FakeEmbeddingsServer, encoding: str
-) -> None:
+def test_vectors_are_unit_float32_in_input_order(server: FakeEmbeddingsServer, encoding: str) -> None:
     texts = ["un", "deux", "trois"]
     vectors = _client(server, encoding_format=encoding).embed(texts, "document")
     assert vectors.dtype == np.float32

@@ -51,9 +51,7 @@ def keyed_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _embedder(url: str, *, replay: bool = False) -> OpenAIEmbeddings:
-    return OpenAIEmbeddings(
-        make_profile(url, api_key_env="OPENAI_API_KEY"), replay=replay, retry=FAST
-    )
+    return OpenAIEmbeddings(make_profile(url, api_key_env="OPENAI_API_KEY"), replay=replay, retry=FAST)
 
 
 def _record(server: FakeEmbeddingsServer, directory: Path) -> tuple[Recorder, np.ndarray]:
@@ -86,9 +84,7 @@ def test_record_writes_the_cassette_only_on_commit(
     assert json.loads(interactions[0]["request"]["body"])["input"] == TEXTS
 
 
-def test_discard_leaves_the_committed_cassettes(
-    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
-) -> None:
+def test_discard_leaves_the_committed_cassettes(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
     directory = tmp_path / "cassettes" / "fixture"
     first, _ = _record(server, directory)
     first.commit({})
@@ -102,9 +98,7 @@ def test_discard_leaves_the_committed_cassettes(
     assert (directory / f"{STAGE}.json").read_bytes() == before
 
 
-def test_authorization_header_is_filtered(
-    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
-) -> None:
+def test_authorization_header_is_filtered(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
     directory = tmp_path / "cassettes" / "fixture"
     recorder, _ = _record(server, directory)
     # The key did reach the server...
@@ -119,9 +113,7 @@ def test_authorization_header_is_filtered(
     assert find_secrets(text, ("", "", FIXTURE_KEY)) == []
 
 
-def test_error_responses_are_not_recorded(
-    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
-) -> None:
+def test_error_responses_are_not_recorded(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
     server.script.append((429, b'{"error": "rate limited"}'))
     directory = tmp_path / "cassettes" / "fixture"
     recorder, _ = _record(server, directory)
@@ -131,9 +123,7 @@ def test_error_responses_are_not_recorded(
     assert [i["response"]["status"]["code"] for i in interactions] == [200]
 
 
-def test_replay_answers_without_the_server(
-    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
-) -> None:
+def test_replay_answers_without_the_server(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
     directory = tmp_path / "cassettes" / "fixture"
     recorder, recorded = _record(server, directory)
     recorder.commit({})
@@ -150,9 +140,7 @@ def test_replay_answers_without_the_server(
     np.testing.assert_array_equal(replayed, recorded)
 
 
-def test_replay_miss_is_not_a_network_call(
-    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
-) -> None:
+def test_replay_miss_is_not_a_network_call(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
     directory = tmp_path / "cassettes" / "fixture"
     recorder, _ = _record(server, directory)
     recorder.commit({})
@@ -192,9 +180,7 @@ def test_commit_refuses_an_empty_recording(tmp_path: Path) -> None:
     recorder.discard()
 
 
-def test_live_mode_records_nothing(
-    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
-) -> None:
+def test_live_mode_records_nothing(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
     directory = tmp_path / "cassettes" / "fixture"
     recorder = Recorder("live", directory, "fixture")
     embedder = _embedder(server.url)
@@ -228,9 +214,7 @@ def test_find_secrets_catches_a_given_key_value() -> None:
 
 
 def test_find_secrets_leaves_clean_text_alone() -> None:
-    clean = json.dumps(
-        {"request": {"headers": {"content-type": ["application/json"]}, "body": "HEL-4040"}}
-    )
+    clean = json.dumps({"request": {"headers": {"content-type": ["application/json"]}, "body": "HEL-4040"}})
     assert find_secrets(clean, ("", "", "")) == []
 
 
@@ -238,8 +222,5 @@ def test_committed_cassettes_hold_no_secret() -> None:
     cassettes = sorted((REPO / "cassettes").glob("**/*.json"))
     if not cassettes:
         pytest.skip("no committed cassette under cassettes/ yet: nothing to scan")
-    leaks = {
-        str(path.relative_to(REPO)): find_secrets(path.read_text(encoding="utf-8"))
-        for path in cassettes
-    }
+    leaks = {str(path.relative_to(REPO)): find_secrets(path.read_text(encoding="utf-8")) for path in cassettes}
     assert {path: found for path, found in leaks.items() if found} == {}

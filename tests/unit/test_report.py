@@ -33,9 +33,7 @@ QUESTIONS = [
     Question("q1", "J'obtiens HEL-4040", "identifiant", ("HEL-4040",)),
     Question("q2", "Revenir à l'état d'hier", "paraphrase", ("proc-restauration",)),
     Question("q3", "Cacher la sécu", "paraphrase", ("faq-masquage",)),
-    Question(
-        "q4", "diagnostic puis purge du cache", "mixte", ("proc-diagnostic", "proc-purger-cache")
-    ),
+    Question("q4", "diagnostic puis purge du cache", "mixte", ("proc-diagnostic", "proc-purger-cache")),
 ]
 RANKED = {
     "bm25": [
@@ -99,7 +97,7 @@ def _run(mode: str = "live") -> Run:
     )
 
 
-DASH = "\u2013"  # the report's "no value" cell
+DASH = "-"
 PRICES = {"emb-model": {"input": 1.0}}  # per million tokens
 
 
@@ -116,9 +114,7 @@ def _table(markdown: str) -> list[str]:
 
 def test_table_has_the_seeds_header_and_one_row_per_method() -> None:
     table = _table(render_markdown(_report()))
-    assert table[0] == (
-        "| Method | Recall@5 | MRR | Recall@5 identifiant | Recall@5 paraphrase | Recall@5 mixte |"
-    )
+    assert table[0] == ("| Method | Recall@5 | MRR | Recall@5 identifiant | Recall@5 paraphrase | Recall@5 mixte |")
     assert set(table[1]) <= set("|-")
     assert table[2:] == [
         "| bm25 | 0.75 | 0.58 | 1.00 | 0.50 | 1.00 |",
@@ -143,9 +139,7 @@ def test_failures_section_classifies_each_failure() -> None:
     q2 = failures.split("**q2**")[1].split("**q3**")[0]
     q3 = failures.split("**q3**")[1].split("\n\n")[0]
     assert "ranking failure" in q2 and "recall failure" not in q2
-    assert (
-        "expected ['proc-restauration'], obtained ['inc-2026-04', 'proc-restauration', 'x1']" in q2
-    )
+    assert "expected ['proc-restauration'], obtained ['inc-2026-04', 'proc-restauration', 'x1']" in q2
     assert "recall failure" in q3 and "ranking failure" not in q3
     assert "absent from hybrid top 3" in q3
     assert "no term in common" in q3  # "Cacher la sécu" shares nothing with the masking page
@@ -166,9 +160,7 @@ def test_no_failures_says_so() -> None:
     for result in run.results:
         relevant = result.question.relevant
         for name in RANKED:
-            result.methods[name] = MethodResult(
-                list(relevant), [1.0] * len(relevant), {d: 1 for d in relevant}
-            )
+            result.methods[name] = MethodResult(list(relevant), [1.0] * len(relevant), {d: 1 for d in relevant})
     markdown = render_markdown(_report(run))
     assert "None: every question has a relevant document first." in markdown
     assert "recall failure" not in markdown and "ranking failure" not in markdown
@@ -190,11 +182,7 @@ def test_cost_section() -> None:
     markdown = render_markdown(_report())
     cost = markdown.split("### Cost")[1]
     assert "| Method | Pipeline | Calls | Input tokens |" in cost
-    rows = {
-        line.split(" | ")[0].strip("| "): line
-        for line in cost.splitlines()
-        if line.startswith("| ")
-    }
+    rows = {line.split(" | ")[0].strip("| "): line for line in cost.splitlines() if line.startswith("| ")}
     # vector: 1 call, 200 tokens at 1 per million: $0.0002, i.e. $0.05 per 1,000 questions (4 here).
     assert rows["vector"] == f"| vector | vector | 1 | 200 | 0 | 0.20 | {DASH} | $0.0002 | $0.05 |"
     assert rows["hybrid"].startswith("| hybrid | bm25 → vector → hybrid | 1 | 200 | 0 |")
@@ -206,9 +194,7 @@ def test_unpriced_model_shows_n_a() -> None:
     report = build_report(_run(), DOCUMENTS, prices={})
     vector = next(c for c in report.cost if c.method == "vector")
     assert vector.cost is None
-    assert f"| vector | vector | 1 | 200 | 0 | 0.20 | {DASH} | n/a | n/a |" in render_markdown(
-        report
-    )
+    assert f"| vector | vector | 1 | 200 | 0 | 0.20 | {DASH} | n/a | n/a |" in render_markdown(report)
 
 
 def test_baseline_cells_show_arrows() -> None:

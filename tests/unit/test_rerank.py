@@ -52,14 +52,10 @@ CANDIDATES = 5
 
 def make_dataset(n_questions: int = N_QUESTIONS) -> Dataset:
     documents = tuple(
-        Document(
-            f"d{i:02d}", f"Doc {i}", f"text of document {i} " + ("long " * 400 if i == 0 else "")
-        )
+        Document(f"d{i:02d}", f"Doc {i}", f"text of document {i} " + ("long " * 400 if i == 0 else ""))
         for i in range(N_DOCS)
     )
-    questions = tuple(
-        Question(f"q{i:02d}", f"question {i}?", "paraphrase", ("d00",)) for i in range(n_questions)
-    )
+    questions = tuple(Question(f"q{i:02d}", f"question {i}?", "paraphrase", ("d00",)) for i in range(n_questions))
     return Dataset("fixture", documents, questions, "sha256:fixture")
 
 
@@ -336,9 +332,7 @@ FAULTS: list[tuple[str, tuple[Act, ...], str, list[str] | None]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("acts", "status", "top"), [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS]
-)
+@pytest.mark.parametrize(("acts", "status", "top"), [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
 def test_gemini_fault_outcomes(
     gemini_server: FakeGeminiServer,
     gemini: GeminiGenerator,
@@ -392,9 +386,7 @@ def test_openai_fault_outcomes(
     assert [r.status for r in rankings] == [status, "ok"]
 
 
-def test_replay_miss_is_raised_not_degraded(
-    gemini_server: FakeGeminiServer, tmp_path: Path
-) -> None:
+def test_replay_miss_is_raised_not_degraded(gemini_server: FakeGeminiServer, tmp_path: Path) -> None:
     gemini_server.reset()
     generator = GeminiGenerator(gemini_profile(gemini_server.url), replay=True)
     method = RerankMethod(generator, candidates=CANDIDATES, workers=4)
@@ -426,9 +418,7 @@ class InFlight:
                 self.now -= 1
 
 
-def test_25_concurrent_calls_equal_sequential(
-    gemini_server: FakeGeminiServer, gemini: GeminiGenerator
-) -> None:
+def test_25_concurrent_calls_equal_sequential(gemini_server: FakeGeminiServer, gemini: GeminiGenerator) -> None:
     # Per-request latency of 0-4 ms from a hash of the body: calls finish out of order.
     def latency(body: bytes) -> float:
         return hashlib.sha256(body).digest()[0] / 255 * 0.004
@@ -440,9 +430,7 @@ def test_25_concurrent_calls_equal_sequential(
         gemini.usage = Usage()
         context = make_context(N_QUESTIONS)
         counted = InFlight(gemini)
-        results[workers] = RerankMethod(counted, candidates=CANDIDATES, workers=workers).rank(
-            context
-        )
+        results[workers] = RerankMethod(counted, candidates=CANDIDATES, workers=workers).rank(context)
         assert len(gemini_server.requests) == N_QUESTIONS and gemini.usage.calls == N_QUESTIONS
         assert context.usage["rerank"] is gemini.usage
         assert 1 <= counted.most <= workers
@@ -455,8 +443,7 @@ def test_25_concurrent_calls_equal_sequential(
         np.testing.assert_array_equal(concurrent[qi].scores, sequential[qi].scores)
     # The fixture answers really reorder (a hash shuffle may, rarely, keep an order).
     reranked = sum(
-        list(r.indices[:CANDIDATES]) != list(hybrid_ranking(qi).indices[:CANDIDATES])
-        for qi, r in enumerate(concurrent)
+        list(r.indices[:CANDIDATES]) != list(hybrid_ranking(qi).indices[:CANDIDATES]) for qi, r in enumerate(concurrent)
     )
     assert reranked >= N_QUESTIONS - 2
 
@@ -480,11 +467,7 @@ def test_factories_dispatch_on_the_profile(openai_server: FakeOpenAIServer) -> N
 
 def test_required_key_names_what_a_live_run_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
     clean_env(monkeypatch, key=None)
-    assert (
-        required_key(gemini_profile("http://127.0.0.1:9")) == "GEMINI_API_KEY (or GOOGLE_API_KEY)"
-    )
+    assert required_key(gemini_profile("http://127.0.0.1:9")) == "GEMINI_API_KEY (or GOOGLE_API_KEY)"
     monkeypatch.setenv("GOOGLE_API_KEY", "fixture")
     assert required_key(gemini_profile("http://127.0.0.1:9")) is None
-    assert required_key(openai_profile("http://x", api_key_env="FIXTURE_UNSET_KEY")) == (
-        "FIXTURE_UNSET_KEY"
-    )
+    assert required_key(openai_profile("http://x", api_key_env="FIXTURE_UNSET_KEY")) == ("FIXTURE_UNSET_KEY")

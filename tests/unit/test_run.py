@@ -30,28 +30,18 @@ def _run() -> Run:
                 q1,
                 {
                     "bm25": MethodResult(["HEL-4040", "HEL-4050"], [12.5, 3.25], {"HEL-4040": 1}),
-                    "vector": MethodResult(
-                        ["HEL-4010", "HEL-4040"], [0.875, 0.8125], {"HEL-4040": 2}
-                    ),
+                    "vector": MethodResult(["HEL-4010", "HEL-4040"], [0.875, 0.8125], {"HEL-4040": 2}),
                     "hybrid": MethodResult(["HEL-4040"], [0.03125], {"HEL-4040": 1}),
-                    "rerank": MethodResult(
-                        ["HEL-4040"], [0.03125], {"HEL-4040": 1}, "degraded: http 500"
-                    ),
+                    "rerank": MethodResult(["HEL-4040"], [0.03125], {"HEL-4040": 1}, "degraded: http 500"),
                 },
             ),
             QuestionResult(
                 q2,
                 {
                     "bm25": MethodResult([], [], {"faq-masquage": None, "faq-rgpd": None}),
-                    "vector": MethodResult(
-                        ["faq-masquage"], [0.5], {"faq-masquage": 1, "faq-rgpd": 28}
-                    ),
-                    "hybrid": MethodResult(
-                        ["faq-masquage"], [0.25], {"faq-masquage": 1, "faq-rgpd": None}
-                    ),
-                    "rerank": MethodResult(
-                        ["faq-masquage"], [1.0], {"faq-masquage": 1, "faq-rgpd": None}
-                    ),
+                    "vector": MethodResult(["faq-masquage"], [0.5], {"faq-masquage": 1, "faq-rgpd": 28}),
+                    "hybrid": MethodResult(["faq-masquage"], [0.25], {"faq-masquage": 1, "faq-rgpd": None}),
+                    "rerank": MethodResult(["faq-masquage"], [1.0], {"faq-masquage": 1, "faq-rgpd": None}),
                 },
             ),
         ],

@@ -1,0 +1,419 @@
+"""Scale check: bm25, vector, hybrid and the metrics on a synthetic corpus, timed per stage.
+
+    python benchmarks/scale.py                      # 1,000 questions x 100,000 documents
+    python benchmarks/scale.py --documents 10000 --questions 100 --engine rank-bm25
+
+Generates French-like documents (Zipfian vocabulary, elisions, accents, identifiers such
+as HEL-1234), questions with 1 or 2 relevant documents each, and random float32 unit
+embeddings (no model: questions are their relevant documents' vectors plus noise). Then
+runs the project's own BM25Method, VectorMethod, HybridMethod and score_method on a
+retrieval.dataset.Dataset and prints a Markdown table: seconds and peak memory per stage.
+
+Memory columns:
+- "peak RSS": the process's resident high-water mark during the stage (Linux: VmHWM,
+  reset before each stage through /proc/self/clear_refs; elsewhere the process maximum
+  so far from getrusage, which never goes down).
+- "peak traced" (with --tracemalloc): the peak of Python allocations during the stage,
+  numpy arrays included (numpy reports its buffers to tracemalloc). Tracing slows
+  allocation-heavy code such as the analyzer, so times are only honest without it.
+
+The run is bounded: sizes are capped, the work is fixed by the arguments, and
+--timeout (default 600 s) aborts it through SIGALRM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import resource
+import signal
+import sys
+import time
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Runs from a checkout without installation: `python benchmarks/scale.py`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from retrieval.analyzer import analyze, analyze_many
+from retrieval.dataset import Dataset, Document, Question
+from retrieval.methods.base import Context
+from retrieval.methods.bm25 import QUESTION_BATCH, BM25Method, round_scores
+from retrieval.methods.hybrid import HybridMethod
+from retrieval.methods.vector import VectorMethod
+from retrieval.metrics import metric_names, score_method
+from retrieval.ranking import Ranking, top_k
+
+MAX_DOCUMENTS = 2_000_000
+MAX_QUESTIONS = 100_000
+TARGET_SECONDS = 60.0
+TARGET_BYTES = 4 * 1024**3
+MIB = 1024**2
+
+# French-like words: syllables with accents, glued two to four at a time, plus endings.
+_ONSETS = ["b", "c", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v", "ch", "gr", "pl"]
+_ONSETS += ["pr", "tr", "cr", "br", "qu", "j"]
+_VOWELS = ["a", "e", "i", "o", "u", "é", "è", "ê", "à", "ou", "ai", "au", "eu"]
+_ENDINGS = ["", "", "", "r", "s", "t", "l", "n", "ment", "tion", "ité", "eur", "age", "ère", "ée"]
+# Real stop words at the top of the distribution, as in French text (the analyzer drops them).
+_STOP = ["de", "la", "le", "les", "des", "et", "un", "une", "en", "du", "pour", "sur", "dans"]
+_STOP += ["par", "avec", "est", "que", "qui", "au", "ne", "pas", "se"]
+_ELIDED = ["l'", "d'", "qu'", "n'", "s'"]
+_PREFIXES = ["HEL", "ERR", "SYN", "NET", "DB"]
+_QUESTION_STARTS = ["Comment", "Pourquoi", "Que faire si", "Où trouver", "Quand"]
+
+
+def french_vocabulary(size: int, rng: np.random.Generator) -> list[str]:
+    """`size` distinct French-looking words, stop words first (the most frequent ranks)."""
+    words = dict.fromkeys(_STOP)
+    while len(words) < size:
+        n = int(rng.integers(2, 5))
+        onsets = rng.choice(_ONSETS, n)
+        vowels = rng.choice(_VOWELS, n)
+        word = "".join(o + v for o, v in zip(onsets, vowels, strict=True))
+        words[word + _ENDINGS[int(rng.integers(len(_ENDINGS)))]] = None
+    return list(words)
+
+
+def zipf_probabilities(size: int, exponent: float = 1.05) -> np.ndarray:
+    """Zipf-Mandelbrot word frequencies: p(rank) proportional to 1 / (rank + 2.7)^exponent."""
+    weights = 1.0 / (np.arange(1, size + 1) + 2.7) ** exponent
+    return weights / weights.sum()
+
+
+@dataclass(frozen=True)
+class Synthetic:
+    """A generated dataset and its embeddings."""
+
+    dataset: Dataset
+    question_vectors: np.ndarray
+    document_vectors: np.ndarray
+
+
+def _sentence_text(words: list[str], rng: np.random.Generator) -> str:
+    """Words into sentences of 8 to 20 words: capitals, commas, full stops, some elisions."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        n = int(rng.integers(8, 21))
+        sentence = words[i : i + n]
+        i += n
+        if len(sentence) > 3:
+            k = int(rng.integers(1, len(sentence)))
+            if sentence[k][0] in "aeiouéèê":
+                sentence[k] = _ELIDED[k % len(_ELIDED)] + sentence[k]
+            sentence[k // 2] += ","
+        sentence[0] = sentence[0][:1].upper() + sentence[0][1:]
+        out.append(" ".join(sentence) + ".")
+    return " ".join(out)
+
+
+def generate(
+    n_documents: int,
+    n_questions: int,
+    dim: int,
+    seed: int,
+    vocabulary_size: int = 50_000,
+    mean_length: int = 120,
+) -> Synthetic:
+    """A reproducible synthetic corpus, question set and float32 unit embeddings."""
+    rng = np.random.default_rng(seed)
+    vocabulary = french_vocabulary(vocabulary_size, rng)
+    lengths = rng.integers(mean_length // 2, mean_length * 3 // 2 + 1, n_documents)
+    tokens = rng.choice(len(vocabulary), int(lengths.sum()), p=zipf_probabilities(len(vocabulary)))
+    ends = np.cumsum(lengths)
+    # About a third of the documents define an error code; codes repeat across documents.
+    n_codes = max(10, n_documents // 5)
+    has_code = rng.random(n_documents) < 0.35
+    codes = rng.integers(0, n_codes, n_documents)
+
+    documents: list[Document] = []
+    doc_words: list[list[str]] = []
+    doc_codes: list[str | None] = []
+    for i in range(n_documents):
+        words = [vocabulary[t] for t in tokens[ends[i] - lengths[i] : ends[i]]]
+        code = None
+        if has_code[i]:
+            code = f"{_PREFIXES[codes[i] % len(_PREFIXES)]}-{1000 + codes[i]}"
+            words.insert(int(rng.integers(len(words))), code)
+        title = " ".join(words[:4]).capitalize()
+        documents.append(Document(f"doc-{i:07d}", title, _sentence_text(words, rng)))
+        doc_words.append(words)
+        doc_codes.append(code)
+
+    questions: list[Question] = []
+    relevant_sets: list[np.ndarray] = []
+    for j in range(n_questions):
+        relevant = rng.choice(n_documents, 2 if rng.random() < 0.3 else 1, replace=False)
+        picked: list[str] = []
+        for r in relevant:
+            words = doc_words[r]
+            picked += [words[int(x)] for x in rng.integers(0, len(words), int(rng.integers(3, 7)))]
+        kind = "multi" if len(relevant) == 2 else "lexical"
+        code = doc_codes[relevant[0]]
+        if code is not None and rng.random() < 0.5:
+            picked.append(code if rng.random() < 0.5 else code.replace("-", " "))
+            kind = "identifier"
+        start = _QUESTION_STARTS[j % len(_QUESTION_STARTS)]
+        text = f"{start} {' '.join(picked)} ?"
+        ids = tuple(documents[r].id for r in relevant)
+        questions.append(Question(f"q-{j:06d}", text, kind, ids))
+        relevant_sets.append(relevant)
+
+    document_vectors = _unit(rng.standard_normal((n_documents, dim), dtype=np.float32))
+    # A question points towards its relevant documents, more or less clearly.
+    question_vectors = np.empty((n_questions, dim), dtype=np.float32)
+    for j, relevant in enumerate(relevant_sets):
+        # Noise of norm 0.5 to 4: cosine with the relevant document from about 0.9 to 0.25,
+        # while unrelated documents stay near 0 (within a few times 1 / sqrt(dim)).
+        scale = rng.uniform(0.5, 4.0) / np.sqrt(dim)
+        noise = rng.standard_normal(dim, dtype=np.float32) * np.float32(scale)
+        question_vectors[j] = document_vectors[relevant].mean(axis=0) + noise
+    question_vectors = _unit(question_vectors)
+    dataset = Dataset(
+        name=f"synthetic-{n_documents}x{n_questions}",
+        documents=tuple(documents),
+        questions=tuple(questions),
+        fingerprint=f"synthetic:{n_documents}:{n_questions}:{dim}:{seed}",
+    )
+    return Synthetic(dataset, question_vectors, document_vectors)
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+# --- measurement --------------------------------------------------------------------------
+
+
+def _read_hwm() -> int | None:
+    """The process's resident high-water mark in bytes (Linux), else None."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_hwm() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0), so that each stage gets its own peak."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def _max_rss() -> int:
+    """The process's maximum RSS so far, in bytes (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss if sys.platform == "darwin" else rss * 1024
+
+
+@dataclass
+class Stage:
+    name: str
+    seconds: float
+    peak_rss: int
+    peak_traced: int | None
+    counted: bool  # part of the target (evaluation), not of the set-up
+
+
+class Recorder:
+    """Times stages and records their memory peaks."""
+
+    def __init__(self, trace: bool) -> None:
+        self.trace = trace
+        self.stages: list[Stage] = []
+        self.per_stage_rss = _reset_hwm() and _read_hwm() is not None
+
+    @contextmanager
+    def stage(self, name: str, counted: bool = True) -> Iterator[None]:
+        gc.collect()
+        if self.per_stage_rss:
+            _reset_hwm()
+        if self.trace:
+            tracemalloc.reset_peak()
+        start = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - start
+        traced = tracemalloc.get_traced_memory()[1] if self.trace else None
+        rss = _read_hwm() if self.per_stage_rss else None
+        self.stages.append(Stage(name, seconds, rss or _max_rss(), traced, counted))
+        print(f"  {name}: {seconds:.2f} s", file=sys.stderr, flush=True)
+
+
+def _ids(rankings: list[Ranking], doc_ids: list[str]) -> dict[int, list[str]]:
+    return {i: [doc_ids[j] for j in r.indices] for i, r in enumerate(rankings)}
+
+
+def run(args: argparse.Namespace) -> tuple[Recorder, dict[str, dict[str, float]]]:
+    """Generate, then run bm25, vector, hybrid and the metrics as separate stages."""
+    recorder = Recorder(args.tracemalloc)
+    if args.tracemalloc:
+        tracemalloc.start()
+    with recorder.stage("generate corpus, questions, embeddings (set-up)", counted=False):
+        data = generate(args.documents, args.questions, args.dim, args.seed)
+    dataset = data.dataset
+    context = Context(
+        dataset=dataset,
+        depth=args.depth,
+        question_vectors=data.question_vectors,
+        document_vectors=data.document_vectors,
+    )
+    methods: list[Any] = [BM25Method(engine=args.engine), VectorMethod(), HybridMethod()]
+    labels = {
+        "bm25": f"bm25 ({args.engine}: analyze, index, query)",
+        "vector": "vector (cosine, batched matrix products)",
+        "hybrid": "hybrid (RRF of bm25 and vector)",
+    }
+    for method in methods:
+        with recorder.stage(labels[method.name]):
+            context.rankings[method.name] = method.rank(context)
+
+    if args.breakdown:
+        # Where bm25's time goes: the same steps as BM25Method.rank, timed one by one.
+        bm25 = methods[0]
+        with recorder.stage("  bm25 breakdown: analyze corpus (not counted)", counted=False):
+            corpus = analyze_many(d.content for d in dataset.documents)
+        with recorder.stage("  bm25 breakdown: build index (not counted)", counted=False):
+            index = bm25.build_index(corpus)
+        del corpus
+        with recorder.stage("  bm25 breakdown: score, top_k (not counted)", counted=False):
+            queries = [analyze(q.text) for q in dataset.questions]
+            for start in range(0, len(queries), QUESTION_BATCH):
+                rows = round_scores(index.scores(queries[start : start + QUESTION_BATCH]))
+                for row in rows:
+                    top_k(row, args.depth)
+        del index
+
+    overall: dict[str, dict[str, float]] = {}
+    with recorder.stage("metrics (ids, score_method x 3 methods)"):
+        doc_ids = dataset.doc_ids
+        qids = [q.id for q in dataset.questions]
+        relevant = {q.id: q.relevant for q in dataset.questions}
+        types = {q.id: q.type for q in dataset.questions}
+        for name, rankings in context.rankings.items():
+            ranked = {qids[i]: ids for i, ids in _ids(rankings, doc_ids).items()}
+            scores = score_method(ranked, relevant, types, metric_names(5, extra=True))
+            overall[name] = scores.overall
+    return recorder, overall
+
+
+def machine() -> str:
+    """One line: CPU count and model, RAM, Python and numpy versions."""
+    model = platform.processor() or "unknown CPU"
+    ram = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        ram = f", {pages / 1024**3:.1f} GiB RAM"
+    except (OSError, ValueError):
+        pass
+    return (
+        f"{os.cpu_count()} CPUs ({model}){ram}, Python {platform.python_version()}, "
+        f"numpy {np.__version__}"
+    )
+
+
+def table(recorder: Recorder) -> str:
+    """The Markdown table of the stages, with the total of the counted ones."""
+    traced = recorder.trace
+    head = "| stage | seconds | peak RSS (MiB) |" + (" peak traced (MiB) |" if traced else "")
+    rule = "| --- | ---: | ---: |" + (" ---: |" if traced else "")
+    lines = [head, rule]
+    for s in recorder.stages:
+        row = f"| {s.name} | {s.seconds:.2f} | {s.peak_rss / MIB:,.0f} |"
+        if traced:
+            row += f" {(s.peak_traced or 0) / MIB:,.0f} |"
+        lines.append(row)
+    counted = [s for s in recorder.stages if s.counted]
+    total = sum(s.seconds for s in counted)
+    peak = max(s.peak_rss for s in recorder.stages)
+    row = (
+        f"| **total: bm25 + vector + hybrid + metrics** | **{total:.2f}** | **{peak / MIB:,.0f}** |"
+    )
+    if traced:
+        row += f" {max((s.peak_traced or 0) for s in counted) / MIB:,.0f} |"
+    lines.append(row)
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--documents", type=int, default=100_000)
+    parser.add_argument("--questions", type=int, default=1_000)
+    parser.add_argument("--dim", type=int, default=384, help="embedding dimensions")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--depth", type=int, default=1000, help="ranking depth (as the tool's)")
+    parser.add_argument("--engine", choices=["sparse", "rank-bm25"], default="sparse")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also time bm25's steps one by one (not counted)"
+    )
+    parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations")
+    parser.add_argument("--timeout", type=int, default=600, help="abort after this many seconds")
+    parser.add_argument(
+        "--check", action="store_true", help="exit with status 1 when a target is missed"
+    )
+    args = parser.parse_args(argv)
+    if not 1 <= args.documents <= MAX_DOCUMENTS:
+        parser.error(f"--documents must be between 1 and {MAX_DOCUMENTS:,}")
+    if not 1 <= args.questions <= MAX_QUESTIONS:
+        parser.error(f"--questions must be between 1 and {MAX_QUESTIONS:,}")
+    if not 1 <= args.dim <= 4096 or args.depth < 1 or args.timeout < 1:
+        parser.error("--dim must be 1..4096, --depth and --timeout positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def abort(signum: int, frame: object) -> None:
+        raise TimeoutError(f"scale run stopped after --timeout {args.timeout} s")
+
+    if hasattr(signal, "SIGALRM"):
+        signal.signal(signal.SIGALRM, abort)
+        signal.alarm(args.timeout)
+    print(f"{args.questions:,} questions x {args.documents:,} documents...", file=sys.stderr)
+    recorder, overall = run(args)
+    if hasattr(signal, "SIGALRM"):
+        signal.alarm(0)
+
+    print(f"Machine: {machine()}")
+    print(
+        f"Run: {args.questions:,} questions x {args.documents:,} documents, dim {args.dim}, "
+        f"depth {args.depth}, seed {args.seed}, bm25 engine {args.engine}"
+        + (", tracemalloc on (times inflated)" if args.tracemalloc else "")
+    )
+    print()
+    print(table(recorder))
+    print()
+    for name, values in overall.items():
+        print(f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in values.items()))
+    total = sum(s.seconds for s in recorder.stages if s.counted)
+    peak = max(s.peak_rss for s in recorder.stages)
+    ok_time, ok_mem = total < TARGET_SECONDS, peak < TARGET_BYTES
+    print(
+        f"\nTargets: {total:.1f} s {'<' if ok_time else '>='} {TARGET_SECONDS:.0f} s; "
+        f"peak RSS {peak / 1024**3:.2f} GiB {'<' if ok_mem else '>='} 4 GiB "
+        f"(whole process, set-up included)"
+    )
+    return 1 if args.check and not (ok_time and ok_mem) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,219 @@
+"""BM25 over title + text with the French analyzer.
+
+rank-bm25's BM25Okapi gives terms found in half the documents or more a zero or
+negative IDF, then patches them with epsilon * mean IDF: on a 60-document catalogue
+where every error page says "code", "cause" and "résolution", that makes common
+words score erratically. BM25Plus uses IDF = log((N + 1) / df), positive for every
+term, and its delta adds the same constant to every document for a given query,
+so it ranks exactly as Lucene-style BM25 with that IDF (k1 = 1.5, b = 0.75).
+
+Two engines compute that same BM25Plus score:
+
+- "sparse" (the default): a document x term weight matrix built once per corpus with
+  scipy.sparse; the scores of a batch of questions are one sparse-matrix product.
+  Its cost follows the postings of the query terms, so 1,000 questions over 100,000
+  documents take seconds (docs/performance.md).
+- "rank-bm25": rank-bm25's BM25Plus, the reference the sparse engine is tested against
+  (tests/unit/test_bm25_engines.py). It scores each query term with a Python loop over
+  every document, about 100 times slower at 100,000 documents.
+
+Both engines round scores to SCORE_DECIMALS decimals before ranking. The two engines
+add the same terms in a different order, so a score can differ in its last bit; after
+rounding, documents tied in one engine are tied in the other, and ties go to the lower
+corpus index in both (retrieval.ranking.top_k), so the rankings are identical.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import chain
+from typing import Literal, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+from rank_bm25 import BM25Plus
+
+from retrieval.analyzer import analyze, analyze_many
+from retrieval.methods.base import Context
+from retrieval.ranking import Ranking, top_k
+
+__all__ = [
+    "DELTA",
+    "K1",
+    "QUESTION_BATCH",
+    "SCORE_DECIMALS",
+    "B",
+    "BM25Index",
+    "BM25Method",
+    "Engine",
+    "RankBM25Index",
+    "SparseBM25Index",
+    "round_scores",
+]
+
+K1 = 1.5
+B = 0.75
+DELTA = 1.0  # rank-bm25's BM25Plus default
+# Scores are rounded to this many decimals before ranking (see the module docstring).
+# BM25 scores stay below about 10^3, where a float64 carries 13 more digits: the last-bit
+# differences between engines vanish, and scores closer than 1e-9 count as ties.
+SCORE_DECIMALS = 9
+# Questions scored per sparse product: bounds the dense score block at
+# QUESTION_BATCH x n_documents float64 (100 MB for 100,000 documents).
+QUESTION_BATCH = 128
+
+Engine = Literal["sparse", "rank-bm25"]
+Tokens = Sequence[str]
+
+
+def round_scores(scores: np.ndarray) -> np.ndarray:
+    """Scores as both engines rank them: rounded to SCORE_DECIMALS decimals."""
+    return np.round(scores, SCORE_DECIMALS)
+
+
+class BM25Index(Protocol):
+    """A BM25Plus index over one analysed corpus."""
+
+    def scores(self, queries: Sequence[Tokens]) -> np.ndarray:
+        """Unrounded scores, shape (len(queries), n_documents), float64."""
+        ...
+
+
+class SparseBM25Index:
+    """rank-bm25's BM25Plus formula, vectorised with scipy.sparse.
+
+    score(q, d) = sum over query tokens t (duplicates included, as rank-bm25 loops over them)
+    of idf(t) * (delta + tf(t, d) * (k1 + 1) / (k1 * (1 - b + b * dl(d) / avgdl) + tf(t, d))),
+    with idf(t) = log((N + 1) / df(t)) and 0 for a term absent from the corpus.
+
+    Split as  delta * sum of idf(t)  (the same for every document of a query)
+          +   sum over t of count(t in q) * W[t, d],  W[t, d] = idf(t) * tf part,
+    W being a term x document CSR matrix, zero where tf = 0, built once.
+    """
+
+    def __init__(
+        self, corpus: Sequence[Tokens], k1: float = K1, b: float = B, delta: float = DELTA
+    ) -> None:
+        if not corpus:
+            raise ValueError("BM25 needs at least one document")
+        self.k1, self.b, self.delta = k1, b, delta
+        self.n_documents = len(corpus)
+        # One C-level pass to number the terms in first-seen order, one to map every token.
+        self.vocabulary: dict[str, int] = {
+            term: i for i, term in enumerate(dict.fromkeys(chain.from_iterable(corpus)))
+        }
+        lengths = np.fromiter(map(len, corpus), dtype=np.int64, count=len(corpus))
+        n_tokens = int(lengths.sum())
+        term_ids = np.fromiter(
+            map(self.vocabulary.__getitem__, chain.from_iterable(corpus)),
+            dtype=np.int32,
+            count=n_tokens,
+        )
+        doc_ids = np.repeat(np.arange(self.n_documents, dtype=np.int32), lengths)
+        # COO -> CSR sums the duplicate (term, document) pairs: the term frequencies.
+        tf = sp.coo_matrix(
+            (np.ones(n_tokens, dtype=np.float64), (term_ids, doc_ids)),
+            shape=(len(self.vocabulary), self.n_documents),
+        ).tocsr()
+        tf.sum_duplicates()
+        del term_ids, doc_ids
+
+        # The tf part uses rank-bm25's operations in rank-bm25's order: bit-identical to its own.
+        avgdl = n_tokens / self.n_documents
+        df = np.diff(tf.indptr)
+        self.idf = np.array(
+            [math.log((self.n_documents + 1) / int(f)) for f in df], dtype=np.float64
+        )
+        norm = k1 * (1 - b + b * lengths / avgdl)
+        freq = tf.data
+        freq_part = (freq * (k1 + 1)) / (norm[tf.indices] + freq)
+        tf.data = np.repeat(self.idf, df) * freq_part
+        self.weights = tf  # term x document
+
+    def _query_matrix(self, queries: Sequence[Tokens]) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Query x term counts (known terms only) and each query's constant delta * sum(idf)."""
+        rows: list[int] = []
+        cols: list[int] = []
+        constants = np.zeros(len(queries), dtype=np.float64)
+        for row, query in enumerate(queries):
+            constant = 0.0
+            for token in query:
+                term = self.vocabulary.get(token)
+                if term is None:  # rank-bm25: idf 0, adds nothing
+                    continue
+                rows.append(row)
+                cols.append(term)
+                # Accumulated in query order like rank-bm25, so documents matching no
+                # query term get bit-identical scores in both engines.
+                constant += self.idf[term] * self.delta
+            constants[row] = constant
+        counts = sp.coo_matrix(
+            (np.ones(len(rows), dtype=np.float64), (rows, cols)),
+            shape=(len(queries), len(self.vocabulary)),
+        ).tocsr()
+        counts.sum_duplicates()
+        return counts, constants
+
+    def scores(self, queries: Sequence[Tokens]) -> np.ndarray:
+        """Unrounded BM25Plus scores, shape (len(queries), n_documents): one sparse product."""
+        counts, constants = self._query_matrix(queries)
+        product = (counts @ self.weights).toarray()
+        product += constants[:, None]
+        return product
+
+
+class RankBM25Index:
+    """The reference engine: rank-bm25's BM25Plus, one Python loop per query term."""
+
+    def __init__(
+        self, corpus: Sequence[Tokens], k1: float = K1, b: float = B, delta: float = DELTA
+    ) -> None:
+        if not corpus:
+            raise ValueError("BM25 needs at least one document")
+        self.n_documents = len(corpus)
+        self.bm25 = BM25Plus(list(corpus), k1=k1, b=b, delta=delta)
+
+    def scores(self, queries: Sequence[Tokens]) -> np.ndarray:
+        """Unrounded BM25Plus scores, shape (len(queries), n_documents)."""
+        out = np.empty((len(queries), self.n_documents), dtype=np.float64)
+        for row, query in enumerate(queries):
+            out[row] = self.bm25.get_scores(list(query))
+        return out
+
+
+_ENGINES: dict[str, type[SparseBM25Index] | type[RankBM25Index]] = {
+    "sparse": SparseBM25Index,
+    "rank-bm25": RankBM25Index,
+}
+
+
+class BM25Method:
+    """Ranks documents by BM25Plus score of the analysed question against the analysed documents.
+
+    `engine` picks how the score is computed: "sparse" (default, fast) or "rank-bm25"
+    (the reference); both give the same rankings (see the module docstring).
+    """
+
+    name = "bm25"
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+
+    def __init__(self, k1: float = K1, b: float = B, engine: Engine = "sparse") -> None:
+        if engine not in _ENGINES:
+            raise ValueError(f"unknown BM25 engine {engine!r}: use one of {', '.join(_ENGINES)}")
+        self.k1, self.b, self.engine = k1, b, engine
+
+    def build_index(self, corpus: Sequence[Tokens]) -> BM25Index:
+        """Index an analysed corpus (one list of terms per document) with this method's engine."""
+        return _ENGINES[self.engine](corpus, k1=self.k1, b=self.b)
+
+    def rank(self, context: Context) -> list[Ranking]:
+        # The index is built once per corpus, then questions are scored in batches.
+        index = self.build_index(analyze_many(d.content for d in context.dataset.documents))
+        queries = [analyze(q.text) for q in context.dataset.questions]
+        rankings: list[Ranking] = []
+        for start in range(0, len(queries), QUESTION_BATCH):
+            scores = round_scores(index.scores(queries[start : start + QUESTION_BATCH]))
+            rankings.extend(top_k(row, context.depth) for row in scores)
+        return rankings

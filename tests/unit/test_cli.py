@@ -1,0 +1,71 @@
+"""The command line as a user meets it: report on stdout, run log, JSON, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retrieval.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No project file here: the built-in defaults apply, and nothing is written to the repo.
+    monkeypatch.chdir(tmp_path)
+
+
+def test_beir_folder_with_bm25_needs_no_model_server(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["--dataset", str(FIXTURES / "fixture_beir"), "--methods", "bm25", "--log", "run.jsonl"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "| Method | Recall@5 | MRR | Recall@5 all |" in out
+    lines = out.splitlines()
+    assert lines[4].startswith("| bm25 | ") and lines[5] == ""
+    log = (tmp_path / "run.jsonl").read_text().splitlines()
+    assert json.loads(log[0])["methods"] == ["bm25"]
+    assert {json.loads(line)["question"] for line in log[1:]} == {"b1", "b2"}
+
+
+def test_demo_replay_prints_the_three_methods_from_the_committed_cassettes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert main(["--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert list(report["scores"]) == ["bm25", "vector", "hybrid"]
+    assert report["mode"] == "replay" and "rerank" in report["skipped"]
+    baseline = json.loads((ROOT / "baselines/metrics.json").read_text())["profiles"]["local"]["methods"]
+    for method, scores in report["scores"].items():
+        assert round(scores["overall"]["mrr"], 4) == baseline[method]["mrr"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--dataset", "missing-folder"], "missing-folder: not a folder"),
+        (["--profile", "nope", "--dataset", str(FIXTURES / "fixture_native")], "unknown profile 'nope'"),
+        (["--methods", "bm25,typo", "--dataset", str(FIXTURES / "fixture_native")], "unknown method 'typo'"),
+        (["--dataset", str(FIXTURES / "fixture_native"), "--methods", "vector"], "no cassette"),
+    ],
+)
+def test_errors_are_one_line_with_exit_code_2(
+    args: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and expected in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_invalid_dataset_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "bad"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text('{"id": "a", "title": "t", "text": "x"}\n{"id": "a", "text": "y"}\n')
+    (data / "questions.jsonl").write_text('{"id": "q", "text": "?", "type": "t", "relevant": ["a"]}\n')
+    assert main(["--dataset", str(data), "--methods", "bm25"]) == 2
+    assert f"{data / 'corpus.jsonl'}:2: duplicate document id" in capsys.readouterr().err
