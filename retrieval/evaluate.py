@@ -132,32 +132,27 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     if hasattr(embedder, "close"):
         stack.callback(embedder.close)
 
-    def cache(kind: str) -> EmbeddingCache | None:
-        # Replays must give the recorded vectors, not whatever a local cache holds;
-        # a recording must capture every call, so it writes the cache but never reads it.
-        if mode == "replay" or (mode == "record" and kind == "document"):
-            return None
-        return EmbeddingCache(settings.cache, embedder.provider, embedder.model, embedder.dimensions, kind)
-
+    # Only the corpus is cached. Replays must give the recorded vectors, not whatever a local
+    # cache holds; a recording must capture every call, so it fills the cache but never reads it.
+    cache = None
+    if mode != "replay":
+        cache = EmbeddingCache(settings.cache, embedder.provider, embedder.model, embedder.dimensions, "document")
     documents = [d.content for d in context.dataset.documents]
-    questions = [q.text for q in context.dataset.questions]
-    for stage, texts, kind, key in (
-        (CORPUS_STAGE, documents, "document", "corpus embeddings"),
-        (QUESTION_STAGE, questions, "query", "question embeddings"),
-    ):
-        embedder.usage = usage = Usage()
-        store = cache(kind) if kind == "document" else None
-        with _timed(usage), recorder.stage(stage):
-            vectors = embed_texts(embedder, texts, kind, store, context.progress)  # type: ignore[arg-type]
-        if mode == "record" and kind == "document":
-            writer = EmbeddingCache(settings.cache, embedder.provider, embedder.model, embedder.dimensions, kind)
-            writer.store(texts, vectors)
-            writer.save()
-        context.usage[key] = usage
-        if kind == "document":
-            context.document_vectors = vectors
-        else:
-            context.question_vectors = vectors
+    embedder.usage = Usage()
+    with _timed(embedder.usage), recorder.stage(CORPUS_STAGE):
+        vectors = embed_texts(embedder, documents, "document", cache if mode == "live" else None, context.progress)
+    if cache is not None and mode == "record":
+        cache.store(documents, vectors)
+        cache.save()
+    context.document_vectors = vectors
+    context.usage["corpus embeddings"] = embedder.usage
+
+    # All questions in one batched call (up to the batch size), shared by every method.
+    embedder.usage = Usage()
+    with _timed(embedder.usage), recorder.stage(QUESTION_STAGE):
+        questions = [q.text for q in context.dataset.questions]
+        context.question_vectors = embed_texts(embedder, questions, "query", None, context.progress)
+    context.usage["question embeddings"] = embedder.usage
 
 
 def _results(context: Context, plan: Sequence[Method], keep: int) -> list[QuestionResult]:
