@@ -324,10 +324,7 @@ def machine() -> str:
         ram = f", {pages / 1024**3:.1f} GiB RAM"
     except (OSError, ValueError):
         pass
-    return (
-        f"{os.cpu_count()} CPUs ({model}){ram}, Python {platform.python_version()}, "
-        f"numpy {np.__version__}"
-    )
+    return f"{os.cpu_count()} CPUs ({model}){ram}, Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def table(recorder: Recorder) -> str:
@@ -344,9 +341,7 @@ def table(recorder: Recorder) -> str:
     counted = [s for s in recorder.stages if s.counted]
     total = sum(s.seconds for s in counted)
     peak = max(s.peak_rss for s in recorder.stages)
-    row = (
-        f"| **total: bm25 + vector + hybrid + metrics** | **{total:.2f}** | **{peak / MIB:,.0f}** |"
-    )
+    row = f"| **total: bm25 + vector + hybrid + metrics** | **{total:.2f}** | **{peak / MIB:,.0f}** |"
     if traced:
         row += f" {max((s.peak_traced or 0) for s in counted) / MIB:,.0f} |"
     lines.append(row)
@@ -361,14 +356,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--depth", type=int, default=1000, help="ranking depth (as the tool's)")
     parser.add_argument("--engine", choices=["sparse", "rank-bm25"], default="sparse")
-    parser.add_argument(
-        "--breakdown", action="store_true", help="also time bm25's steps one by one (not counted)"
-    )
+    parser.add_argument("--breakdown", action="store_true", help="also time bm25's steps one by one (not counted)")
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations")
     parser.add_argument("--timeout", type=int, default=600, help="abort after this many seconds")
-    parser.add_argument(
-        "--check", action="store_true", help="exit with status 1 when a target is missed"
-    )
+    parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
     args = parser.parse_args(argv)
     if not 1 <= args.documents <= MAX_DOCUMENTS:
         parser.error(f"--documents must be between 1 and {MAX_DOCUMENTS:,}")
@@ -389,9 +380,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGALRM, abort)
         signal.alarm(args.timeout)
     print(f"{args.questions:,} questions x {args.documents:,} documents...", file=sys.stderr)
-    recorder, overall = run(args)
-    if hasattr(signal, "SIGALRM"):
-        signal.alarm(0)
+    try:
+        recorder, overall = run(args)
+    except TimeoutError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if hasattr(signal, "SIGALRM"):
+            signal.alarm(0)
 
     print(f"Machine: {machine()}")
     print(

@@ -21,7 +21,7 @@ from itertools import chain
 
 __all__ = ["ANALYZER_VERSION", "analyze", "analyze_many"]
 
-ANALYZER_VERSION = "fr-1"
+ANALYZER_VERSION = "fr-2"
 
 # Letters then digits: HEL-4040, hel_4040, HEL4040; "HEL 4040" only when the prefix is
 # upper-case, so that ordinary phrases such as "page 12" stay two words.
@@ -33,10 +33,9 @@ _IDENTIFIER = re.compile(
 _DIGITS = re.compile(r"\d+")
 _ASCII_LETTERS = frozenset(string.ascii_letters)
 # The apostrophe, straight or typographic (\u2019, written as an escape so that it shows).
-_ELISION = re.compile(
-    r"\b(?:l|d|j|m|n|s|t|c|qu|jusqu|lorsqu|puisqu|quoiqu)['\u2019]", re.IGNORECASE
-)
+_ELISION = re.compile(r"\b(?:l|d|j|m|n|s|t|c|qu|jusqu|lorsqu|puisqu|quoiqu)['\u2019]", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9]+")
+_LIGATURES = str.maketrans({"œ": "oe", "æ": "ae", "ß": "ss"})
 
 # Snowball's French list, folded; plus auxiliaries that carry no topic.
 _STOP_WORDS_TEXT = """
@@ -58,7 +57,8 @@ def _fold(text: str) -> str:
     # ASCII text has no decomposition and no combining mark: lower() is the whole fold.
     if text.isascii():
         return text.lower()
-    decomposed = unicodedata.normalize("NFKD", text.lower())
+    # NFKD leaves ligatures whole and the word pattern keeps only a-z: "cœur" would lose "œ".
+    decomposed = unicodedata.normalize("NFKD", text.lower().translate(_LIGATURES))
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 

@@ -121,3 +121,7 @@ def test_plural_strip_is_idempotent_on_terms() -> None:
 def test_empty_and_punctuation_only_text() -> None:
     assert analyze("") == []
     assert analyze("  ?! … « » ") == []
+
+
+def test_ligatures_are_expanded_not_dropped() -> None:
+    assert analyze("cœur manœuvre Cæsar") == analyze("coeur manoeuvre Caesar") == ["coeur", "manoeuvre", "caesar"]

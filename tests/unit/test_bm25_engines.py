@@ -34,9 +34,7 @@ def random_dataset(seed: int, n_documents: int = 300, n_questions: int = 60) -> 
     """French-looking words with a skewed frequency: common terms, rare terms and many ties."""
     rng = np.random.default_rng(seed)
     syllables = ["ba", "ché", "de", "fi", "gra", "lo", "mè", "nu", "po", "ré", "sa", "tou", "vi"]
-    vocabulary = sorted(
-        {"".join(rng.choice(syllables, int(rng.integers(2, 4)))) for _ in range(400)}
-    )
+    vocabulary = sorted({"".join(rng.choice(syllables, int(rng.integers(2, 4)))) for _ in range(400)})
     weights = 1.0 / np.arange(1, len(vocabulary) + 1)
     weights /= weights.sum()
 
@@ -44,8 +42,7 @@ def random_dataset(seed: int, n_documents: int = 300, n_questions: int = 60) -> 
         return " ".join(vocabulary[i] for i in rng.choice(len(vocabulary), n, p=weights))
 
     documents = tuple(
-        Document(f"d{i}", text(3) if i % 3 else "", text(int(rng.integers(1, 40))))
-        for i in range(n_documents)
+        Document(f"d{i}", text(3) if i % 3 else "", text(int(rng.integers(1, 40)))) for i in range(n_documents)
     )
     # Repeated words (counted twice by rank-bm25) and unknown words (contribute nothing).
     questions = tuple(
@@ -68,10 +65,7 @@ def test_same_rankings_on_a_random_corpus(seed: int) -> None:
 def test_same_raw_scores_with_duplicate_and_unknown_query_terms() -> None:
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(50)]
-    corpus = [
-        list(rng.choice(words[: int(rng.integers(3, 50))], int(rng.integers(1, 30))))
-        for _ in range(200)
-    ]
+    corpus = [list(rng.choice(words[: int(rng.integers(3, 50))], int(rng.integers(1, 30)))) for _ in range(200)]
     queries = [["w1", "w1", "w2"], ["w3", "absent", "w3", "w3"], ["absent"], [], ["w49", "w0"]]
     sparse = SparseBM25Index(corpus).scores(queries)
     reference = RankBM25Index(corpus).scores(queries)

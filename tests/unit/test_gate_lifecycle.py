@@ -52,9 +52,10 @@ def test_rrf_k_change_fails_then_update_passes(project: Path) -> None:
 
 
 def test_analyzer_change_is_reported_as_configuration(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(analyzer, "ANALYZER_VERSION", "fr-2")
+    old = analyzer.ANALYZER_VERSION
+    monkeypatch.setattr(analyzer, "ANALYZER_VERSION", old + "-next")
     result = _gate()
-    assert result.problem and "analyzer: 'fr-1' -> 'fr-2'" in result.problem
+    assert result.problem and f"analyzer: '{old}' -> '{old}-next'" in result.problem
 
 
 def test_question_change_is_reported_as_dataset_change(project: Path) -> None:
