@@ -15,6 +15,8 @@ from retrieval.config import load_settings
 from retrieval.gate import GateResult, accept, run_gate, skip_reason
 from retrieval.providers import required_key
 
+pytest_plugins = ["pytester"]  # tests run the gate itself on temporary copies
+
 BASELINE_DIFF = pytest.StashKey[str]()
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -96,18 +94,19 @@ def test_lowered_figure_names_worse_questions_and_update_refuses(project: Path) 
     assert Path(BASELINE_PATH).read_text() == before
 
 
-def test_pytest_gate_end_to_end(project: Path) -> None:
-    """The real commands: the gate fails on a changed RRF k, and --update-baseline makes it pass."""
-    (project / "retrieval.toml").write_text("rrf_k = 5\n")
-    command = [sys.executable, "-m", "pytest", "-m", "regression", "-q", "-p", "no:cacheprovider"]
-    failed = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert failed.returncode == 1, failed.stdout
-    assert "rrf_k: 60 -> 5" in failed.stdout
-    updated = subprocess.run(
-        [*command, "--update-baseline", "--allow-regression", "--snapshot-update"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert updated.returncode == 0, updated.stdout
-    assert "rrf_k: 60 -> 5" in updated.stdout  # the diff printed for review
+def test_pytest_gate_end_to_end(pytester: pytest.Pytester) -> None:
+    """The real pytest gate: it fails on a changed RRF k, and --update-baseline makes it pass."""
+    for item in ("data/demo", "cassettes/local", "baselines", "tests/regression"):
+        shutil.copytree(ROOT / item, pytester.path / item)
+    for item in ("conftest.py", "pyproject.toml"):
+        shutil.copy(ROOT / item, pytester.path / item)
+    (pytester.path / "retrieval.toml").write_text("rrf_k = 5\n")
+    # importlib mode: the outer session has already imported modules named test_gate and conftest.
+    gate = ("-m", "regression", "-p", "no:cacheprovider", "--import-mode=importlib")
+    failed = pytester.runpytest_inprocess(*gate)
+    assert failed.ret == pytest.ExitCode.TESTS_FAILED
+    failed.stdout.fnmatch_lines(["*the configuration differs from the baseline's (rrf_k: 60 -> 5)*"])
+    updated = pytester.runpytest_inprocess(*gate, "--update-baseline", "--allow-regression", "--snapshot-update")
+    assert updated.ret == pytest.ExitCode.OK
+    updated.stdout.fnmatch_lines(["*baseline updated*", "*config rrf_k: 60 -> 5*"])
+    assert pytester.runpytest_inprocess(*gate).ret == pytest.ExitCode.OK
