@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 from bench_data import DEPTH, N_DOCUMENTS, N_QUESTIONS, Workload
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from retrieval.analyzer import analyze_many
-from retrieval.dataset import Dataset
+from retrieval.config import load_settings
+from retrieval.dataset import Dataset, load_dataset
+from retrieval.evaluate import evaluate
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import QUESTION_BATCH, BM25Method, RankBM25Index, SparseBM25Index, round_scores
 from retrieval.methods.vector import cosine_rankings
 from retrieval.metrics import metric_names, score_method
 from retrieval.ranking import top_k
+from retrieval.report import build_report, render_markdown
 
 pytestmark = pytest.mark.benchmark
 
@@ -166,3 +170,21 @@ def test_rerank_parse_ranking(benchmark: BenchmarkFixture) -> None:
     benchmark.group = "rerank parsing"
     assert benchmark(parse_all) == 20 * len(cases)
     per_second(benchmark, len(cases), "answers")
+
+
+def test_full_replayed_evaluation_demo_set(benchmark: BenchmarkFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `python -m retrieval` does after start-up: load the demo set, replay the committed
+    cassettes (corpus and question embeddings), run bm25, vector and hybrid, score and report."""
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    settings = load_settings(root)
+
+    def run() -> str:
+        dataset = load_dataset(settings.dataset)
+        result = evaluate(dataset, settings, mode="replay")
+        report = build_report(result, {d.id: d.content for d in dataset.documents}, settings.prices)
+        return render_markdown(report)
+
+    benchmark.group = "full evaluation, demo set (replayed)"
+    markdown = benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+    assert "| hybrid |" in markdown
