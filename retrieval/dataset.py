@@ -115,27 +115,37 @@ def _text_field(record: dict[str, Any], key: str, where: str, *, required: bool 
     return str(value)
 
 
+def _record_id_and_text(
+    record: dict[str, Any], where: str, number: int, what: str, seen: dict[str, int]
+) -> tuple[str, str]:
+    """The id (BEIR's "_id" or "id") and text of the record on line `number`, checked: present,
+    unique among `seen` (id -> line, updated), not empty."""
+    key = "_id" if "_id" in record else "id"
+    record_id = _text_field(record, key, where).strip()
+    if not record_id:
+        raise DatasetError(f'{where}: empty "{key}". Give every {what} a unique id.')
+    if record_id in seen:
+        raise DatasetError(
+            f'{where}: duplicate {what} id "{record_id}" (first at line {seen[record_id]}). Ids must be unique.'
+        )
+    text = _text_field(record, "text", where)
+    if not text.strip():
+        raise DatasetError(f'{where}: {what} "{record_id}" has an empty "text". Fill it or remove the line.')
+    seen[record_id] = number
+    return record_id, text
+
+
 def _load_corpus(path: Path) -> dict[str, Document]:
     documents: dict[str, Document] = {}
     first_line: dict[str, int] = {}
     for number, record in _jsonl(path):
         where = f"{path}:{number}"
-        doc_id = _text_field(record, "_id" if "_id" in record else "id", where).strip()
-        if not doc_id:
-            raise DatasetError(f'{where}: empty "id". Give every document a unique id.')
-        if doc_id in documents:
-            raise DatasetError(
-                f'{where}: duplicate document id "{doc_id}" (first at line {first_line[doc_id]}). Ids must be unique.'
-            )
-        text = _text_field(record, "text", where)
-        if not text.strip():
-            raise DatasetError(f'{where}: document "{doc_id}" has an empty "text". Remove it or fill it.')
+        doc_id, text = _record_id_and_text(record, where, number, "document", first_line)
         metadata = record.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise DatasetError(f'{where}: "metadata" must be an object.')
         title = _text_field(record, "title", where, required=False)
         documents[doc_id] = Document(doc_id, title, text, metadata)
-        first_line[doc_id] = number
     if not documents:
         raise DatasetError(f"{path}: no document. Add one JSON object per line.")
     return documents
@@ -160,16 +170,7 @@ def _load_native_questions(path: Path, documents: dict[str, Document]) -> list[Q
     seen: dict[str, int] = {}
     for number, record in _jsonl(path):
         where = f"{path}:{number}"
-        qid = _text_field(record, "id", where).strip()
-        if not qid:
-            raise DatasetError(f'{where}: empty "id". Give every question a unique id.')
-        if qid in seen:
-            raise DatasetError(
-                f'{where}: duplicate question id "{qid}" (first at line {seen[qid]}). Ids must be unique.'
-            )
-        text = _text_field(record, "text", where)
-        if not text.strip():
-            raise DatasetError(f'{where}: question "{qid}" has an empty "text". Write the question or remove the line.')
+        qid, text = _record_id_and_text(record, where, number, "question", seen)
         qtype = _text_field(record, "type", where).strip()
         relevant = record.get("relevant")
         if relevant is None:
@@ -178,7 +179,6 @@ def _load_native_questions(path: Path, documents: dict[str, Document]) -> list[Q
             raise DatasetError(f'{where}: "relevant" must be a list of document ids (strings).')
         _check_relevant(relevant, documents, where, qid)
         questions.append(Question(qid, text, qtype, tuple(dict.fromkeys(relevant))))
-        seen[qid] = number
     if not questions:
         raise DatasetError(f"{path}: no question. Add one JSON object per line.")
     return questions
@@ -190,16 +190,10 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> list[Que
     if not qrels_path.is_file():
         raise DatasetError(f"{qrels_path}: missing. A BEIR folder needs qrels/test.tsv.")
     texts: dict[str, tuple[str, str, str]] = {}
+    seen: dict[str, int] = {}
     for number, record in _jsonl(queries_path):
         where = f"{queries_path}:{number}"
-        qid = _text_field(record, "_id" if "_id" in record else "id", where).strip()
-        if not qid:
-            raise DatasetError(f'{where}: empty "_id". Give every query a unique id.')
-        if qid in texts:
-            raise DatasetError(f'{where}: duplicate query id "{qid}". Ids must be unique.')
-        text = _text_field(record, "text", where)
-        if not text.strip():
-            raise DatasetError(f'{where}: query "{qid}" has an empty "text". Write the question or remove the line.')
+        qid, text = _record_id_and_text(record, where, number, "query", seen)
         metadata: dict[str, Any] = record["metadata"] if isinstance(record.get("metadata"), dict) else {}
         qtype = str(record.get("type") or metadata.get("type") or "all")
         texts[qid] = (text, qtype, where)

@@ -145,7 +145,7 @@ NATIVE_ERRORS = [
         "corpus.jsonl",
         {"text": "   "},
         "empty",
-        "Remove it or fill it",
+        "Fill it or remove the line",
         id="empty-document-text",
     ),
 ]
