@@ -11,9 +11,12 @@ from __future__ import annotations
 import pytest
 
 from retrieval.baseline import BaselineError
-from retrieval.config import load_settings
+from retrieval.config import ConfigError, load_settings
+from retrieval.dataset import DatasetError
 from retrieval.gate import GateResult, accept, run_gate, skip_reason
 from retrieval.providers import required_key
+from retrieval.providers.base import ProviderError
+from retrieval.recording import CassetteError
 
 pytest_plugins = ["pytester"]  # tests run the gate itself on temporary copies
 
@@ -46,7 +49,14 @@ def gate(request: pytest.FixtureRequest) -> GateResult:
     reason = skip_reason(settings, mode)
     if reason:
         pytest.skip(reason)
-    result = run_gate(settings, mode)
+    try:
+        result = run_gate(settings, mode)
+    except (ProviderError, CassetteError, DatasetError, ConfigError, BaselineError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    else:
+        problem = None
+    if problem:  # failed outside the except block: a chained traceback through vcrpy would bury the message
+        pytest.fail(problem, pytrace=False)
     if options.update_baseline:
         try:
             diff = accept(result, allow_regression=options.allow_regression)

@@ -121,6 +121,30 @@ def _timed(usage: Usage) -> Iterator[None]:
         usage.seconds = time.perf_counter() - started
 
 
+@contextmanager
+def _naming_misses(recorder: Recorder, stage: str, context: Context) -> Iterator[None]:
+    """On a replay miss, name the documents or questions the stage's cassette has never seen."""
+    try:
+        yield
+    except ReplayMissError as exc:
+        recorded = recorder.recorded_strings(stage)
+        if stage == CORPUS_STAGE:
+            items = [(d.id, d.content) for d in context.dataset.documents]
+        else:
+            items = [(q.id, q.text) for q in context.dataset.questions]
+        # A provider may prefix texts ("query: ..."), so a recorded string may end with the text.
+        new = [(i, t) for i, t in items if t not in recorded and not any(r.endswith(t) for r in recorded)]
+        if not new:
+            raise
+        what = "documents" if stage == CORPUS_STAGE else "questions"
+        listed = "; ".join(f"{i} «{t[:60]}»" for i, t in new[:5]) + (
+            f" and {len(new) - 5} more" if len(new) > 5 else ""
+        )
+        raise ReplayMissError(
+            f"{exc}; {what} new or changed since {recorder.path(stage)} was recorded: {listed}", exc.reason
+        ) from exc
+
+
 def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder, stack: ExitStack) -> None:
     from retrieval.providers import make_embedder
     from retrieval.providers.local_server import ensure_server
@@ -139,7 +163,7 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
         cache = EmbeddingCache(settings.cache, embedder.provider, embedder.model, embedder.dimensions, "document")
     documents = [d.content for d in context.dataset.documents]
     embedder.usage = Usage()
-    with _timed(embedder.usage), recorder.stage(CORPUS_STAGE):
+    with _timed(embedder.usage), recorder.stage(CORPUS_STAGE), _naming_misses(recorder, CORPUS_STAGE, context):
         vectors = embed_texts(embedder, documents, "document", cache if mode == "live" else None, context.progress)
     if cache is not None and mode == "record":
         cache.store(documents, vectors)
@@ -149,7 +173,7 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
 
     # All questions in one batched call (up to the batch size), shared by every method.
     embedder.usage = Usage()
-    with _timed(embedder.usage), recorder.stage(QUESTION_STAGE):
+    with _timed(embedder.usage), recorder.stage(QUESTION_STAGE), _naming_misses(recorder, QUESTION_STAGE, context):
         questions = [q.text for q in context.dataset.questions]
         context.question_vectors = embed_texts(embedder, questions, "query", None, context.progress)
     context.usage["question embeddings"] = embedder.usage

@@ -113,6 +113,28 @@ class Recorder:
         """True when a cassette for the stage is committed."""
         return self.path(stage).is_file()
 
+    def recorded_strings(self, stage: str) -> set[str]:
+        """Every string in the request bodies of a committed cassette: to tell which texts it lacks."""
+        found: set[str] = set()
+
+        def walk(value: Any) -> None:
+            if isinstance(value, str):
+                found.add(value)
+            elif isinstance(value, dict):
+                for v in value.values():
+                    walk(v)
+            elif isinstance(value, list):
+                for v in value:
+                    walk(v)
+
+        if self.has(stage):
+            for interaction in json.loads(self.path(stage).read_text(encoding="utf-8")).get("interactions", []):
+                try:
+                    walk(json.loads(interaction["request"]["body"] or "null"))
+                except (KeyError, TypeError, ValueError):
+                    continue
+        return found
+
     def has_any(self) -> bool:
         return self.directory.is_dir() and any(p.name != META_FILE for p in self.directory.glob("*.json"))
 

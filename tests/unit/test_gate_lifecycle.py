@@ -72,8 +72,12 @@ def test_new_question_text_needs_a_recording(project: Path) -> None:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     rows[0]["text"] += " merci"
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
-    with pytest.raises(ReplayMissError, match=r"pytest --record --profile local"):
+    with pytest.raises(ReplayMissError, match=r"pytest --record --profile local") as caught:
         _gate()
+    assert (
+        f"questions new or changed since cassettes/local/question-embeddings.json was recorded: {rows[0]['id']}"
+        in str(caught.value)
+    )
 
 
 def test_lowered_figure_names_worse_questions_and_update_refuses(project: Path) -> None:
