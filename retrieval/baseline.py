@@ -9,13 +9,12 @@ rounded to 4 decimals so that a diff of the file reads as a diff of the metrics.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retrieval.atomic import atomic_write_text
 from retrieval.metrics import MethodScores
 from retrieval.recording import record_command
 from retrieval.run import Run
@@ -94,7 +93,7 @@ def entry_for(run: Run, scores: Mapping[str, MethodScores], k: int, tolerance: f
     return {
         "dataset": run.dataset,
         "fingerprint": run.fingerprint,
-        "config": {key: v for key, v in run.config.items() if key not in {"pipelines", "recorded_usage"}},
+        "config": dict(run.config),
         "tolerance": tolerance,
         "methods": {
             method: {
@@ -120,7 +119,7 @@ def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | N
             f"the dataset changed since the baseline was made (fingerprint {entry.get('fingerprint')} -> "
             f"{run.fingerprint}): metrics are not comparable. {fix}"
         )
-    current = {key: v for key, v in run.config.items() if key not in {"pipelines", "recorded_usage"}}
+    current = run.config
     changed = [
         f"{key}: {entry['config'].get(key)!r} -> {current.get(key)!r}"
         for key in sorted(set(entry.get("config", {})) | set(current))
@@ -172,34 +171,39 @@ def compare(
     return checks
 
 
+def _figures(methods: Mapping[str, Any]) -> dict[str, float]:
+    """Every gated figure of a baseline entry, flat: "hybrid mrr", "bm25 recall@5[paraphrase]"."""
+    flat = {}
+    for method, figures in methods.items():
+        for metric, value in figures.items():
+            if metric == "by_type":
+                flat.update({f"{method} {m}[{t}]": v for t, vals in value.items() for m, v in vals.items()})
+            elif metric not in {"reciprocal_ranks", "recall_per_question"}:
+                flat[f"{method} {metric}"] = value
+    return flat
+
+
 def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    before, after = _figures((old or {}).get("methods", {})), _figures(new["methods"])
     lines, lowered = [], []
-    old_methods = (old or {}).get("methods", {})
-    for method, figures in new["methods"].items():
-        before = old_methods.get(method, {})
-        pairs = [
-            (m, before.get(m), figures[m])
-            for m in figures
-            if m not in {"by_type", "reciprocal_ranks", "recall_per_question"}
-        ]
-        pairs += [
-            (f"{m}[{t}]", before.get("by_type", {}).get(t, {}).get(m), v)
-            for t, vals in figures["by_type"].items()
-            for m, v in vals.items()
-        ]
-        for metric, was, now in pairs:
-            if was is None:
-                lines.append(f"  {method} {metric}: new {now:.4f}")
-            elif now != was:
-                lines.append(f"  {method} {metric}: {was:.4f} -> {now:.4f} ({now - was:+.4f})")
-                if now < was:
-                    lowered.append(f"{method} {metric}")
+    for name in [*after, *(n for n in before if n not in after)]:
+        was, now = before.get(name), after.get(name)
+        if was is None:
+            lines.append(f"  {name}: new {now:.4f}")
+        elif now is None:
+            # A figure that disappears (a method no longer run) is a gate lowered to nothing.
+            lines.append(f"  {name}: removed (was {was:.4f})")
+            lowered.append(f"{name} (removed)")
+        elif now != was:
+            lines.append(f"  {name}: {was:.4f} -> {now:.4f} ({now - was:+.4f})")
+            if now < was:
+                lowered.append(name)
     if old and old.get("fingerprint") != new["fingerprint"]:
         lines.append(f"  dataset fingerprint: {old.get('fingerprint')} -> {new['fingerprint']}")
     for key in sorted(set((old or {}).get("config", {})) | set(new["config"])):
-        was, now = (old or {}).get("config", {}).get(key), new["config"].get(key)
-        if old and was != now:
-            lines.append(f"  config {key}: {was!r} -> {now!r}")
+        was_c, now_c = (old or {}).get("config", {}).get(key), new["config"].get(key)
+        if old and was_c != now_c:
+            lines.append(f"  config {key}: {was_c!r} -> {now_c!r}")
     return lines, lowered
 
 
@@ -218,14 +222,6 @@ def update_baseline(path: str | Path, profile: str, entry: Mapping[str, Any], *,
             "Pass --allow-regression to accept a worse figure deliberately."
         )
     data["profiles"][profile] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     header = f"baseline {path} profile {profile!r}:"
     return "\n".join([header, *(lines or ["  no figure changed"])])

@@ -9,14 +9,14 @@ file is detected and rebuilt rather than trusted.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from retrieval.atomic import atomic_write
 
 __all__ = ["EmbeddingCache", "text_key"]
 
@@ -38,8 +38,13 @@ def _checksum(keys: np.ndarray, vectors: np.ndarray) -> str:
 class EmbeddingCache:
     """Embeddings of one provider/model/dimensions/kind, loaded whole and saved atomically."""
 
-    def __init__(self, root: str | Path, provider: str, model: str, dimensions: int, kind: str) -> None:
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{provider}--{model}--{dimensions}--{kind}")
+    def __init__(
+        self, root: str | Path, provider: str, model: str, dimensions: int, kind: str, variant: str = ""
+    ) -> None:
+        # `variant` stands for whatever else changes the vectors (endpoint, prefixes, input type).
+        slug = re.sub(
+            r"[^A-Za-z0-9_.-]+", "_", "--".join(filter(None, (provider, model, str(dimensions), kind, variant)))
+        )
         self.path = Path(root) / "embeddings" / f"{slug}.npz"
         self._vectors: dict[str, np.ndarray] = {}
         self._dirty = False
@@ -85,14 +90,6 @@ class EmbeddingCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keys = np.array(sorted(self._vectors), dtype="S64")
         vectors = np.stack([self._vectors[k.decode()] for k in keys]) if len(keys) else np.zeros((0, 0), np.float32)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, keys=keys, vectors=vectors, checksum=np.array(_checksum(keys, vectors)))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        checksum = np.array(_checksum(keys, vectors))
+        atomic_write(self.path, lambda handle: np.savez(handle, keys=keys, vectors=vectors, checksum=checksum))
         self._dirty = False

@@ -15,7 +15,7 @@ from retrieval.gate import BASELINE_PATH
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
 from retrieval.report import build_report, render_json, render_markdown
-from retrieval.run import save_run
+from retrieval.run import RunLogError, load_run, run_log
 
 __all__ = ["main"]
 
@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the report to this file instead of standard output")
     p.add_argument("--log", help="write the per-question run log (JSONL) to this file")
     p.add_argument(
+        "--from-log",
+        dest="from_log",
+        help="report on a run log written by --log, without calling or replaying any model",
+    )
+    p.add_argument(
         "--baseline",
         nargs="?",
         const=BASELINE_PATH,
@@ -58,36 +63,48 @@ def _progress(total: int, label: str) -> object:
     return tqdm(total=total, desc=label, unit="text", file=sys.stderr, disable=None, leave=False)
 
 
+def _write(path: str, text: str) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation and print the report; errors are one line on stderr, exit code 2."""
     args = _parser().parse_args(argv)
     try:
-        settings = load_settings(".", vars(args))
-        dataset = load_dataset(settings.dataset)
+        return _main(args)
+    except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"error: cannot write or read {exc.filename}: {exc.strerror}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted: the cassettes, the cache and the baseline were left as they were", file=sys.stderr)
+        return 130
+    return 2
+
+
+def _main(args: argparse.Namespace) -> int:
+    settings = load_settings(".", vars(args))
+    dataset = load_dataset(settings.dataset)
+    if args.from_log:
+        run = load_run(args.from_log)
+    else:
         mode = "record" if args.record else "live" if args.live else "replay"
         run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
-    except (DatasetError, ConfigError, ProviderError, CassetteError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: nothing was written", file=sys.stderr)
-        return 130
     if args.log:
-        save_run(run, args.log)
-    documents = {d.id: d.content for d in dataset.documents}
-    report = build_report(run, documents, settings.prices, extra=args.all_metrics)
+        _write(args.log, run_log(run))
     compared = None
     if args.baseline:
-        try:
-            entry = load_baseline(args.baseline)["profiles"].get(settings.profile.name)
-        except BaselineError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        if not Path(args.baseline).is_file():
+            raise BaselineError(f"{args.baseline}: no such baseline file.")
+        entry = load_baseline(args.baseline)["profiles"].get(settings.profile.name)
         compared = entry["methods"] if entry else None
+    documents = {d.id: d.content for d in dataset.documents}
+    report = build_report(run, documents, settings.prices, extra=args.all_metrics)
     text = render_json(report) if args.format == "json" else render_markdown(report, compared)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text, encoding="utf-8")
+        _write(args.output, text)
     else:
         sys.stdout.write(text)
     return 0

@@ -38,6 +38,8 @@ class Profile:
     server: str | None = None
     api_key_env: str = ""
     timeout: float = 60.0
+    retry_attempts: int = 4
+    retry_backoff: float = 1.0
     rerank_provider: str | None = None
     rerank_model: str | None = None
     rerank_base_url: str = ""
@@ -124,6 +126,26 @@ def _build_profile(name: str, table: Mapping[str, Any], where: str) -> Profile:
         raise ConfigError(
             f"{where}: profile {name!r} has unknown key(s) {sorted(unknown)}; known: {sorted(_PROFILE_FIELDS)}."
         )
+    defaults = Profile(name)
+    for key, value in table.items():
+        expected = type(getattr(defaults, key))
+        # The TOML type must match the field's: "8" for a worker count would fail much later.
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if getattr(defaults, key) is None or key == "server":
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{where}: profile {name!r}: {key} must be a string, got {value!r}.")
+            continue
+        if type(value) is not expected:
+            raise ConfigError(
+                f"{where}: profile {name!r}: {key} must be of type {expected.__name__}, got {value!r}. Fix the value."
+            )
+    for key in ("batch_size", "rerank_workers", "retry_attempts"):
+        if key in table and table[key] < 1:
+            raise ConfigError(f"{where}: profile {name!r}: {key} must be at least 1, got {table[key]}.")
+    for key in ("timeout", "retry_backoff"):
+        if key in table and table[key] <= 0:
+            raise ConfigError(f"{where}: profile {name!r}: {key} must be positive, got {table[key]}.")
     return Profile(name=name, **table)
 
 

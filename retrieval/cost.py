@@ -28,6 +28,7 @@ class Usage:
             self.seconds += seconds
 
     def as_dict(self) -> dict[str, float | int]:
+        """The counters as plain data (run log, recording metadata, JSON report)."""
         return {
             "calls": self.calls,
             "input_tokens": self.input_tokens,

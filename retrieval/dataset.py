@@ -23,6 +23,8 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class Document:
+    """One corpus entry; retrievers index its title and text (`content`)."""
+
     id: str
     title: str
     text: str
@@ -36,6 +38,8 @@ class Document:
 
 @dataclass(frozen=True)
 class Question:
+    """A question, its type (a report column) and the ids of the documents that answer it."""
+
     id: str
     text: str
     type: str
@@ -44,6 +48,8 @@ class Question:
 
 @dataclass(frozen=True)
 class Dataset:
+    """A validated corpus and question set, with the fingerprint that ties baselines and cassettes to it."""
+
     name: str
     documents: tuple[Document, ...]
     questions: tuple[Question, ...]

@@ -6,6 +6,7 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import re
 import time
@@ -22,9 +23,10 @@ from retrieval.methods.base import Context, Method, ProgressFactory
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.hybrid import HybridMethod
 from retrieval.methods.vector import VectorMethod
+from retrieval.metrics import MRR_DEPTH
 from retrieval.providers.base import ReplayMissError
 from retrieval.ranking import Ranking, rank_of
-from retrieval.recording import Mode, Recorder, record_command
+from retrieval.recording import CassetteError, Mode, Recorder, record_command
 from retrieval.run import MethodResult, QuestionResult, Run
 
 __all__ = ["BUILTIN_METHODS", "evaluate", "rerank_stage"]
@@ -137,7 +139,7 @@ def _naming_misses(recorder: Recorder, stage: str, context: Context) -> Iterator
         if not new:
             raise
         what = "documents" if stage == CORPUS_STAGE else "questions"
-        listed = "; ".join(f"{i} «{t[:60]}»" for i, t in new[:5]) + (
+        listed = "; ".join(f"{i} «{' '.join(t.split())[:60]}»" for i, t in new[:5]) + (
             f" and {len(new) - 5} more" if len(new) > 5 else ""
         )
         raise ReplayMissError(
@@ -160,7 +162,13 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     # cache holds; a recording must capture every call, so it fills the cache but never reads it.
     cache = None
     if mode != "replay":
-        cache = EmbeddingCache(settings.cache, embedder.provider, embedder.model, embedder.dimensions, "document")
+        # Same model name, other server or other prefixes: other vectors, so another cache file.
+        variant = hashlib.sha256(
+            f"{profile.embedding_base_url}|{profile.input_type}|{profile.document_prefix}".encode()
+        ).hexdigest()[:8]
+        cache = EmbeddingCache(
+            settings.cache, embedder.provider, embedder.model, embedder.dimensions, "document", variant
+        )
     documents = [d.content for d in context.dataset.documents]
     embedder.usage = Usage()
     with _timed(embedder.usage), recorder.stage(CORPUS_STAGE), _naming_misses(recorder, CORPUS_STAGE, context):
@@ -198,6 +206,27 @@ def _results(context: Context, plan: Sequence[Method], keep: int) -> list[Questi
     return results
 
 
+# Degraded answers that were errors: vcrpy does not record them, so a replay would miss.
+UNRECORDED_REASONS = ("http ", "timeout", "connect")
+
+
+def _refuse_unreplayable(context: Context, recorder: Recorder) -> None:
+    """A recording in which some call failed cannot be replayed: keep the committed cassettes."""
+    failed = [
+        f"{method} of {question.id} ({ranking.status.removeprefix('degraded: ')})"
+        for method, rankings in context.rankings.items()
+        for question, ranking in zip(context.dataset.questions, rankings, strict=True)
+        if ranking.status.removeprefix("degraded: ").startswith(UNRECORDED_REASONS)
+    ]
+    if failed:
+        recorder.discard()
+        shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        raise CassetteError(
+            f"recording not kept: {shown} failed, and a failed call has no recorded answer, so the gate "
+            "could never replay it. Nothing was replaced; record again when the provider answers."
+        )
+
+
 def evaluate(
     dataset: Dataset,
     settings: Settings,
@@ -216,7 +245,7 @@ def evaluate(
     """
     profile = settings.profile
     requested = list(methods if methods is not None else settings.methods)
-    recorder = Recorder(mode, Path(settings.cassettes) / profile.name, profile.name)
+    recorder = Recorder(mode, Path(settings.cassettes) / profile.name, profile.name, profile.api_key_env)
     skipped: dict[str, str] = {}
     if "rerank" in requested:
         if not profile.has_reranker:
@@ -246,8 +275,7 @@ def evaluate(
                     context.rankings[method.name] = method.rank(context)
                 own = context.usage.get(method.name)
                 if own is not None:  # the method's provider counted calls and tokens
-                    usage.add(0, own.input_tokens, own.output_tokens)
-                    usage.calls += own.calls
+                    usage.add(own.calls, own.input_tokens, own.output_tokens)
                 if method.name == "vector" and "question embeddings" in context.usage:
                     q = context.usage.pop("question embeddings")
                     usage.add(q.calls, q.input_tokens, q.output_tokens, q.seconds)
@@ -257,9 +285,16 @@ def evaluate(
                     raise RuntimeError(f"method {method.name!r} returned {produced} rankings for {expected} questions")
     except ReplayMissError as exc:
         recorder.discard()
+        recorded_for = recorder.metadata().get("fingerprint")
+        data = (
+            f" They were recorded for other data (fingerprint {recorded_for}; {dataset.name} is {dataset.fingerprint})."
+            if recorded_for and recorded_for != dataset.fingerprint
+            else ""
+        )
         raise ReplayMissError(
             f"{exc}. The cassettes in {recorder.directory} do not hold this request: the dataset, the models "
-            f"or the prompt changed since they were recorded. Re-record with `{record_command(profile.name)}`.",
+            f"or the prompt changed since they were recorded.{data} Re-record with `{record_command(profile.name)}` "
+            "(it replaces them), or run without cassettes: --live, or --methods bm25.",
             "replay miss",
         ) from exc
     except BaseException:
@@ -269,14 +304,17 @@ def evaluate(
     run = Run(
         dataset=dataset.name,
         fingerprint=dataset.fingerprint,
-        config={**settings.describe(), "pipelines": {n: _pipeline(n, plan) for n in names}},
+        config=settings.describe(),
         methods=[n for n in names if n in wanted],
-        results=_results(context, plan, max(LOG_DEPTH, settings.candidates)),
+        # Enough of each ranking for every metric (recall@k, MRR@10) and the candidate pool.
+        results=_results(context, plan, max(LOG_DEPTH, settings.candidates, settings.k, MRR_DEPTH)),
         usage=context.usage,
         skipped=skipped,
         mode=mode,
+        pipelines={n: _pipeline(n, plan) for n in names},
     )
     if mode == "record":
+        _refuse_unreplayable(context, recorder)
         recorder.commit(
             {
                 "fingerprint": dataset.fingerprint,
@@ -285,5 +323,5 @@ def evaluate(
             }
         )
     elif mode == "replay":
-        run.config["recorded_usage"] = recorder.metadata().get("usage", {})
+        run.recorded_usage = recorder.metadata().get("usage", {})
     return run

@@ -16,11 +16,13 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from retrieval.atomic import atomic_write_text
 
 __all__ = [
     "CassetteError",
@@ -69,10 +71,11 @@ def is_replay_miss(exc: BaseException) -> bool:
     return False
 
 
-def find_secrets(text: str, extra: tuple[str, ...] = ()) -> list[str]:
-    """What in a cassette looks like a credential: key patterns, auth headers, known key values."""
+def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
+    """What in a cassette looks like a credential: key patterns, auth headers, and the values
+    of `keys` (variable name -> value, e.g. the environment's API keys)."""
     found = [m.group(0)[:12] + "…" for p in _SECRET_PATTERNS for m in p.finditer(text)]
-    found += [f"value of ${name}" for name, value in zip(KEY_VARIABLES, extra, strict=False) if value and value in text]
+    found += [f"value of ${name}" for name, value in (keys or {}).items() if value and value in text]
     return found
 
 
@@ -103,10 +106,12 @@ class Recorder:
     mode: Mode
     directory: Path
     profile: str
+    key_variable: str = ""  # a profile's own api_key_env, whose value must not reach a cassette
     _staging: Path | None = field(default=None, init=False)
     _recorded: list[str] = field(default_factory=list, init=False)
 
     def path(self, stage: str) -> Path:
+        """The committed cassette of a stage."""
         return self.directory / f"{stage}.json"
 
     def has(self, stage: str) -> bool:
@@ -136,6 +141,7 @@ class Recorder:
         return found
 
     def has_any(self) -> bool:
+        """True when the profile has at least one committed cassette."""
         return self.directory.is_dir() and any(p.name != META_FILE for p in self.directory.glob("*.json"))
 
     @contextmanager
@@ -178,33 +184,31 @@ class Recorder:
         """Record mode: check every new cassette, then move them and `metadata` into place atomically."""
         if self.mode != "record" or self._staging is None:
             return []
-        keys = tuple(os.environ.get(name, "") for name in KEY_VARIABLES)
+        keys = {name: os.environ.get(name, "") for name in (*KEY_VARIABLES, self.key_variable) if name}
         for stage in self._recorded:
             staged = self._staging / f"{stage}.json"
             text = staged.read_text(encoding="utf-8") if staged.is_file() else ""
             interactions = json.loads(text).get("interactions", []) if text else []
             if not interactions:
                 raise CassetteError(
-                    f"recording {stage} produced no interaction: the HTTP client was not intercepted. "
-                    "Nothing was replaced."
+                    f"recording {stage} produced no interaction: every call failed (error answers are not "
+                    "recorded) or the HTTP client was not intercepted. Nothing was replaced."
                 )
             secrets = find_secrets(text, keys)
             if secrets:
                 raise CassetteError(f"recording {stage} holds secrets ({', '.join(secrets)}). Nothing was replaced.")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        # Each file is replaced atomically; the checks above ran first, so a failure here is an
+        # I/O error, not a bad recording.
         written = []
         for stage in self._recorded:
-            target = self.path(stage)
-            tmp = target.with_suffix(".json.tmp")
-            shutil.copyfile(self._staging / f"{stage}.json", tmp)
-            os.replace(tmp, target)
-            written.append(target)
+            atomic_write_text(self.path(stage), (self._staging / f"{stage}.json").read_text(encoding="utf-8"))
+            written.append(self.path(stage))
         previous = self.metadata()
         # Stages not re-recorded this time keep the usage measured when they were.
         meta = {**previous, **metadata, "usage": {**previous.get("usage", {}), **metadata.get("usage", {})}}
-        tmp = self.directory / (META_FILE + ".tmp")
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, self.directory / META_FILE)
+        atomic_write_text(
+            self.directory / META_FILE, json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        )
         self.discard()
         return written
 

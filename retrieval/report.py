@@ -61,12 +61,12 @@ def score_run(run: Run, k: int = 5, extra: bool = False) -> dict[str, MethodScor
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
-    recorded = run.config.get("recorded_usage", {})
+    recorded = run.recorded_usage
     models = {"vector": run.config.get("embedding_model"), "rerank": run.config.get("rerank_model")}
     n = max(len(run.results), 1)
     rows = []
     for method in run.methods:
-        stages = run.config.get("pipelines", {}).get(method, [method])
+        stages = run.pipelines.get(method, [method])
         total = Usage()
         cost: float | None = 0.0
         recorded_seconds: float | None = 0.0
@@ -108,7 +108,7 @@ def build_report(
         fingerprint=run.fingerprint,
         questions=len(run.results),
         mode=run.mode,
-        config={k_: v for k_, v in run.config.items() if k_ not in {"pipelines", "recorded_usage"}},
+        config=run.config,
         k=k,
         types=list(dict.fromkeys(r.question.type for r in run.results)),
         scores=scores,
@@ -119,7 +119,7 @@ def build_report(
         cost=_cost_rows(run, prices),
         indexing={
             **(index.as_dict() if index else {}),
-            "recorded_seconds": run.config.get("recorded_usage", {}).get("corpus embeddings", {}).get("seconds"),
+            "recorded_seconds": run.recorded_usage.get("corpus embeddings", {}).get("seconds"),
         }
         if index
         else {},
@@ -141,17 +141,18 @@ def _cell(value: float, base: float | None) -> str:
 
 
 def _ranks(trace: RelevantTrace, depth: int) -> str:
-    def r(v: int | None) -> str:
-        return str(v) if v is not None else f"beyond {depth}"
+    # None: BM25 did not retrieve it (no term in common), or a ranking's depth was too short.
+    def r(v: int | None, missing: str) -> str:
+        return str(v) if v is not None else missing
 
     terms = "no term in common" if not trace.shared_terms else "shares " + ", ".join(trace.shared_terms[:6])
-    parts = [f"`{trace.doc_id}`: rank {r(trace.rank)} here"]
+    parts = [f"`{trace.doc_id}`: rank {r(trace.rank, 'absent')} here"]
     if "bm25" in trace.ranks:
-        parts.append(f"BM25 rank {r(trace.ranks['bm25'])} ({terms})")
+        parts.append(f"BM25 rank {r(trace.ranks['bm25'], 'none: not retrieved')} ({terms})")
     else:
         parts.append(f"BM25: {terms}")
     if "vector" in trace.ranks:
-        parts.append(f"vector rank {r(trace.ranks['vector'])}")
+        parts.append(f"vector rank {r(trace.ranks['vector'], f'beyond {depth}')}")
     return ", ".join(parts)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from retrieval.cost import Usage
 from retrieval.dataset import Question
 
-__all__ = ["MethodResult", "QuestionResult", "Run", "load_run", "save_run"]
+__all__ = ["MethodResult", "QuestionResult", "Run", "RunLogError", "load_run", "run_log", "save_run"]
 
 RUN_FORMAT = "retrieval-run-1"
 
@@ -32,6 +32,8 @@ class MethodResult:
 
 @dataclass(frozen=True)
 class QuestionResult:
+    """Every method's answer to one question."""
+
     question: Question
     methods: dict[str, MethodResult]
 
@@ -48,6 +50,10 @@ class Run:
     usage: dict[str, Usage] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     mode: str = "replay"
+    # method -> the stages it runs (hybrid: bm25, vector, hybrid), for the cost of a pipeline.
+    pipelines: dict[str, list[str]] = field(default_factory=dict)
+    # stage -> usage measured when the replayed cassettes were recorded (latency of a live run).
+    recorded_usage: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def ranked_ids(self, method: str) -> dict[str, list[str]]:
         """Question id -> ranked doc ids of one method."""
@@ -63,7 +69,13 @@ class Run:
 
 
 def save_run(run: Run, path: str | Path) -> None:
-    """Write the run log: a header line, then one line per question with every method's ranking."""
+    """Write the run log (see `run_log`) to a file."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(run_log(run), encoding="utf-8")
+
+
+def run_log(run: Run) -> str:
+    """The run log: a header line, then one line per question with every method's ranking."""
     header = {
         "format": RUN_FORMAT,
         "dataset": run.dataset,
@@ -72,6 +84,8 @@ def save_run(run: Run, path: str | Path) -> None:
         "methods": run.methods,
         "mode": run.mode,
         "skipped": run.skipped,
+        "pipelines": run.pipelines,
+        "recorded_usage": run.recorded_usage,
         "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
     }
     lines = [json.dumps(header, ensure_ascii=False)]
@@ -92,21 +106,30 @@ def save_run(run: Run, path: str | Path) -> None:
                 ensure_ascii=False,
             )
         )
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return "\n".join(lines) + "\n"
+
+
+class RunLogError(ValueError):
+    """A file given as a run log is not one; the message names the file and the line."""
 
 
 def load_run(path: str | Path) -> Run:
     """Read a run log written by `save_run`."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
-    header = json.loads(lines[0])
-    if header.get("format") != RUN_FORMAT:
-        raise ValueError(f"{path}:1: not a run log (format {header.get('format')!r}, expected {RUN_FORMAT!r})")
+    try:
+        header = json.loads(lines[0]) if lines else {}
+    except json.JSONDecodeError as exc:
+        raise RunLogError(f"{path}:1: not a run log ({exc.msg}). Write one with --log.") from exc
+    if not isinstance(header, dict) or header.get("format") != RUN_FORMAT:
+        raise RunLogError(f"{path}:1: not a run log (expected format {RUN_FORMAT!r}). Write one with --log.")
     results = []
-    for line in lines[1:]:
-        row = json.loads(line)
-        question = Question(row["question"], row["text"], row["type"], tuple(row["relevant"]))
-        methods = {name: MethodResult(**m) for name, m in row["methods"].items()}
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            row = json.loads(line)
+            question = Question(row["question"], row["text"], row["type"], tuple(row["relevant"]))
+            methods = {name: MethodResult(**m) for name, m in row["methods"].items()}
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise RunLogError(f"{path}:{number}: unreadable run log line ({exc}).") from exc
         results.append(QuestionResult(question, methods))
     usage = {}
     for stage, u in header["usage"].items():
@@ -121,4 +144,6 @@ def load_run(path: str | Path) -> Run:
         usage,
         header.get("skipped", {}),
         header.get("mode", "replay"),
+        header.get("pipelines", {}),
+        header.get("recorded_usage", {}),
     )

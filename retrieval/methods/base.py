@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -54,7 +54,3 @@ class Method(Protocol):
     needs_vectors: bool
 
     def rank(self, context: Context) -> list[Ranking]: ...
-
-
-MethodFactory = Callable[..., Method]
-Registry = Mapping[str, MethodFactory]

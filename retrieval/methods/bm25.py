@@ -82,6 +82,10 @@ class BM25Index(Protocol):
         """Unrounded scores, shape (len(queries), n_documents), float64."""
         ...
 
+    def scores_and_matches(self, queries: Sequence[Tokens]) -> tuple[np.ndarray, np.ndarray]:
+        """Scores, and which documents hold at least one query term (bool, same shape)."""
+        ...
+
 
 class SparseBM25Index:
     """rank-bm25's BM25Plus formula, vectorised with scipy.sparse.
@@ -154,10 +158,15 @@ class SparseBM25Index:
 
     def scores(self, queries: Sequence[Tokens]) -> np.ndarray:
         """Unrounded BM25Plus scores, shape (len(queries), n_documents): one sparse product."""
+        return self.scores_and_matches(queries)[0]
+
+    def scores_and_matches(self, queries: Sequence[Tokens]) -> tuple[np.ndarray, np.ndarray]:
+        """Scores, and which documents hold a query term: every weight is > 0 where tf > 0."""
         counts, constants = self._query_matrix(queries)
         product = (counts @ self.weights).toarray()
+        matched = product > 0
         product += constants[:, None]
-        return product
+        return product, matched
 
 
 class RankBM25Index:
@@ -175,6 +184,14 @@ class RankBM25Index:
         for row, query in enumerate(queries):
             out[row] = self.bm25.get_scores(list(query))
         return out
+
+    def scores_and_matches(self, queries: Sequence[Tokens]) -> tuple[np.ndarray, np.ndarray]:
+        """Scores, and which documents hold a query term (from rank-bm25's term frequencies)."""
+        matched = np.array(
+            [[any(term in freqs for term in set(query)) for freqs in self.bm25.doc_freqs] for query in queries],
+            dtype=bool,
+        ).reshape(len(queries), self.n_documents)
+        return self.scores(queries), matched
 
 
 _ENGINES: dict[str, type[SparseBM25Index] | type[RankBM25Index]] = {
@@ -204,11 +221,21 @@ class BM25Method:
         return _ENGINES[self.engine](corpus, k1=self.k1, b=self.b)
 
     def rank(self, context: Context) -> list[Ranking]:
+        """One ranking per question of the documents sharing at least one analysed term with it.
+
+        BM25Plus gives a document with no query term the same delta * idf constant as every
+        other: ranking those would order them by corpus position, noise that RRF would then
+        fuse and that could even put a relevant document in the top 10 by luck. They are left
+        out, as a BM25 search engine returns only the documents that match.
+        """
         # The index is built once per corpus, then questions are scored in batches.
         index = self.build_index(analyze_many(d.content for d in context.dataset.documents))
         queries = [analyze(q.text) for q in context.dataset.questions]
         rankings: list[Ranking] = []
         for start in range(0, len(queries), QUESTION_BATCH):
-            scores = round_scores(index.scores(queries[start : start + QUESTION_BATCH]))
-            rankings.extend(top_k(row, context.depth) for row in scores)
+            scores, matched = index.scores_and_matches(queries[start : start + QUESTION_BATCH])
+            for row, hits in zip(round_scores(scores), matched, strict=True):
+                found = np.flatnonzero(hits)
+                best = top_k(row[found], context.depth)
+                rankings.append(Ranking(found[best.indices], best.scores))
         return rankings

@@ -10,18 +10,26 @@ from retrieval.ranking import Ranking, top_k
 __all__ = ["VectorMethod", "cosine_rankings"]
 
 QUESTION_BATCH = 256
+# Cosines are rounded to this many decimals before ranking, so that two documents within
+# float noise of each other tie (and go to the lower corpus index) on every CPU.
+SCORE_DECIMALS = 9
 
 
 def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) -> list[Ranking]:
     """Rank every document for every question; one matrix product per batch of questions.
 
-    Vectors are unit length, so the dot product is the cosine. Batching bounds the
-    score matrix at QUESTION_BATCH x n_documents floats instead of questions x documents.
+    Vectors are unit length, so the dot product is the cosine. The product runs in float64:
+    float32 BLAS kernels differ between CPUs in their last bits, which could swap two
+    near-tied documents and make a replayed gate disagree with the machine that recorded it.
+    One float64 copy of the corpus is made per call, none per question; batching bounds the
+    score matrix at QUESTION_BATCH x n_documents.
     """
+    corpus = np.asarray(documents, dtype=np.float64)
     rankings: list[Ranking] = []
     for start in range(0, len(questions), QUESTION_BATCH):
-        scores = questions[start : start + QUESTION_BATCH] @ documents.T
-        rankings.extend(top_k(row, depth) for row in np.asarray(scores, dtype=np.float32))
+        batch = np.asarray(questions[start : start + QUESTION_BATCH], dtype=np.float64)
+        scores = np.round(batch @ corpus.T, SCORE_DECIMALS)
+        rankings.extend(top_k(row, depth) for row in scores)
     return rankings
 
 
@@ -33,6 +41,7 @@ class VectorMethod:
     needs_vectors = True
 
     def rank(self, context: Context) -> list[Ranking]:
+        """The whole corpus ranked by cosine for each question, from the context's shared vectors."""
         if context.question_vectors is None or context.document_vectors is None:
             raise RuntimeError("vector method run without embeddings: the evaluator must embed first")
         return cosine_rankings(context.question_vectors, context.document_vectors, context.depth)

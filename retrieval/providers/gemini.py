@@ -188,7 +188,9 @@ class GeminiEmbeddings(_GeminiBase):
         self.dimensions = profile.dimensions or DEFAULT_DIMENSIONS
         self.batch_size = min(profile.batch_size or MAX_BATCH, MAX_BATCH)
         self.usage = Usage()
-        self._client = _make_client(profile.embedding_base_url, profile.timeout, replay, retry or RetryPolicy())
+        self._client = _make_client(
+            profile.embedding_base_url, profile.timeout, replay, retry or RetryPolicy.for_profile(profile)
+        )
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         """Embed up to 100 texts in one call, as documents or queries; rows are unit vectors."""
@@ -233,7 +235,9 @@ class GeminiGenerator(_GeminiBase):
             raise ValueError(f"profile {profile.name!r}: rerank_model is empty")
         self.model = profile.rerank_model
         self.usage = Usage()
-        self._client = _make_client(profile.rerank_base_url, profile.timeout, replay, retry or RetryPolicy())
+        self._client = _make_client(
+            profile.rerank_base_url, profile.timeout, replay, retry or RetryPolicy.for_profile(profile)
+        )
 
     def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:
         """Return the raw JSON text of one answer; ProviderError "blocked"/"empty" if there is none.

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from retrieval.config import Profile
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording import is_replay_miss
 
@@ -29,6 +30,11 @@ class RetryPolicy:
     attempts: int = 4
     backoff: float = 1.0
     max_wait: float = 30.0
+
+    @classmethod
+    def for_profile(cls, profile: Profile) -> RetryPolicy:
+        """The live-call policy a profile sets (retry_attempts, retry_backoff)."""
+        return cls(attempts=profile.retry_attempts, backoff=profile.retry_backoff)
 
     def wait(self, attempt: int, retry_after: str | None = None) -> float:
         if retry_after:
@@ -74,7 +80,7 @@ def post_json(
                 raise ReplayMissError(f"no recorded answer for {_describe(url, what)}", "replay miss") from exc
             if isinstance(exc, httpx.TimeoutException):
                 last = ProviderError(f"{_describe(url, what)} timed out after {attempt} attempt(s)", "timeout")
-            elif isinstance(exc, httpx.TransportError):
+            elif isinstance(exc, httpx.RequestError):
                 last = ProviderError(f"{_describe(url, what)} failed: {exc}", "connect")
             else:
                 raise

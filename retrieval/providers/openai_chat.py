@@ -51,7 +51,7 @@ class OpenAIChat:
         self.json_schema = profile.json_schema
         self.usage = Usage()
         # A replayed request is answered or missing, never transient: no retry.
-        self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy())
+        self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy.for_profile(profile))
         self._headers: dict[str, str] = {}
         if profile.api_key_env and not replay:
             key = os.environ.get(profile.api_key_env, "").strip()

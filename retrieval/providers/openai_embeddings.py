@@ -38,10 +38,10 @@ class OpenAIEmbeddings:
         self._profile = profile
         self._url = profile.embedding_base_url.rstrip("/") + "/embeddings"
         # Replayed requests never leave the machine; retrying them would only repeat a miss.
-        self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy())
+        self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy.for_profile(profile))
         headers = {}
         if profile.api_key_env:
-            key = os.environ.get(profile.api_key_env)
+            key = os.environ.get(profile.api_key_env, "").strip()
             if key:
                 headers["authorization"] = f"Bearer {key}"
             elif not replay:
@@ -87,4 +87,5 @@ class OpenAIEmbeddings:
         return np.asarray(embedding, dtype=np.float32)
 
     def close(self) -> None:
+        """Release the HTTP connections."""
         self._client.close()

@@ -45,7 +45,7 @@ def _run(ranked: dict[str, list[list[str]]], config: dict | None = None, fingerp
     return Run(
         "fixture",
         fingerprint,
-        {**CONFIG, "pipelines": {"bm25": ["bm25"]}, **(config or {})},
+        {**CONFIG, **(config or {})},
         list(ranked),
         results,
     )
@@ -80,7 +80,7 @@ TYPES = {q.id: q.type for q in QUESTIONS}
 def test_entry_holds_rounded_figures_and_per_question_values() -> None:
     entry = _entry()
     assert entry["fingerprint"] == "sha256:aaaa"
-    assert entry["config"] == CONFIG  # without the pipelines
+    assert entry["config"] == CONFIG
     bm25 = entry["methods"]["bm25"]
     assert bm25["recall@5"] == 1.0
     assert bm25["mrr"] == round((1 + 0.5 + 1) / 3, 4) == 0.8333
@@ -240,3 +240,22 @@ def test_changed_config_key_is_named() -> None:
 def test_added_config_key_is_named() -> None:
     reason = incompatibility(_entry(), _run(GOOD, config={"prompt_version": "v2"}), "local")
     assert reason is not None and "prompt_version: None -> 'v2'" in reason
+
+
+def test_update_refuses_to_drop_a_method_without_allow_regression(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    full = {
+        "dataset": "d",
+        "fingerprint": "f",
+        "config": {},
+        "tolerance": 0.0,
+        "methods": {m: {"recall@5": 0.5, "mrr": 0.5, "by_type": {"t": {"recall@5": 0.5}}} for m in ("bm25", "hybrid")},
+    }
+    update_baseline(path, "p", full)
+    fewer = {**full, "methods": {"bm25": full["methods"]["bm25"]}}
+    before = path.read_text()
+    with pytest.raises(BaselineError, match=r"hybrid mrr \(removed\)"):
+        update_baseline(path, "p", fewer)
+    assert path.read_text() == before
+    diff = update_baseline(path, "p", fewer, allow_regression=True)
+    assert "hybrid mrr: removed (was 0.5000)" in diff

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retrieval.analyzer import analyze
 from retrieval.dataset import Dataset, Document, Question, load_dataset
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method, RankBM25Index, SparseBM25Index, round_scores
@@ -25,8 +26,11 @@ def assert_same_rankings(dataset: Dataset) -> None:
     sparse, reference = full_rankings(dataset, "sparse"), full_rankings(dataset, "rank-bm25")
     assert len(sparse) == len(reference) == len(dataset.questions)
     for question, fast, slow in zip(dataset.questions, sparse, reference, strict=True):
-        assert len(fast) == len(dataset.documents), question.id
         np.testing.assert_array_equal(fast.indices, slow.indices, err_msg=question.id)
+        # Exactly the documents sharing an analysed term with the question are ranked.
+        terms = set(analyze(question.text))
+        sharing = {i for i, d in enumerate(dataset.documents) if terms & set(analyze(d.content))}
+        assert set(fast.indices.tolist()) == sharing, question.id
         np.testing.assert_allclose(fast.scores, slow.scores, rtol=0, atol=1e-9)
 
 
@@ -79,7 +83,7 @@ def test_rankings_are_truncated_to_the_depth_one_per_question() -> None:
     dataset = random_dataset(3, n_documents=50, n_questions=7)
     rankings = BM25Method().rank(Context(dataset=dataset, depth=10))
     assert len(rankings) == 7
-    assert all(len(r) == 10 for r in rankings)
+    assert all(len(r) <= 10 for r in rankings) and any(len(r) == 10 for r in rankings)
 
 
 def test_unknown_engine_is_refused() -> None:
@@ -114,4 +118,4 @@ def test_identifier_query_ranks_its_document_first(error_catalogue: Dataset, eng
     for question, ranking in zip(error_catalogue.questions, rankings, strict=True):
         best = error_catalogue.documents[int(ranking.indices[0])].id
         assert best == "HEL-4040", question.text
-        assert ranking.scores[0] > ranking.scores[1], question.text
+        assert len(ranking) == 1 or ranking.scores[0] > ranking.scores[1], question.text

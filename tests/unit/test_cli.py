@@ -110,3 +110,31 @@ def test_user_retriever_plugs_in_as_module_factory(
     # Reported under the name the method gives itself; bm25 ran because it requires it, but is not reported.
     assert list(report["scores"]) == ["reverse-bm25"]
     assert report["config"]["profile"] == "local"
+
+
+def test_a_saved_run_log_is_reported_again_without_any_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    log = tmp_path / "run.jsonl"
+    assert main(["--log", str(log), "--output", str(tmp_path / "first.md")]) == 0
+    monkeypatch.chdir(tmp_path)  # no cassettes here: nothing could be replayed
+    assert main(["--dataset", str(ROOT / "data/demo"), "--from-log", str(log)]) == 0
+    assert capsys.readouterr().out == (tmp_path / "first.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--methods", "bm25", "--output", "."], "error: cannot write or read"),
+        (["--methods", "bm25", "--baseline", "missing.json"], "missing.json: no such baseline file"),
+        (["--methods", "bm25", "--from-log", "corpus.jsonl"], "corpus.jsonl:1: not a run log"),
+    ],
+)
+def test_file_errors_are_one_line(
+    args: list[str], expected: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(FIXTURES / "fixture_native")
+    assert main(["--dataset", ".", *args]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1

@@ -187,3 +187,19 @@ def test_bad_numbers_are_refused(tmp_path: Path, line: str) -> None:
     with pytest.raises(ConfigError, match="must be a positive integer") as caught:
         load_settings(tmp_path, environ=NO_ENV)
     assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('rerank_workers = "8"', "rerank_workers must be of type int"),
+        ("batch_size = 0", "batch_size must be at least 1"),
+        ("timeout = 0", "timeout must be positive"),
+        ("input_type = 1", "input_type must be of type bool"),
+    ],
+)
+def test_profile_values_are_checked(tmp_path: Path, line: str, expected: str) -> None:
+    (tmp_path / "retrieval.toml").write_text(f"[profiles.local]\n{line}\n")
+    with pytest.raises(ConfigError, match=expected) as caught:
+        load_settings(tmp_path, environ={})
+    assert str(tmp_path / "retrieval.toml") in str(caught.value)

@@ -14,7 +14,7 @@ from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, clean_gemini_env, g
 from retrieval.config import Settings, load_settings
 from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
-from retrieval.recording import find_secrets
+from retrieval.recording import CassetteError, find_secrets
 from retrieval.report import build_report, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,5 +69,25 @@ def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypa
         "rerank-gemini-3.5-flash.json",
     ]
     for path in (tmp_path / "cassettes" / "fixture-gemini").glob("*.json"):
-        assert find_secrets(path.read_text(), (FIXTURE_KEY,)) == []
+        assert find_secrets(path.read_text(), {"GEMINI_API_KEY": FIXTURE_KEY}) == []
         assert FIXTURE_KEY not in path.read_text()
+
+
+def test_a_recording_with_a_failed_call_replaces_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rerank call that failed (HTTP 500 after retries) degrades its question; vcrpy does not
+    record the error, so that cassette could never replay: the recording must not be kept."""
+    clean_gemini_env(monkeypatch)
+    demo = load_dataset(ROOT / "data/demo")
+    dataset = replace(demo, questions=demo.questions[:2])
+    with FakeGeminiServer() as server:
+        settings = Settings(
+            dataset=str(ROOT / "data/demo"),
+            profile=gemini_profile(server.url, rerank_workers=1, retry_attempts=2, retry_backoff=0.01),
+            cassettes=str(tmp_path / "cassettes"),
+            cache=str(tmp_path / "cache"),
+        )
+        # Two embedding calls, then the first rerank call fails on both of its attempts.
+        server.script(Act(), Act(), Act.http(500), Act.http(500))
+        with pytest.raises(CassetteError, match=r"recording not kept: rerank of q01 \(http 500\)"):
+            evaluate(dataset, settings, mode="record")
+    assert not (tmp_path / "cassettes" / "fixture-gemini").exists()

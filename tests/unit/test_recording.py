@@ -110,7 +110,7 @@ def test_authorization_header_is_filtered(server: FakeEmbeddingsServer, tmp_path
     assert FIXTURE_KEY not in text
     headers = json.loads(text)["interactions"][0]["request"]["headers"]
     assert "authorization" not in {h.lower() for h in headers}
-    assert find_secrets(text, ("", "", FIXTURE_KEY)) == []
+    assert find_secrets(text, {"OPENAI_API_KEY": FIXTURE_KEY}) == []
 
 
 def test_error_responses_are_not_recorded(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
@@ -209,13 +209,15 @@ def test_find_secrets_catches_a_given_key_value() -> None:
     value = "plain-looking-value-123"
     text = json.dumps({"body": f"token {value} leaked"})
     assert find_secrets(text) == []  # no pattern matches it...
-    assert find_secrets(text, ("", "", value)) == ["value of $OPENAI_API_KEY"]  # ... its value does
-    assert find_secrets(text, (value,)) == ["value of $GEMINI_API_KEY"]
+    assert find_secrets(text, {"GEMINI_API_KEY": "", "OPENAI_API_KEY": value}) == [
+        "value of $OPENAI_API_KEY"
+    ]  # ... its value does
+    assert find_secrets(text, {"GEMINI_API_KEY": value}) == ["value of $GEMINI_API_KEY"]
 
 
 def test_find_secrets_leaves_clean_text_alone() -> None:
     clean = json.dumps({"request": {"headers": {"content-type": ["application/json"]}, "body": "HEL-4040"}})
-    assert find_secrets(clean, ("", "", "")) == []
+    assert find_secrets(clean, {"GEMINI_API_KEY": ""}) == []
 
 
 def test_committed_cassettes_hold_no_secret() -> None:

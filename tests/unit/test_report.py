@@ -84,12 +84,8 @@ def _run(mode: str = "live") -> Run:
             "k": 5,
             "candidates": 3,
             "depth": 1000,
-            "pipelines": {
-                "bm25": ["bm25"],
-                "vector": ["vector"],
-                "hybrid": ["bm25", "vector", "hybrid"],
-            },
         },
+        pipelines={"bm25": ["bm25"], "vector": ["vector"], "hybrid": ["bm25", "vector", "hybrid"]},
         methods=["bm25", "vector", "hybrid"],
         results=results,
         usage=usage,
@@ -150,8 +146,8 @@ def test_failures_section_classifies_each_failure() -> None:
 def test_failure_ranks_in_bm25_and_vector() -> None:
     markdown = render_markdown(_report())
     q2 = markdown.split("**q2**")[1].split("**q3**")[0]
-    # proc-restauration: 2nd here, absent from BM25's logged ranking, 1st for vector.
-    assert "`proc-restauration`: rank 2 here, BM25 rank beyond 1000" in q2
+    # proc-restauration: 2nd here, not retrieved by BM25, 1st for vector.
+    assert "`proc-restauration`: rank 2 here, BM25 rank none: not retrieved" in q2
     assert "vector rank 1" in q2
 
 

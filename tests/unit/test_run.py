@@ -22,8 +22,9 @@ def _run() -> Run:
             "profile": "local",
             "k": 5,
             "rrf_k": 60,
-            "pipelines": {"hybrid": ["bm25", "vector", "hybrid"]},
         },
+        pipelines={"hybrid": ["bm25", "vector", "hybrid"]},
+        recorded_usage={"vector": {"calls": 1, "input_tokens": 600, "output_tokens": 0, "seconds": 0.4}},
         methods=["bm25", "vector", "hybrid", "rerank"],
         results=[
             QuestionResult(
