@@ -194,6 +194,8 @@ def load_settings(
         values["methods"] = [m.strip() for m in values["methods"].split(",") if m.strip()]
     values["methods"] = tuple(values.get("methods", ()))
     for key in ("k", "rrf_k", "candidates", "depth"):
-        if key in values and (not isinstance(values[key], int) or values[key] < (0 if key == "rrf_k" else 1)):
-            raise ConfigError(f"{where}: {key} must be a positive integer, got {values[key]!r}.")
+        least = 0 if key == "rrf_k" else 1
+        if key in values and (not isinstance(values[key], int) or values[key] < least):
+            source = f"--{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
+            raise ConfigError(f"{source} must be an integer >= {least}, got {values[key]!r}.")
     return Settings(profile=profile, prices=data.get("prices", {}), source=where, **values)

@@ -16,7 +16,7 @@ from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.metrics import MethodScores
 from retrieval.recording import Mode, Recorder, record_command
-from retrieval.report import Report, build_report, score_run
+from retrieval.report import score_run
 from retrieval.run import Run
 
 __all__ = ["BASELINE_PATH", "GateResult", "accept", "run_gate", "skip_reason"]
@@ -32,7 +32,6 @@ class GateResult:
     dataset: Dataset
     run: Run
     scores: dict[str, MethodScores]
-    report: Report
     entry: dict[str, Any] | None
     problem: str | None
     checks: list[Check] = field(default_factory=list)
@@ -58,9 +57,8 @@ def run_gate(settings: Settings, mode: Mode = "replay", baseline_path: str | Pat
     dataset = load_dataset(settings.dataset)
     run = evaluate(dataset, settings, mode=mode)
     scores = score_run(run, settings.k)
-    report = build_report(run, {d.id: d.content for d in dataset.documents}, settings.prices)
     entry = load_baseline(baseline_path)["profiles"].get(settings.profile.name)
-    result = GateResult(settings, dataset, run, scores, report, entry, None)
+    result = GateResult(settings, dataset, run, scores, entry, None)
     if entry is None:
         result.problem = (
             f"{baseline_path} has no baseline for profile {settings.profile.name!r}: "

@@ -184,9 +184,14 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("line", ["k = 0", 'k = "five"', "rrf_k = -1", "candidates = 0"])
 def test_bad_numbers_are_refused(tmp_path: Path, line: str) -> None:
     path = _write(tmp_path / "retrieval.toml", line + "\n")
-    with pytest.raises(ConfigError, match="must be a positive integer") as caught:
+    with pytest.raises(ConfigError, match=r"must be an integer >= [01]") as caught:
         load_settings(tmp_path, environ=NO_ENV)
     assert str(path) in str(caught.value)
+
+
+def test_a_bad_flag_is_blamed_on_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--rrf-k must be an integer >= 0, got -1\.$"):
+        load_settings(tmp_path, {"rrf_k": -1}, environ=NO_ENV)
 
 
 @pytest.mark.parametrize(
