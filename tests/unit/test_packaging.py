@@ -1,0 +1,23 @@
+"""Every data file the package reads at run time is declared as package data, so a plain
+(non-editable) install, as another repository would do, carries it."""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_non_python_file_of_the_package_is_package_data() -> None:
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["retrieval"]
+    package = ROOT / "retrieval"
+    data = [
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+    ]
+    assert "defaults.toml" in data
+    missing = [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)]
+    assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
