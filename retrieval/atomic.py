@@ -11,10 +11,14 @@ from typing import BinaryIO
 __all__ = ["atomic_write", "atomic_write_text"]
 
 
-def _umask() -> int:
-    mask = os.umask(0)
+def _read_umask() -> int:
+    # os.umask can only be read by setting it; do it once, at import, before any worker thread.
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
@@ -31,7 +35,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrieval.baseline import BaselineError, load_baseline
+from retrieval.baseline import BaselineError, incompatibility, load_baseline
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate
@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--from-log",
         dest="from_log",
-        help="report on a run log written by --log, without calling or replaying any model",
+        help="report on a run log written by --log, without calling or replaying any model "
+        "(the log's own k, candidates and methods apply)",
     )
     p.add_argument(
         "--baseline",
@@ -77,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     except OSError as exc:
-        print(f"error: cannot write or read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted: the cassettes, the cache and the baseline were left as they were", file=sys.stderr)
         return 130
@@ -88,21 +90,32 @@ def _main(args: argparse.Namespace) -> int:
     settings = load_settings(".", vars(args))
     dataset = load_dataset(settings.dataset)
     if args.from_log:
+        if args.live or args.record:
+            raise ConfigError("--from-log reports on a saved run: it cannot be combined with --live or --record.")
         run = load_run(args.from_log)
+        if run.fingerprint != dataset.fingerprint:
+            raise RunLogError(
+                f"{args.from_log}: written for dataset {run.dataset} ({run.fingerprint}), but {settings.dataset} "
+                f"is {dataset.fingerprint}. Pass the log's dataset with --dataset."
+            )
     else:
         mode = "record" if args.record else "live" if args.live else "replay"
         run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
     if args.log:
         _write(args.log, run_log(run))
-    compared = None
+    compared, notice = None, None
     if args.baseline:
         if not Path(args.baseline).is_file():
             raise BaselineError(f"{args.baseline}: no such baseline file.")
-        entry = load_baseline(args.baseline)["profiles"].get(settings.profile.name)
+        profile = str(run.config.get("profile", settings.profile.name))
+        entry = load_baseline(args.baseline)["profiles"].get(profile)
         compared = entry["methods"] if entry else None
+        problem = incompatibility(entry, run, profile) if entry else None
+        if problem:
+            notice = f"the changes shown are against a baseline that is not comparable: {problem}"
     documents = {d.id: d.content for d in dataset.documents}
     report = build_report(run, documents, settings.prices, extra=args.all_metrics)
-    text = render_json(report) if args.format == "json" else render_markdown(report, compared)
+    text = render_json(report) if args.format == "json" else render_markdown(report, compared, notice)
     if args.output:
         _write(args.output, text)
     else:

@@ -187,6 +187,8 @@ def load_settings(
     for key in ("embedding_model", "rerank_model", "rerank_workers"):
         if flags.get(key) is not None:
             profile = replace(profile, **{key: flags.pop(key)})
+    if profile.rerank_workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {profile.rerank_workers}.")
 
     values = {key: data[key] for key in _SETTING_KEYS - {"profile"} if key in data}
     values.update({k: v for k, v in flags.items() if k in _SETTING_KEYS})

@@ -124,7 +124,7 @@ def _timed(usage: Usage) -> Iterator[None]:
 
 
 @contextmanager
-def _naming_misses(recorder: Recorder, stage: str, context: Context) -> Iterator[None]:
+def _naming_misses(recorder: Recorder, stage: str, context: Context, prefixes: tuple[str, ...]) -> Iterator[None]:
     """On a replay miss, name the documents or questions the stage's cassette has never seen."""
     try:
         yield
@@ -134,8 +134,9 @@ def _naming_misses(recorder: Recorder, stage: str, context: Context) -> Iterator
             items = [(d.id, d.content) for d in context.dataset.documents]
         else:
             items = [(q.id, q.text) for q in context.dataset.questions]
-        # A provider may prefix texts ("query: ..."), so a recorded string may end with the text.
-        new = [(i, t) for i, t in items if t not in recorded and not any(r.endswith(t) for r in recorded)]
+        # The profile may prefix texts ("query: ..."): strip the prefixes once, then look up in a set.
+        recorded |= {r.removeprefix(p) for r in recorded for p in prefixes if p and r.startswith(p)}
+        new = [(i, t) for i, t in items if t not in recorded]
         if not new:
             raise
         what = "documents" if stage == CORPUS_STAGE else "questions"
@@ -171,7 +172,11 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
         )
     documents = [d.content for d in context.dataset.documents]
     embedder.usage = Usage()
-    with _timed(embedder.usage), recorder.stage(CORPUS_STAGE), _naming_misses(recorder, CORPUS_STAGE, context):
+    with (
+        _timed(embedder.usage),
+        recorder.stage(CORPUS_STAGE),
+        _naming_misses(recorder, CORPUS_STAGE, context, (profile.document_prefix,)),
+    ):
         vectors = embed_texts(embedder, documents, "document", cache if mode == "live" else None, context.progress)
     if cache is not None and mode == "record":
         cache.store(documents, vectors)
@@ -181,7 +186,11 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
 
     # All questions in one batched call (up to the batch size), shared by every method.
     embedder.usage = Usage()
-    with _timed(embedder.usage), recorder.stage(QUESTION_STAGE), _naming_misses(recorder, QUESTION_STAGE, context):
+    with (
+        _timed(embedder.usage),
+        recorder.stage(QUESTION_STAGE),
+        _naming_misses(recorder, QUESTION_STAGE, context, (profile.query_prefix,)),
+    ):
         questions = [q.text for q in context.dataset.questions]
         context.question_vectors = embed_texts(embedder, questions, "query", None, context.progress)
     context.usage["question embeddings"] = embedder.usage

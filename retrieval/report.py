@@ -140,24 +140,31 @@ def _cell(value: float, base: float | None) -> str:
     return f"{_fmt(value)} {arrow} {delta:+.{ROUND}f}"
 
 
-def _ranks(trace: RelevantTrace, depth: int) -> str:
-    # None: BM25 did not retrieve it (no term in common), or a ranking's depth was too short.
+def _ranks(trace: RelevantTrace, method: str, depth: int) -> str:
+    # A missing rank is beyond the ranking's depth, except for BM25, which does not retrieve a
+    # document sharing no term with the question (shared_terms applies BM25's own rule).
+    beyond = f"beyond {depth}"
+    not_retrieved = "none: not retrieved" if not trace.shared_terms else beyond
+
     def r(v: int | None, missing: str) -> str:
         return str(v) if v is not None else missing
 
     terms = "no term in common" if not trace.shared_terms else "shares " + ", ".join(trace.shared_terms[:6])
-    parts = [f"`{trace.doc_id}`: rank {r(trace.rank, 'absent')} here"]
+    parts = [f"`{trace.doc_id}`: rank {r(trace.rank, not_retrieved if method == 'bm25' else beyond)} here"]
     if "bm25" in trace.ranks:
-        parts.append(f"BM25 rank {r(trace.ranks['bm25'], 'none: not retrieved')} ({terms})")
+        parts.append(f"BM25 rank {r(trace.ranks['bm25'], not_retrieved)} ({terms})")
     else:
         parts.append(f"BM25: {terms}")
     if "vector" in trace.ranks:
-        parts.append(f"vector rank {r(trace.ranks['vector'], f'beyond {depth}')}")
+        parts.append(f"vector rank {r(trace.ranks['vector'], beyond)}")
     return ", ".join(parts)
 
 
-def render_markdown(report: Report, baseline: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """The report as Markdown; `baseline` (method -> baseline entry) adds ▲/▼/= against it."""
+def render_markdown(
+    report: Report, baseline: Mapping[str, Mapping[str, Any]] | None = None, notice: str | None = None
+) -> str:
+    """The report as Markdown; `baseline` (method -> baseline entry) adds ▲/▼/= against it, and
+    `notice` is said first (e.g. that the baseline was made with another configuration)."""
     k = report.k
     recall = f"recall@{k}"
     has_degraded = any(report.degraded.get(m) for m in report.scores) or "rerank" in report.scores
@@ -166,6 +173,8 @@ def render_markdown(report: Report, baseline: Mapping[str, Mapping[str, Any]] | 
         f"`{report.config.get('profile')}`, {report.mode})",
         "",
     ]
+    if notice:
+        out += [f"> **Note:** {notice}", ""]
     header = ["Method", f"Recall@{k}", "MRR", *(f"Recall@{k} {t}" for t in report.types)]
     if has_degraded:
         header.append("Degraded")
@@ -204,7 +213,7 @@ def render_markdown(report: Report, baseline: Mapping[str, Mapping[str, Any]] | 
             f"  **{label}** (relevant {'absent from' if f.kind == 'recall' else 'present in'} {f.pool})"
             + (f", {f.status}" if f.status != "ok" else "")
         )
-        out += [f"  - {_ranks(t, int(report.config.get('depth', 1000)))}" for t in f.relevant]
+        out += [f"  - {_ranks(t, f.method, int(report.config.get('depth', 1000)))}" for t in f.relevant]
     recall_n = sum(f.kind == "recall" for f in report.failures)
     if report.failures:
         out += ["", f"{recall_n} recall failure(s), {len(report.failures) - recall_n} ranking failure(s)."]

@@ -86,7 +86,8 @@ def run_log(run: Run) -> str:
         "skipped": run.skipped,
         "pipelines": run.pipelines,
         "recorded_usage": run.recorded_usage,
-        "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
+        # Seconds unrounded: a report made again from the log must add up to the same figures.
+        "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
     }
     lines = [json.dumps(header, ensure_ascii=False)]
     for result in run.results:

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
 import pytest
 
+from retrieval import atomic
 from retrieval.atomic import atomic_write, atomic_write_text
 
 
 def test_replaces_the_file_with_umask_permissions(tmp_path: Path) -> None:
     target = tmp_path / "metrics.json"
     target.write_text("old")
-    previous = os.umask(0o022)
-    try:
-        atomic_write_text(target, "new")
-    finally:
-        os.umask(previous)
+    atomic_write_text(target, "new")
     assert target.read_text() == "new"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    # What open() would give: 0o644 under the usual umask 022, never mkstemp's 0o600.
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~atomic._UMASK
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
 
 

@@ -138,3 +138,26 @@ def test_file_errors_are_one_line(
     assert main(["--dataset", ".", *args]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1
+
+
+def test_from_log_refuses_a_log_of_another_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "beir.jsonl"
+    assert main(["--dataset", str(FIXTURES / "fixture_beir"), "--methods", "bm25", "--log", str(log)]) == 0
+    capsys.readouterr()
+    assert main(["--dataset", str(FIXTURES / "fixture_native"), "--from-log", str(log)]) == 2
+    assert "written for dataset fixture_beir" in capsys.readouterr().err
+
+
+def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert main(["--rrf-k", "5", "--baseline"]) == 0
+    out = capsys.readouterr().out
+    assert "> **Note:** the changes shown are against a baseline that is not comparable" in out
+    assert "rrf_k: 60 -> 5" in out
+
+
+def test_zero_workers_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--dataset", str(FIXTURES / "fixture_native"), "--workers", "0"]) == 2
+    assert capsys.readouterr().err == "error: --workers must be at least 1, got 0.\n"
