@@ -26,10 +26,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from retrieval.config import Profile
 from retrieval.providers.http import RetryPolicy
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     import pytest
@@ -49,6 +51,7 @@ __all__ = [
     "openai_profile",
     "prompt_candidate_ids",
     "shuffled_ranking",
+    "with_fixture_key",
 ]
 
 # Tiny backoff and timeouts keep fault tests fast; two attempts show the retry.
@@ -358,6 +361,16 @@ def clean_gemini_env(mp: pytest.MonkeyPatch, key: str | None = FIXTURE_KEY) -> N
         mp.delenv(name, raising=False)
     if key is not None:
         mp.setenv("GEMINI_API_KEY", key)
+
+
+def with_fixture_key(build: Callable[[], _T]) -> _T:
+    """Build a provider with only the fixture key in the SDK's environment (for module-scoped
+    fixtures, which cannot use the function-scoped monkeypatch)."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        clean_gemini_env(mp)
+        return build()
 
 
 def gemini_profile(url: str, **overrides: Any) -> Profile:

@@ -18,6 +18,7 @@ from fake_servers import (
     Act,
     FakeGeminiServer,
     fixture_vector,
+    with_fixture_key,
 )
 from fake_servers import clean_gemini_env as clean_env
 from fake_servers import gemini_profile as make_profile
@@ -43,18 +44,14 @@ def _isolated(server: FakeGeminiServer, monkeypatch: pytest.MonkeyPatch) -> None
 
 @pytest.fixture(scope="module")
 def embedder(server: FakeGeminiServer) -> Iterator[GeminiEmbeddings]:
-    with pytest.MonkeyPatch.context() as mp:
-        clean_env(mp)
-        provider = GeminiEmbeddings(make_profile(server.url), retry=FAST_RETRY)
+    provider = with_fixture_key(lambda: GeminiEmbeddings(make_profile(server.url), retry=FAST_RETRY))
     yield provider
     provider.close()
 
 
 @pytest.fixture(scope="module")
 def generator(server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
-    with pytest.MonkeyPatch.context() as mp:
-        clean_env(mp)
-        provider = GeminiGenerator(make_profile(server.url), retry=FAST_RETRY)
+    provider = with_fixture_key(lambda: GeminiGenerator(make_profile(server.url), retry=FAST_RETRY))
     yield provider
     provider.close()
 

@@ -1,16 +1,15 @@
-"""Record and replay with vcrpy against the fake embeddings server; secret scanning of cassettes."""
+"""Record and replay with vcrpy against the fake embeddings embeddings_server; secret scanning of cassettes."""
 
 from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from test_openai_embeddings import FakeEmbeddingsServer, make_profile
+from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.providers.http import RetryPolicy, post_json
@@ -34,15 +33,6 @@ def staging_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @pytest.fixture
-def server() -> Iterator[FakeEmbeddingsServer]:
-    fake = FakeEmbeddingsServer()
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
-@pytest.fixture
 def keyed_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fixture key in OPENAI_API_KEY, so that commit() also looks for its value."""
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
@@ -54,9 +44,9 @@ def _embedder(url: str, *, replay: bool = False) -> OpenAIEmbeddings:
     return OpenAIEmbeddings(make_profile(url, api_key_env="OPENAI_API_KEY"), replay=replay, retry=FAST)
 
 
-def _record(server: FakeEmbeddingsServer, directory: Path) -> tuple[Recorder, np.ndarray]:
+def _record(embeddings_server: FakeEmbeddingsServer, directory: Path) -> tuple[Recorder, np.ndarray]:
     recorder = Recorder("record", directory, "fixture")
-    embedder = _embedder(server.url)
+    embedder = _embedder(embeddings_server.url)
     try:
         with recorder.stage(STAGE):
             vectors = embedder.embed(TEXTS, "document")
@@ -66,10 +56,10 @@ def _record(server: FakeEmbeddingsServer, directory: Path) -> tuple[Recorder, np
 
 
 def test_record_writes_the_cassette_only_on_commit(
-    server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
 ) -> None:
     directory = tmp_path / "cassettes" / "fixture"
-    recorder, _ = _record(server, directory)
+    recorder, _ = _record(embeddings_server, directory)
     assert not recorder.has(STAGE)  # still in staging
     assert not directory.exists()
     assert [p.name for p in (tmp_path / "staging").glob("*/*")] == [f"{STAGE}.json"]
@@ -84,13 +74,15 @@ def test_record_writes_the_cassette_only_on_commit(
     assert json.loads(interactions[0]["request"]["body"])["input"] == TEXTS
 
 
-def test_discard_leaves_the_committed_cassettes(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
+def test_discard_leaves_the_committed_cassettes(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
     directory = tmp_path / "cassettes" / "fixture"
-    first, _ = _record(server, directory)
+    first, _ = _record(embeddings_server, directory)
     first.commit({})
     before = (directory / f"{STAGE}.json").read_bytes()
     second = Recorder("record", directory, "fixture")
-    embedder = _embedder(server.url)
+    embedder = _embedder(embeddings_server.url)
     with second.stage(STAGE):
         embedder.embed(["un autre texte"], "document")
     embedder.close()
@@ -98,11 +90,13 @@ def test_discard_leaves_the_committed_cassettes(server: FakeEmbeddingsServer, tm
     assert (directory / f"{STAGE}.json").read_bytes() == before
 
 
-def test_authorization_header_is_filtered(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
+def test_authorization_header_is_filtered(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
     directory = tmp_path / "cassettes" / "fixture"
-    recorder, _ = _record(server, directory)
-    # The key did reach the server...
-    sent = {k.lower(): v for k, v in server.posts[0]["headers"].items()}
+    recorder, _ = _record(embeddings_server, directory)
+    # The key did reach the embeddings_server...
+    sent = {k.lower(): v for k, v in embeddings_server.posts[0]["headers"].items()}
     assert sent["authorization"] == f"Bearer {FIXTURE_KEY}"
     recorder.commit({})
     # ... but not the cassette.
@@ -113,22 +107,26 @@ def test_authorization_header_is_filtered(server: FakeEmbeddingsServer, tmp_path
     assert find_secrets(text, {"OPENAI_API_KEY": FIXTURE_KEY}) == []
 
 
-def test_error_responses_are_not_recorded(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
-    server.script.append((429, b'{"error": "rate limited"}'))
+def test_error_responses_are_not_recorded(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    embeddings_server.script.append((429, b'{"error": "rate limited"}'))
     directory = tmp_path / "cassettes" / "fixture"
-    recorder, _ = _record(server, directory)
-    assert len(server.posts) == 2  # the client retried the 429
+    recorder, _ = _record(embeddings_server, directory)
+    assert len(embeddings_server.posts) == 2  # the client retried the 429
     recorder.commit({})
     interactions = json.loads((directory / f"{STAGE}.json").read_text())["interactions"]
     assert [i["response"]["status"]["code"] for i in interactions] == [200]
 
 
-def test_replay_answers_without_the_server(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
+def test_replay_answers_without_the_server(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
     directory = tmp_path / "cassettes" / "fixture"
-    recorder, recorded = _record(server, directory)
+    recorder, recorded = _record(embeddings_server, directory)
     recorder.commit({})
-    url = server.url
-    server.stop()  # nothing listens any more: answers can only come from the cassette
+    url = embeddings_server.url
+    embeddings_server.stop()  # nothing listens any more: answers can only come from the cassette
 
     replay = Recorder("replay", directory, "fixture")
     embedder = _embedder(url, replay=True)
@@ -140,20 +138,22 @@ def test_replay_answers_without_the_server(server: FakeEmbeddingsServer, tmp_pat
     np.testing.assert_array_equal(replayed, recorded)
 
 
-def test_replay_miss_is_not_a_network_call(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
+def test_replay_miss_is_not_a_network_call(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
     directory = tmp_path / "cassettes" / "fixture"
-    recorder, _ = _record(server, directory)
+    recorder, _ = _record(embeddings_server, directory)
     recorder.commit({})
-    posts = len(server.posts)
+    posts = len(embeddings_server.posts)
 
     replay = Recorder("replay", directory, "fixture")
     with replay.stage(STAGE), httpx.Client(timeout=5) as client:
         body = {"model": "fixture-e5", "input": ["jamais enregistré"], "input_type": "passage"}
         with pytest.raises(ReplayMissError) as caught:
-            post_json(client, f"{server.url}/v1/embeddings", body, retry=FAST)
+            post_json(client, f"{embeddings_server.url}/v1/embeddings", body, retry=FAST)
     assert caught.value.reason == "replay miss"
     assert isinstance(caught.value, ProviderError)
-    assert len(server.posts) == posts  # the server, still up, saw nothing
+    assert len(embeddings_server.posts) == posts  # the embeddings_server, still up, saw nothing
 
 
 def test_missing_cassette_names_the_record_command(tmp_path: Path) -> None:
@@ -180,10 +180,10 @@ def test_commit_refuses_an_empty_recording(tmp_path: Path) -> None:
     recorder.discard()
 
 
-def test_live_mode_records_nothing(server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
+def test_live_mode_records_nothing(embeddings_server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None) -> None:
     directory = tmp_path / "cassettes" / "fixture"
     recorder = Recorder("live", directory, "fixture")
-    embedder = _embedder(server.url)
+    embedder = _embedder(embeddings_server.url)
     with recorder.stage(STAGE):
         embedder.embed(TEXTS, "document")
     embedder.close()

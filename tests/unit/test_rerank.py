@@ -26,6 +26,7 @@ from fake_servers import (
     gemini_profile,
     openai_profile,
     prompt_candidate_ids,
+    with_fixture_key,
 )
 from fake_servers import clean_gemini_env as clean_env
 
@@ -265,9 +266,7 @@ def _env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
-    with pytest.MonkeyPatch.context() as mp:
-        clean_env(mp)
-        generator = GeminiGenerator(gemini_profile(gemini_server.url), retry=FAST_RETRY)
+    generator = with_fixture_key(lambda: GeminiGenerator(gemini_profile(gemini_server.url), retry=FAST_RETRY))
     yield generator
     generator.close()
 
@@ -275,11 +274,9 @@ def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
 @pytest.fixture(scope="module")
 def gemini_one_try(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
     """For the timeout case: one attempt and a 0.15 s timeout keep it short."""
-    with pytest.MonkeyPatch.context() as mp:
-        clean_env(mp)
-        generator = GeminiGenerator(
-            gemini_profile(gemini_server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1)
-        )
+    generator = with_fixture_key(
+        lambda: GeminiGenerator(gemini_profile(gemini_server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
+    )
     yield generator
     generator.close()
 
