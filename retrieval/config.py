@@ -60,6 +60,7 @@ class Settings:
     methods: tuple[str, ...] = ("bm25", "vector", "hybrid", "rerank")
     k: int = 5
     rrf_k: int = 60
+    hybrid_inputs: tuple[str, ...] = ("bm25", "vector")
     candidates: int = 20
     depth: int = 1000
     cassettes: str = "cassettes"
@@ -68,9 +69,12 @@ class Settings:
     source: str = "built-in defaults"
 
     def describe(self) -> dict[str, Any]:
-        """The configuration that produced a run, as the baseline records it."""
+        """The configuration shared by every method of a run, as the baseline records it.
+
+        Each method adds its own settings (`<method>.<key>`, e.g. `hybrid.rrf_k`) from its
+        declared `config`, so a setting a method does not use never invalidates its figures.
+        """
         from retrieval.analyzer import ANALYZER_VERSION
-        from retrieval.prompts import PROMPT_VERSION
 
         p = self.profile
         return {
@@ -78,18 +82,26 @@ class Settings:
             "embedding_provider": p.embedding_provider,
             "embedding_model": p.embedding_model,
             "dimensions": p.dimensions,
-            "rerank_model": p.rerank_model if p.has_reranker else None,
-            "prompt_version": PROMPT_VERSION if p.has_reranker else None,
             "analyzer": ANALYZER_VERSION,
             "k": self.k,
-            "rrf_k": self.rrf_k,
             "candidates": self.candidates,
             "depth": self.depth,
         }
 
 
 _PROFILE_FIELDS = {f.name for f in fields(Profile) if f.name != "name"}
-_SETTING_KEYS = {"dataset", "profile", "methods", "k", "rrf_k", "candidates", "depth", "cassettes", "cache"}
+_SETTING_KEYS = {
+    "dataset",
+    "profile",
+    "methods",
+    "k",
+    "rrf_k",
+    "hybrid_inputs",
+    "candidates",
+    "depth",
+    "cassettes",
+    "cache",
+}
 
 
 def _read_project_file(root: Path) -> tuple[dict[str, Any], str | None]:
@@ -195,6 +207,13 @@ def load_settings(
     if isinstance(values.get("methods"), str):
         values["methods"] = [m.strip() for m in values["methods"].split(",") if m.strip()]
     values["methods"] = tuple(values.get("methods", ()))
+    if "hybrid_inputs" in values:
+        inputs = values["hybrid_inputs"]
+        if isinstance(inputs, str):
+            inputs = [m.strip() for m in inputs.split(",") if m.strip()]
+        if not isinstance(inputs, list | tuple) or len(inputs) < 2 or not all(isinstance(m, str) for m in inputs):
+            raise ConfigError(f"{where}: hybrid_inputs must list at least two methods, got {inputs!r}.")
+        values["hybrid_inputs"] = tuple(inputs)
     for key in ("k", "rrf_k", "candidates", "depth"):
         least = 0 if key == "rrf_k" else 1
         if key in values and (not isinstance(values[key], int) or values[key] < least):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,4 +240,13 @@ def _fingerprint(documents: Any, questions: list[Question]) -> str:
     digest.update(b"\x00questions\x00")
     for q in questions:
         digest.update(json.dumps([q.id, q.text, q.type, list(q.relevant)], ensure_ascii=False).encode())
+    return "sha256:" + digest.hexdigest()[:16]
+
+
+def corpus_fingerprint(documents: Iterable[Document]) -> str:
+    """A digest of the corpus alone (ids, titles, texts): what a ranking cassette is keyed by,
+    so that editing a question does not invalidate the other questions' recorded rankings."""
+    digest = hashlib.sha256()
+    for doc in sorted(documents, key=lambda d: d.id):
+        digest.update(json.dumps([doc.id, doc.title, doc.text], ensure_ascii=False).encode())
     return "sha256:" + digest.hexdigest()[:16]

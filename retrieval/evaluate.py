@@ -7,110 +7,37 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 from __future__ import annotations
 
 import hashlib
-import importlib
-import re
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from retrieval.cache import EmbeddingCache
 from retrieval.config import ConfigError, Settings
 from retrieval.cost import Usage
 from retrieval.dataset import Dataset
 from retrieval.embeddings import embed_texts
-from retrieval.methods.base import Context, Method, ProgressFactory
-from retrieval.methods.bm25 import BM25Method
-from retrieval.methods.hybrid import HybridMethod
-from retrieval.methods.vector import VectorMethod
+from retrieval.methods.base import Context, Declaration, Method, ProgressFactory
 from retrieval.metrics import MRR_DEPTH
+from retrieval.network import blocked_in, closed_network, running
+from retrieval.pipeline import Plan, plan
 from retrieval.providers.base import ReplayMissError
 from retrieval.ranking import Ranking, rank_of
 from retrieval.recording import CassetteError, Mode, Recorder, record_command
 from retrieval.run import MethodResult, QuestionResult, Run
 
-__all__ = ["BUILTIN_METHODS", "evaluate", "rerank_stage"]
+__all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate"]
 
-BUILTIN_METHODS = ("bm25", "vector", "hybrid", "rerank")
+# Cassettes of the embedding stages every vector-reading method shares.
 CORPUS_STAGE = "corpus-embeddings"
 QUESTION_STAGE = "question-embeddings"
+# Their names in the usage and cost tables.
+INDEXING = "corpus embeddings"
+QUERY_EMBEDDINGS = "question embeddings"
 LOG_DEPTH = 20
-
-
-def rerank_stage(model: str) -> str:
-    """The cassette stage of one rerank model: each model has its own cassette."""
-    return "rerank-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", model)
-
-
-def _plugin(spec: str, settings: Settings) -> Method:
-    module_name, _, attr = spec.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"method {spec!r}: cannot import it ({exc}); use module.path:factory") from exc
-    method = factory(settings)
-    for needed in ("name", "requires", "needs_vectors", "rank"):
-        if not hasattr(method, needed):
-            raise ConfigError(
-                f"method {spec!r}: the object it built has no {needed!r} (see retrieval.methods.base.Method)"
-            )
-    return method
-
-
-def _build(name: str, settings: Settings, mode: Mode) -> Method:
-    if name == "bm25":
-        return BM25Method()
-    if name == "vector":
-        return VectorMethod()
-    if name == "hybrid":
-        return HybridMethod(rrf_k=settings.rrf_k)
-    if name == "rerank":
-        from retrieval.methods.rerank import RerankMethod
-        from retrieval.providers import make_generator
-
-        generator = make_generator(settings.profile, replay=mode == "replay")
-        assert generator is not None
-        return RerankMethod(generator, candidates=settings.candidates, workers=settings.profile.rerank_workers)
-    if ":" in name:
-        return _plugin(name, settings)
-    raise ConfigError(f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory")
-
-
-def _plan(
-    requested: Sequence[str], settings: Settings, mode: Mode, extra: Sequence[Method]
-) -> tuple[list[Method], list[str]]:
-    """Methods in dependency order (what a method requires runs before it), and the names of
-    the requested ones (a `module:factory` spec is known by the name of the method it builds)."""
-    built: dict[str, Method] = {m.name: m for m in extra}
-    order: list[Method] = []
-
-    def visit(name: str, chain: tuple[str, ...]) -> str:
-        if name in chain:
-            raise ConfigError(f"methods require each other in a cycle: {' -> '.join((*chain, name))}")
-        if any(m.name == name for m in order):
-            return name
-        method = built.get(name) or _build(name, settings, mode)
-        for dependency in method.requires:
-            visit(dependency, (*chain, name))
-        order.append(method)
-        return method.name
-
-    wanted = [visit(name, ()) for name in [*requested, *(m.name for m in extra if m.name not in requested)]]
-    return order, wanted
-
-
-def _pipeline(method: str, plan: Sequence[Method]) -> list[str]:
-    by_name = {m.name: m for m in plan}
-    stages: list[str] = []
-
-    def visit(name: str) -> None:
-        for dependency in by_name[name].requires:
-            visit(dependency)
-        if name not in stages:
-            stages.append(name)
-
-    visit(method)
-    return stages
 
 
 @contextmanager
@@ -182,7 +109,7 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
         cache.store(documents, vectors)
         cache.save()
     context.document_vectors = vectors
-    context.usage["corpus embeddings"] = embedder.usage
+    context.usage[INDEXING] = embedder.usage
 
     # All questions in one batched call (up to the batch size), shared by every method.
     embedder.usage = Usage()
@@ -193,23 +120,75 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     ):
         questions = [q.text for q in context.dataset.questions]
         context.question_vectors = embed_texts(embedder, questions, "query", None, context.progress)
-    context.usage["question embeddings"] = embedder.usage
+    context.usage[QUERY_EMBEDDINGS] = embedder.usage
 
 
-def _results(context: Context, plan: Sequence[Method], keep: int) -> list[QuestionResult]:
+def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[Ranking]:
+    """A method's output, refused in one line when it breaks the contract (a user method's bug
+    would otherwise surface as an IndexError deep in the scoring)."""
+    fix = "rank(context) must return one retrieval.ranking.Ranking per question, in dataset order"
+    if not isinstance(rankings, list | tuple):
+        raise ConfigError(f"method {declared.name!r} returned {type(rankings).__name__}: {fix}.")
+    expected = len(dataset.questions)
+    if len(rankings) != expected:
+        raise ConfigError(
+            f"method {declared.name!r} returned {len(rankings)} rankings for {expected} questions: {fix}."
+        )
+    n = len(dataset.documents)
+    for question, ranking in zip(dataset.questions, rankings, strict=True):
+        if not isinstance(ranking, Ranking):
+            raise ConfigError(
+                f"method {declared.name!r} returned {type(ranking).__name__} for question {question.id}: {fix}."
+            )
+        indices = np.asarray(ranking.indices)
+        if len(indices) and (indices.min() < 0 or indices.max() >= n or len(np.unique(indices)) != len(indices)):
+            raise ConfigError(
+                f"method {declared.name!r} ranked an index outside the corpus (0..{n - 1}) or the same document "
+                f"twice for question {question.id}: indices point into context.dataset.documents."
+            )
+    return list(rankings)
+
+
+def _run_method(method: Method, declared: Declaration, context: Context, recorder: Recorder, mode: Mode) -> None:
+    """Run one method through the channel it declares, timing it and keeping its usage."""
+    usage = Usage()
+    try:
+        with _timed(usage), running(f"method {declared.name!r}"):
+            if declared.calls == "rankings" and mode == "replay":
+                rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth)
+            else:
+                with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
+                    rankings = method.rank(context)
+    except Exception as exc:
+        blocked = blocked_in(exc)
+        if blocked is None or isinstance(exc, ReplayMissError | CassetteError):
+            raise
+        raise CassetteError(str(blocked)) from None
+    rankings = _checked(declared, rankings, context.dataset)
+    if declared.calls == "rankings" and mode == "record":
+        recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings)
+    context.rankings[declared.name] = rankings
+    own = context.usage.get(declared.name)
+    if own is not None:  # the method's provider counted its calls and tokens
+        usage.add(own.calls, own.input_tokens, own.output_tokens)
+    context.usage[declared.name] = usage
+
+
+def _results(context: Context, chosen: Plan, keep: int) -> list[QuestionResult]:
     ids = context.dataset.doc_ids
     position = {doc_id: i for i, doc_id in enumerate(ids)}
     results = []
     for qi, question in enumerate(context.dataset.questions):
         per_method = {}
-        for method in plan:
-            ranking: Ranking = context.rankings[method.name][qi]
+        for name in chosen.declarations:
+            ranking = context.rankings[name][qi]
             top = ranking.indices[:keep]
-            per_method[method.name] = MethodResult(
+            per_method[name] = MethodResult(
                 ids=[ids[i] for i in top],
                 scores=[float(s) for s in ranking.scores[:keep]],
                 relevant_ranks={d: rank_of(ranking, position[d]) for d in question.relevant},
                 status=ranking.status,
+                retrieved=len(ranking),
             )
         results.append(QuestionResult(question, per_method))
     return results
@@ -236,6 +215,41 @@ def _refuse_unreplayable(context: Context, recorder: Recorder) -> None:
         )
 
 
+def _explain_miss(exc: ReplayMissError, recorder: Recorder, dataset: Dataset, profile: str) -> ReplayMissError:
+    recorded_for = recorder.metadata().get("fingerprint")
+    data = (
+        f" They were recorded for other data (fingerprint {recorded_for}; {dataset.name} is {dataset.fingerprint})."
+        if recorded_for and recorded_for != dataset.fingerprint
+        else ""
+    )
+    return ReplayMissError(
+        f"{exc}. The cassettes in {recorder.directory} do not hold this request: the dataset, the models "
+        f"or the prompt changed since they were recorded.{data} Re-record with `{record_command(profile)}` "
+        "(it replaces them), or run without cassettes: --live, or --methods bm25.",
+        "replay miss",
+    )
+
+
+def _configuration(settings: Settings, chosen: Plan) -> dict[str, Any]:
+    """The settings shared by the run, then each method's own as `<method>.<key>`."""
+    config = settings.describe()
+    for name, declared in chosen.declarations.items():
+        config.update({f"{name}.{key}": value for key, value in declared.config.items()})
+    return config
+
+
+def _pipelines(chosen: Plan) -> dict[str, list[str]]:
+    """The stages each method's figures cost: what it runs through, with the shared question
+    embeddings where the pipeline reads vectors (the corpus embeddings are indexing, shown once)."""
+    pipelines = {}
+    for name in chosen.declarations:
+        stages = chosen.pipeline(name)
+        if chosen.needs_vectors(name):
+            stages.insert(0, QUERY_EMBEDDINGS)
+        pipelines[name] = stages
+    return pipelines
+
+
 def evaluate(
     dataset: Dataset,
     settings: Settings,
@@ -247,87 +261,58 @@ def evaluate(
 ) -> Run:
     """Run the requested methods (and what they require) over every question.
 
-    `mode` says where model calls go: recorded cassettes (replay), the providers (live),
-    or the providers with their answers recorded (record). `extra` adds user-supplied
-    Method objects. Methods that cannot run here (rerank without a reranker or without
-    its cassette) are skipped with the reason in `Run.skipped`.
+    `mode` says where calls go: recorded cassettes (replay; no connection may leave the
+    process), the providers and services (live), or those with their answers recorded
+    (record). `extra` adds method objects built by the caller. A built-in the profile cannot
+    provide (a reranker without a model) is left out, its reason in `Run.skipped`; a missing
+    cassette is an error, never a skip.
     """
     profile = settings.profile
     requested = list(methods if methods is not None else settings.methods)
     recorder = Recorder(mode, Path(settings.cassettes) / profile.name, profile.name, profile.api_key_env)
-    skipped: dict[str, str] = {}
-    if "rerank" in requested:
-        if not profile.has_reranker:
-            skipped["rerank"] = f"profile {profile.name!r} has no reranker (set rerank_provider and rerank_model)"
-        elif mode == "replay" and not recorder.has(rerank_stage(profile.rerank_model or "")):
-            skipped["rerank"] = (
-                f"no cassette for reranker {profile.rerank_model} in {recorder.directory}: "
-                f"record it with `{record_command(profile.name)}`"
-            )
-        if "rerank" in skipped:
-            requested.remove("rerank")
-    if not requested and not extra:
-        reasons = "; ".join(f"{m} skipped: {why}" for m, why in skipped.items())
+    chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
+    if not chosen.wanted:
+        reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
         raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
-    plan, wanted = _plan(requested, settings, mode, extra)
     context = Context(dataset=dataset, depth=settings.depth, progress=progress)
     try:
-        with ExitStack() as stack:
-            if any(m.needs_vectors for m in plan):
-                _embed(context, settings, mode, recorder, stack)
-            for method in plan:
-                usage = Usage()
-                stage = (
-                    recorder.stage(rerank_stage(profile.rerank_model or "")) if method.name == "rerank" else ExitStack()
-                )
-                with _timed(usage), stage:
-                    context.rankings[method.name] = method.rank(context)
-                own = context.usage.get(method.name)
-                if own is not None:  # the method's provider counted calls and tokens
-                    usage.add(own.calls, own.input_tokens, own.output_tokens)
-                if method.name == "vector" and "question embeddings" in context.usage:
-                    q = context.usage.pop("question embeddings")
-                    usage.add(q.calls, q.input_tokens, q.output_tokens, q.seconds)
-                context.usage[method.name] = usage
-                produced, expected = len(context.rankings[method.name]), len(dataset.questions)
-                if produced != expected:
-                    raise RuntimeError(f"method {method.name!r} returned {produced} rankings for {expected} questions")
+        with closed_network() if mode == "replay" else nullcontext():
+            with ExitStack() as stack:
+                if any(d.needs_vectors for d in chosen.declarations.values()):
+                    _embed(context, settings, mode, recorder, stack)
+            for method in chosen.methods:
+                _run_method(method, chosen.declarations[method.name], context, recorder, mode)
     except ReplayMissError as exc:
         recorder.discard()
-        recorded_for = recorder.metadata().get("fingerprint")
-        data = (
-            f" They were recorded for other data (fingerprint {recorded_for}; {dataset.name} is {dataset.fingerprint})."
-            if recorded_for and recorded_for != dataset.fingerprint
-            else ""
-        )
-        raise ReplayMissError(
-            f"{exc}. The cassettes in {recorder.directory} do not hold this request: the dataset, the models "
-            f"or the prompt changed since they were recorded.{data} Re-record with `{record_command(profile.name)}` "
-            "(it replaces them), or run without cassettes: --live, or --methods bm25.",
-            "replay miss",
-        ) from exc
+        raise _explain_miss(exc, recorder, dataset, profile.name) from exc
     except BaseException:
         recorder.discard()
         raise
-    names = [m.name for m in plan]
+    embedding_model = profile.embedding_model or None
     run = Run(
         dataset=dataset.name,
         fingerprint=dataset.fingerprint,
-        config=settings.describe(),
-        methods=[n for n in names if n in wanted],
+        config=_configuration(settings, chosen),
+        methods=chosen.wanted,
         # Enough of each ranking for every metric (recall@k, MRR@10) and the candidate pool.
-        results=_results(context, plan, max(LOG_DEPTH, settings.candidates, settings.k, MRR_DEPTH)),
+        results=_results(context, chosen, max(LOG_DEPTH, settings.candidates, settings.k, MRR_DEPTH)),
         usage=context.usage,
-        skipped=skipped,
+        skipped=chosen.unavailable,
         mode=mode,
-        pipelines={n: _pipeline(n, plan) for n in names},
+        pipelines=_pipelines(chosen),
+        declarations={name: d.as_dict() for name, d in chosen.declarations.items()},
+        cost_models={
+            INDEXING: embedding_model,
+            QUERY_EMBEDDINGS: embedding_model,
+            **{name: d.cost_model for name, d in chosen.declarations.items()},
+        },
     )
     if mode == "record":
         _refuse_unreplayable(context, recorder)
         recorder.commit(
             {
                 "fingerprint": dataset.fingerprint,
-                "config": settings.describe(),
+                "config": run.config,
                 "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
             }
         )

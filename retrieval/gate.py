@@ -14,9 +14,8 @@ from retrieval.baseline import Check, compare, entry_for, incompatibility, load_
 from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
-from retrieval.metrics import MethodScores
+from retrieval.metrics import MethodScores, score_run
 from retrieval.recording import Mode, Recorder, record_command
-from retrieval.report import score_run
 from retrieval.run import Run
 
 __all__ = ["BASELINE_PATH", "GateResult", "accept", "run_gate", "skip_reason"]

@@ -10,6 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from retrieval.run import Run
 
 __all__ = [
     "MethodScores",
@@ -19,6 +23,7 @@ __all__ = [
     "recall_at_k",
     "reciprocal_rank",
     "score_method",
+    "score_run",
 ]
 
 MRR_DEPTH = 10
@@ -102,3 +107,10 @@ def score_method(
         by_type={qtype: mean(qids) for qtype, qids in groups.items()},
         per_question=per_question,
     )
+
+
+def score_run(run: Run, k: int = 5, extra: bool = False) -> dict[str, MethodScores]:
+    """Metrics of every reported method of a run (recall@k and MRR; hit@k and nDCG@10 with `extra`)."""
+    relevant = {r.question.id: r.question.relevant for r in run.results}
+    types = {r.question.id: r.question.type for r in run.results}
+    return {m: score_method(run.ranked_ids(m), relevant, types, metric_names(k, extra)) for m in run.methods}

@@ -108,7 +108,13 @@ class Recorder:
     profile: str
     key_variable: str = ""  # a profile's own api_key_env, whose value must not reach a cassette
     _staging: Path | None = field(default=None, init=False)
-    _recorded: list[str] = field(default_factory=list, init=False)
+    _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
+
+    def _staged(self, name: str) -> Path:
+        if self._staging is None:
+            self._staging = Path(tempfile.mkdtemp(prefix=f"cassettes-{self.profile}-"))
+        self._recorded.append(name)
+        return self._staging / name
 
     def path(self, stage: str) -> Path:
         """The committed cassette of a stage."""
@@ -157,10 +163,7 @@ class Recorder:
                 raise CassetteError(f"no cassette {self.path(stage)}: record it with `{record_command(self.profile)}`")
             path, record_mode = self.path(stage), "none"
         else:
-            if self._staging is None:
-                self._staging = Path(tempfile.mkdtemp(prefix=f"cassettes-{self.profile}-"))
-            path, record_mode = self._staging / f"{stage}.json", "all"
-            self._recorded.append(stage)
+            path, record_mode = self._staged(f"{stage}.json"), "all"
         recorder = vcr.VCR(
             serializer="json",
             record_mode=record_mode,
@@ -175,6 +178,29 @@ class Recorder:
         with recorder.use_cassette(str(path)):
             yield
 
+    def rankings_path(self, channel: str) -> Path:
+        """The committed ranking cassette of a method that declares calls = "rankings"."""
+        from retrieval.ranking_cassettes import SUFFIX
+
+        return self.directory / f"{channel}{SUFFIX}"
+
+    def replay_rankings(self, channel: str, dataset: Any, depth: int) -> list[Any]:
+        """The recorded rankings of every question (replay mode)."""
+        from retrieval.ranking_cassettes import load_rankings
+
+        path = self.rankings_path(channel)
+        if not path.is_file():
+            raise CassetteError(f"no ranking cassette {path}: record it with `{record_command(self.profile)}`")
+        return load_rankings(path, dataset, depth)
+
+    def record_rankings(self, channel: str, dataset: Any, method: str, rankings: Any) -> None:
+        """Record mode: stage the rankings, committed with the other cassettes."""
+        from retrieval.ranking_cassettes import dump_rankings
+
+        self._staged(self.rankings_path(channel).name).write_text(
+            dump_rankings(dataset, method, rankings), encoding="utf-8"
+        )
+
     def metadata(self) -> dict[str, Any]:
         """What the last recording wrote beside its cassettes (dataset fingerprint, config, usage)."""
         path = self.directory / META_FILE
@@ -185,24 +211,24 @@ class Recorder:
         if self.mode != "record" or self._staging is None:
             return []
         keys = {name: os.environ.get(name, "") for name in (*KEY_VARIABLES, self.key_variable) if name}
-        for stage in self._recorded:
-            staged = self._staging / f"{stage}.json"
+        for name in self._recorded:
+            staged = self._staging / name
             text = staged.read_text(encoding="utf-8") if staged.is_file() else ""
-            interactions = json.loads(text).get("interactions", []) if text else []
-            if not interactions:
+            data = json.loads(text) if text else {}
+            if not (data.get("interactions") or data.get("rankings")):
                 raise CassetteError(
-                    f"recording {stage} produced no interaction: every call failed (error answers are not "
+                    f"recording {name} produced no interaction: every call failed (error answers are not "
                     "recorded) or the HTTP client was not intercepted. Nothing was replaced."
                 )
             secrets = find_secrets(text, keys)
             if secrets:
-                raise CassetteError(f"recording {stage} holds secrets ({', '.join(secrets)}). Nothing was replaced.")
+                raise CassetteError(f"recording {name} holds secrets ({', '.join(secrets)}). Nothing was replaced.")
         # Each file is replaced atomically; the checks above ran first, so a failure here is an
         # I/O error, not a bad recording.
         written = []
-        for stage in self._recorded:
-            atomic_write_text(self.path(stage), (self._staging / f"{stage}.json").read_text(encoding="utf-8"))
-            written.append(self.path(stage))
+        for name in self._recorded:
+            atomic_write_text(self.directory / name, (self._staging / name).read_text(encoding="utf-8"))
+            written.append(self.directory / name)
         previous = self.metadata()
         # Stages not re-recorded this time keep the usage measured when they were.
         meta = {**previous, **metadata, "usage": {**previous.get("usage", {}), **metadata.get("usage", {})}}

@@ -12,14 +12,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from retrieval.analysis import Failure, RelevantTrace, best_method, failures_at_rank_1
 from retrieval.cost import Usage, estimate_cost
-from retrieval.metrics import MethodScores, metric_names, score_method
+from retrieval.failures import Failure, RelevantTrace, best_method, failures_at_rank_1
+from retrieval.metrics import MethodScores, score_run
 from retrieval.run import Run
 
-__all__ = ["Report", "build_report", "render_json", "render_markdown", "score_run"]
+__all__ = ["Report", "build_report", "render_json", "render_markdown"]
 
 ROUND = 2  # the seed's precision; the baseline keeps 4
+INDEXING = "corpus embeddings"  # the usage stage shown once, as indexing
 
 
 @dataclass(frozen=True)
@@ -47,22 +48,16 @@ class Report:
     scores: dict[str, MethodScores]
     degraded: dict[str, dict[str, str]]
     skipped: dict[str, str]
+    # method -> the method whose order it falls back to, for methods that may degrade.
+    fallbacks: dict[str, str]
     best: str
     failures: list[Failure]
     cost: list[CostRow]
     indexing: dict[str, Any]
 
 
-def score_run(run: Run, k: int = 5, extra: bool = False) -> dict[str, MethodScores]:
-    """Metrics of every reported method of a run."""
-    relevant = {r.question.id: r.question.relevant for r in run.results}
-    types = {r.question.id: r.question.type for r in run.results}
-    return {m: score_method(run.ranked_ids(m), relevant, types, metric_names(k, extra)) for m in run.methods}
-
-
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
     recorded = run.recorded_usage
-    models = {"vector": run.config.get("embedding_model"), "rerank": run.config.get("rerank_model")}
     n = max(len(run.results), 1)
     rows = []
     for method in run.methods:
@@ -74,7 +69,7 @@ def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[Cost
             u = run.usage.get(stage, Usage())
             total.add(u.calls, u.input_tokens, u.output_tokens, u.seconds)
             if u.calls:
-                stage_cost = estimate_cost(u, models.get(stage) or "", prices)
+                stage_cost = estimate_cost(u, run.cost_models.get(stage) or "", prices)
                 cost = None if cost is None or stage_cost is None else cost + stage_cost
             seen = recorded.get(stage, {}).get("seconds")
             recorded_seconds = None if recorded_seconds is None or seen is None else recorded_seconds + seen
@@ -102,7 +97,7 @@ def build_report(
     candidates = int(run.config.get("candidates", 20))
     scores = score_run(run, k, extra)
     best = best_method(scores, k) if scores else ""
-    index = run.usage.get("corpus embeddings")
+    index = run.usage.get(INDEXING)
     return Report(
         dataset=run.dataset,
         fingerprint=run.fingerprint,
@@ -114,12 +109,13 @@ def build_report(
         scores=scores,
         degraded={m: run.degraded(m) for m in run.methods},
         skipped=run.skipped,
+        fallbacks={m: run.declared(m).candidate_source or m for m in run.methods if run.declared(m).degradable},
         best=best,
         failures=failures_at_rank_1(run, best, documents, candidates) if best else [],
         cost=_cost_rows(run, prices),
         indexing={
             **(index.as_dict() if index else {}),
-            "recorded_seconds": run.recorded_usage.get("corpus embeddings", {}).get("seconds"),
+            "recorded_seconds": run.recorded_usage.get(INDEXING, {}).get("seconds"),
         }
         if index
         else {},
@@ -140,45 +136,42 @@ def _cell(value: float, base: float | None) -> str:
     return f"{_fmt(value)} {arrow} {delta:+.{ROUND}f}"
 
 
-def _ranks(trace: RelevantTrace, method: str, depth: int) -> str:
-    # A missing rank is beyond the ranking's depth, except for BM25, which does not retrieve a
-    # document sharing no term with the question (shared_terms applies BM25's own rule).
-    beyond = f"beyond {depth}"
-    not_retrieved = "none: not retrieved" if not trace.shared_terms else beyond
+def _rank(rank: int | None, retrieved: int | None, depth: int) -> str:
+    if rank is not None:
+        return str(rank)
+    # A ranking that ended before the depth holds every document the method retrieved:
+    # this one was not among them (BM25 retrieves only documents sharing a term).
+    if retrieved is not None and retrieved < depth:
+        return "none: not retrieved"
+    return f"beyond {depth}"
 
-    def r(v: int | None, missing: str) -> str:
-        return str(v) if v is not None else missing
 
-    terms = "no term in common" if not trace.shared_terms else "shares " + ", ".join(trace.shared_terms[:6])
-    parts = [f"`{trace.doc_id}`: rank {r(trace.rank, not_retrieved if method == 'bm25' else beyond)} here"]
-    if "bm25" in trace.ranks:
-        parts.append(f"BM25 rank {r(trace.ranks['bm25'], not_retrieved)} ({terms})")
-    else:
-        parts.append(f"BM25: {terms}")
-    if "vector" in trace.ranks:
-        parts.append(f"vector rank {r(trace.ranks['vector'], beyond)}")
+def _trace(trace: RelevantTrace, method: str, depth: int) -> str:
+    parts = [f"`{trace.doc_id}`: rank {_rank(trace.rank, trace.retrieved.get(method), depth)} here"]
+    parts += [
+        f"{m} rank {_rank(rank, trace.retrieved.get(m), depth)}" for m, rank in trace.ranks.items() if m != method
+    ]
+    terms = ", ".join(trace.shared_terms[:6])
+    parts.append(f"shares {terms} with the question" if terms else "no analysed term in common with the question")
     return ", ".join(parts)
 
 
-def render_markdown(
-    report: Report, baseline: Mapping[str, Mapping[str, Any]] | None = None, notice: str | None = None
-) -> str:
-    """The report as Markdown; `baseline` (method -> baseline entry) adds ▲/▼/= against it, and
-    `notice` is said first (e.g. that the baseline was made with another configuration)."""
-    k = report.k
-    recall = f"recall@{k}"
-    has_degraded = any(report.degraded.get(m) for m in report.scores) or "rerank" in report.scores
+def _header(report: Report, notice: str | None) -> list[str]:
     out = [
         f"## Retrieval evaluation: {report.dataset} ({report.questions} questions, profile "
         f"`{report.config.get('profile')}`, {report.mode})",
         "",
     ]
-    if notice:
-        out += [f"> **Note:** {notice}", ""]
-    header = ["Method", f"Recall@{k}", "MRR", *(f"Recall@{k} {t}" for t in report.types)]
-    if has_degraded:
+    return out + ([f"> **Note:** {notice}", ""] if notice else [])
+
+
+def _figures_table(report: Report, baseline: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+    recall = f"recall@{report.k}"
+    show_degraded = bool(report.fallbacks) or any(report.degraded.get(m) for m in report.scores)
+    header = ["Method", f"Recall@{report.k}", "MRR", *(f"Recall@{report.k} {t}" for t in report.types)]
+    if show_degraded:
         header.append("Degraded")
-    out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method, s in report.scores.items():
         base = (baseline or {}).get(method)
 
@@ -189,23 +182,33 @@ def render_markdown(
 
         row = [method, _cell(s.overall[recall], b(recall)), _cell(s.overall["mrr"], b("mrr"))]
         row += [_cell(s.by_type[t][recall], b(recall, t)) if t in s.by_type else "-" for t in report.types]
-        if has_degraded:
+        if show_degraded:
             row.append(str(len(report.degraded.get(method, {}))))
         out.append("| " + " | ".join(row) + " |")
     extra = [m for m in next(iter(report.scores.values())).overall if m not in {recall, "mrr"}] if report.scores else []
     if extra:
         out += ["", "| Method | " + " | ".join(extra) + " |", "|---|" + "---|" * len(extra)]
         out += [f"| {m} | " + " | ".join(_fmt(s.overall[x]) for x in extra) + " |" for m, s in report.scores.items()]
+    return out
+
+
+def _skipped_and_degraded(report: Report) -> list[str]:
+    out = []
     for method, reason in report.skipped.items():
-        out += ["", f"*{method} skipped: {reason}.*"]
+        out += ["", f"*{method} not evaluated: {reason}.*"]
     for method, reasons in report.degraded.items():
         if reasons:
             why = ", ".join(f"{q} ({r})" for q, r in reasons.items())
-            out += ["", f"**{method}: {len(reasons)} question(s) degraded to the hybrid order:** {why}"]
+            fallback = report.fallbacks.get(method, method)
+            out += ["", f"**{method}: {len(reasons)} question(s) degraded to the {fallback} order:** {why}"]
+    return out
 
-    out += ["", f"### Failures at rank 1 of the best method ({report.best})", ""]
+
+def _failures(report: Report) -> list[str]:
+    out = ["", f"### Failures at rank 1 of the best method ({report.best})", ""]
     if not report.failures:
-        out.append("None: every question has a relevant document first.")
+        return [*out, "None: every question has a relevant document first."]
+    depth = int(report.config.get("depth", 1000))
     for f in report.failures:
         label = "recall failure" if f.kind == "recall" else "ranking failure"
         out.append(
@@ -213,14 +216,15 @@ def render_markdown(
             f"  **{label}** (relevant {'absent from' if f.kind == 'recall' else 'present in'} {f.pool})"
             + (f", {f.status}" if f.status != "ok" else "")
         )
-        out += [f"  - {_ranks(t, f.method, int(report.config.get('depth', 1000)))}" for t in f.relevant]
+        out += [f"  - {_trace(t, f.method, depth)}" for t in f.relevant]
     recall_n = sum(f.kind == "recall" for f in report.failures)
-    if report.failures:
-        out += ["", f"{recall_n} recall failure(s), {len(report.failures) - recall_n} ranking failure(s)."]
+    return [*out, "", f"{recall_n} recall failure(s), {len(report.failures) - recall_n} ranking failure(s)."]
 
+
+def _chart(report: Report) -> list[str]:
     names = list(report.scores)
     values = ", ".join(_fmt(report.scores[m].overall["mrr"]) for m in names)
-    out += [
+    return [
         "",
         "```mermaid",
         "xychart-beta",
@@ -231,8 +235,12 @@ def render_markdown(
         "```",
     ]
 
-    out += ["", "### Cost", ""]
-    out += [
+
+def _cost(report: Report) -> list[str]:
+    out = [
+        "",
+        "### Cost",
+        "",
         "| Method | Pipeline | Calls | Input tokens | Output tokens | Time this run (s) "
         "| Time when recorded (s) | Est. cost | per 1,000 questions |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -259,6 +267,22 @@ def render_markdown(
             "Replayed calls take no time: the recorded column shows the latency measured "
             "when the cassettes were recorded.",
         ]
+    return out
+
+
+def render_markdown(
+    report: Report, baseline: Mapping[str, Mapping[str, Any]] | None = None, notice: str | None = None
+) -> str:
+    """The report as Markdown; `baseline` (method -> baseline entry) adds ▲/▼/= against it, and
+    `notice` is said first (e.g. that the baseline was made with another configuration)."""
+    out = [
+        *_header(report, notice),
+        *_figures_table(report, baseline),
+        *_skipped_and_degraded(report),
+        *_failures(report),
+        *_chart(report),
+        *_cost(report),
+    ]
     return "\n".join(out) + "\n"
 
 

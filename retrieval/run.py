@@ -9,6 +9,7 @@ from typing import Any
 
 from retrieval.cost import Usage
 from retrieval.dataset import Question
+from retrieval.methods.base import Declaration
 
 __all__ = ["MethodResult", "QuestionResult", "Run", "RunLogError", "load_run", "run_log", "save_run"]
 
@@ -28,6 +29,9 @@ class MethodResult:
     scores: list[float]
     relevant_ranks: dict[str, int | None]
     status: str = "ok"
+    # How many documents the full ranking held: a relevant document missing from a ranking
+    # shorter than the run's depth was not retrieved at all (BM25 without a shared term).
+    retrieved: int | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,15 @@ class Run:
     pipelines: dict[str, list[str]] = field(default_factory=dict)
     # stage -> usage measured when the replayed cassettes were recorded (latency of a live run).
     recorded_usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # method -> its declarations (retrieval.methods.base.Declaration.as_dict), read by the
+    # failure analysis and the report instead of method names.
+    declarations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # stage -> the model whose price applies to its usage.
+    cost_models: dict[str, str | None] = field(default_factory=dict)
+
+    def declared(self, method: str) -> Declaration:
+        """What a method declared (defaults for a log that did not record it)."""
+        return Declaration.from_dict(method, self.declarations.get(method, {}))
 
     def ranked_ids(self, method: str) -> dict[str, list[str]]:
         """Question id -> ranked doc ids of one method."""
@@ -86,6 +99,8 @@ def run_log(run: Run) -> str:
         "skipped": run.skipped,
         "pipelines": run.pipelines,
         "recorded_usage": run.recorded_usage,
+        "declarations": run.declarations,
+        "cost_models": run.cost_models,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
     }
@@ -147,4 +162,6 @@ def load_run(path: str | Path) -> Run:
         header.get("mode", "replay"),
         header.get("pipelines", {}),
         header.get("recorded_usage", {}),
+        header.get("declarations", {}),
+        header.get("cost_models", {}),
     )

@@ -74,12 +74,12 @@ def render_table(baseline: Mapping[str, Any], profile: str = PROFILE, types: Seq
     caption = (
         f"Profile `{profile}`: embeddings `{config['embedding_model']}` "
         f"({config['dimensions']} dimensions, {PROVIDERS.get(provider, provider)}), "
-        f"dataset `{entry['dataset']}` ({questions} questions), k = {k}, RRF k = {config['rrf_k']}."
+        f"dataset `{entry['dataset']}` ({questions} questions), k = {k}."
     )
-    if config.get("rerank_model"):
-        caption += f" Reranker `{config['rerank_model']}`, {config['candidates']} candidates."
-    elif "rerank" not in methods:
-        caption += " No rerank row: this profile has no reranker."
+    # Each method's own settings, as the baseline records them (`hybrid.rrf_k`, `rerank.model`).
+    own = [f"`{key}` = {json.dumps(value, ensure_ascii=False)}" for key, value in sorted(config.items()) if "." in key]
+    if own:
+        caption += " Method settings: " + ", ".join(own) + "."
     return "\n".join(lines) + "\n\n" + caption + "\n"
 
 

@@ -1,10 +1,15 @@
-"""The one interface every retrieval method implements, built-in or user-supplied."""
+"""The one contract every retrieval method follows, built-in or user-supplied.
+
+A method *declares* what it needs instead of being recognised by its name: the
+evaluator, the recorder, the failure analysis and the report read these declarations
+(`declaration(method)`), and nothing compares method names.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Literal, Protocol, cast, get_args
 
 import numpy as np
 
@@ -12,9 +17,21 @@ from retrieval.cost import Usage
 from retrieval.dataset import Dataset
 from retrieval.ranking import Ranking
 
-__all__ = ["Context", "Method", "ProgressFactory"]
+__all__ = ["Calls", "Context", "Declaration", "Method", "ProgressFactory", "declaration"]
 
 ProgressFactory = Callable[[int, str], "Progress"]
+
+Calls = Literal["none", "http", "rankings"]
+"""What a method reaches outside the process, and so how the gate replays it:
+
+- "none": nothing (bm25, the team's own ranking logic, an in-process index). It always runs
+  for real, in every mode: recording it would hide the very changes the gate exists to catch.
+  In replay mode any connection it opens fails.
+- "http": a model or a service over HTTP (httpx, requests/urllib3, the SDKs). Its calls go to
+  its own cassette, `cassettes/<profile>/<channel>.json`, recorded by `--record`.
+- "rankings": an engine reached without HTTP (a database driver). Its rankings are recorded per
+  question in `cassettes/<profile>/<channel>.rankings.json` and replayed without the engine.
+"""
 
 
 class Progress(Protocol):
@@ -29,7 +46,8 @@ class Context:
     Question and document vectors are computed once (questions in one batched call)
     and reused by every method that needs them, so methods are compared on the same
     embeddings. `rankings` holds the output of the methods already run, in question
-    order, so that hybrid reads bm25 and vector and rerank reads hybrid.
+    order (hybrid reads its inputs there). A method that calls a model puts its
+    provider's counters in `usage[its name]`.
     """
 
     dataset: Dataset
@@ -44,9 +62,13 @@ class Context:
 class Method(Protocol):
     """A retrieval method: ranks the corpus for every question of the dataset.
 
-    `requires` names the methods whose rankings it reads from the context (they run
-    first); `needs_vectors` asks the evaluator to embed the corpus and the questions.
-    `rank` returns one Ranking per question, in dataset order, at most `context.depth` long.
+    Required: `name` (its row in the report), `requires` (methods whose rankings it reads
+    from the context; they run first), `needs_vectors` (the evaluator embeds the corpus and
+    the questions once) and `rank`, which returns one Ranking per question, in dataset
+    order, at most `context.depth` long.
+
+    Optional declarations, with their defaults (see `Declaration`): `calls`, `channel`,
+    `candidate_source`, `cost_model`, `degradable`, `config`.
     """
 
     name: str
@@ -54,3 +76,93 @@ class Method(Protocol):
     needs_vectors: bool
 
     def rank(self, context: Context) -> list[Ranking]: ...
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A method's declarations with defaults filled in: what the evaluator, the recorder,
+    the failure analysis and the report know of it.
+
+    `channel` names its cassette (one per model for a reranker); `candidate_source` is the
+    method whose top `candidates` it reorders (None: it is its own candidate pool);
+    `cost_model` is the model whose price applies to its calls; `degradable` says it may
+    fall back per question ("degraded: <reason>"); `config` holds its settings, recorded
+    in the baseline's configuration.
+    """
+
+    name: str
+    requires: tuple[str, ...] = ()
+    needs_vectors: bool = False
+    calls: Calls = "none"
+    channel: str = ""
+    candidate_source: str | None = None
+    cost_model: str | None = None
+    degradable: bool = False
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def first_stage(self) -> bool:
+        """Ranks the corpus itself (reads no other method): failures are traced through it."""
+        return not self.requires
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for the run log (a report made again from a log needs the declarations)."""
+        return {
+            "requires": list(self.requires),
+            "needs_vectors": self.needs_vectors,
+            "calls": self.calls,
+            "channel": self.channel,
+            "candidate_source": self.candidate_source,
+            "cost_model": self.cost_model,
+            "degradable": self.degradable,
+            "config": dict(self.config),
+        }
+
+    @classmethod
+    def from_dict(cls, name: str, data: Mapping[str, Any]) -> Declaration:
+        """The inverse of `as_dict`."""
+        return cls(
+            name=name,
+            requires=tuple(data.get("requires", ())),
+            needs_vectors=bool(data.get("needs_vectors", False)),
+            calls=data.get("calls", "none"),
+            channel=str(data.get("channel") or name),
+            candidate_source=data.get("candidate_source"),
+            cost_model=data.get("cost_model"),
+            degradable=bool(data.get("degradable", False)),
+            config=dict(data.get("config", {})),
+        )
+
+
+class DeclarationError(ValueError):
+    """A method declares something the evaluator cannot honour; the message names the attribute."""
+
+
+def declaration(method: Method) -> Declaration:
+    """Read a method's declarations, filling the defaults and checking their types."""
+    name = getattr(method, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise DeclarationError(f"its `name` must be a non-empty string, got {name!r}")
+    requires = getattr(method, "requires", ())
+    if isinstance(requires, str) or not all(isinstance(r, str) for r in requires):
+        raise DeclarationError(f"{name}: `requires` must be a tuple of method names, got {requires!r}")
+    calls = getattr(method, "calls", "none")
+    if calls not in get_args(Calls):
+        raise DeclarationError(f"{name}: `calls` must be one of {', '.join(get_args(Calls))}, got {calls!r}")
+    source = getattr(method, "candidate_source", None)
+    if source is not None and source not in requires:
+        raise DeclarationError(f"{name}: `candidate_source` {source!r} must be one of the methods it requires")
+    channel = getattr(method, "channel", "") or name
+    if not isinstance(channel, str) or "/" in channel or channel.startswith("."):
+        raise DeclarationError(f"{name}: `channel` must be a plain file name, got {channel!r}")
+    return Declaration(
+        name=name,
+        requires=tuple(requires),
+        needs_vectors=bool(getattr(method, "needs_vectors", False)),
+        calls=cast(Calls, calls),
+        channel=channel,
+        candidate_source=source,
+        cost_model=getattr(method, "cost_model", None),
+        degradable=bool(getattr(method, "degradable", False)),
+        config=dict(getattr(method, "config", {}) or {}),
+    )

@@ -1,27 +1,44 @@
-"""Hybrid retrieval: reciprocal rank fusion of the bm25 and vector rankings."""
+"""Hybrid retrieval: reciprocal rank fusion of first-stage rankings (bm25 and vector by default)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from retrieval.config import Settings
 from retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
 from retrieval.methods.base import Context
 from retrieval.ranking import Ranking
 
-__all__ = ["HybridMethod"]
+__all__ = ["HybridMethod", "factory"]
 
 
 class HybridMethod:
-    """Fuses bm25 and vector with RRF (k = 60 by default)."""
+    """Fuses the rankings of `inputs` with RRF (k = 60 by default)."""
 
     name = "hybrid"
-    requires: tuple[str, ...] = ("bm25", "vector")
     needs_vectors = False
 
-    def __init__(self, rrf_k: int = DEFAULT_RRF_K) -> None:
+    def __init__(self, inputs: Sequence[str] = ("bm25", "vector"), rrf_k: int = DEFAULT_RRF_K) -> None:
+        if len(inputs) < 2:
+            raise ValueError(f"hybrid fuses at least two methods, got {list(inputs)}")
+        self.requires: tuple[str, ...] = tuple(inputs)
         self.rrf_k = rrf_k
 
+    @property
+    def config(self) -> dict[str, Any]:
+        """Recorded in the baseline configuration: changing the fusion changes the figures."""
+        return {"inputs": list(self.requires), "rrf_k": self.rrf_k}
+
     def rank(self, context: Context) -> list[Ranking]:
+        """One fused ranking per question from the inputs' rankings in the context."""
         n = len(context.dataset.documents)
         return [
             reciprocal_rank_fusion(lists, n, k=self.rrf_k, depth=context.depth)
             for lists in zip(*(context.rankings[m] for m in self.requires), strict=True)
         ]
+
+
+def factory(settings: Settings, *, replay: bool = False) -> HybridMethod:
+    """The built-in hybrid method with the settings' inputs and RRF constant."""
+    return HybridMethod(settings.hybrid_inputs, settings.rrf_k)

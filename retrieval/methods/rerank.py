@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
+from retrieval.config import Settings
 from retrieval.methods.base import Context
 from retrieval.prompts import RERANK_SCHEMA, render_rerank_prompt
 from retrieval.providers.base import (
@@ -35,7 +37,7 @@ from retrieval.providers.base import (
 )
 from retrieval.ranking import Ranking
 
-__all__ = ["RerankMethod", "parse_ranking"]
+__all__ = ["RerankMethod", "factory", "parse_ranking"]
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +77,22 @@ def parse_ranking(raw: str, candidate_ids: Sequence[str]) -> list[str]:
 
 
 class RerankMethod:
-    """Reranks the top hybrid candidates with one listwise LLM call per question.
+    """Reranks the top candidates of another method (hybrid by default) with one listwise LLM
+    call per question.
 
-    `candidates` is how many hybrid documents the model reads (the seed's 20);
-    `workers` bounds the concurrent calls. Rankings come back in question order
-    whatever order the calls finish in.
+    `candidates` is how many documents the model reads (the seed's 20); `workers` bounds the
+    concurrent calls. Rankings come back in question order whatever order the calls finish in.
+    Its calls go to its own cassette, one per model, so a change of model is a new recording.
     """
 
     name = "rerank"
-    requires: tuple[str, ...] = ("hybrid",)
     needs_vectors = False
+    calls = "http"
+    degradable = True
 
-    def __init__(self, generator: GenerationProvider, candidates: int = 20, workers: int = 8) -> None:
+    def __init__(
+        self, generator: GenerationProvider, candidates: int = 20, workers: int = 8, source: str = "hybrid"
+    ) -> None:
         if candidates < 1:
             raise ValueError(f"candidates must be >= 1, got {candidates}")
         if workers < 1:
@@ -94,13 +100,24 @@ class RerankMethod:
         self.generator = generator
         self.candidates = candidates
         self.workers = workers
+        self.candidate_source = source
+        self.requires: tuple[str, ...] = (source,)
+        self.cost_model = generator.model
+        self.channel = "rerank-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", generator.model)
+
+    @property
+    def config(self) -> dict[str, object]:
+        """Recorded in the baseline configuration."""
+        from retrieval.prompts import PROMPT_VERSION
+
+        return {"model": self.generator.model, "prompt": PROMPT_VERSION, "candidates": self.candidates}
 
     def rank(self, context: Context) -> list[Ranking]:
         """One Ranking per question, in dataset order; failed calls give degraded hybrid order."""
-        hybrid = context.rankings["hybrid"]
+        source = context.rankings[self.candidate_source]
         questions = context.dataset.questions
-        if len(hybrid) != len(questions):
-            raise ValueError(f"hybrid has {len(hybrid)} rankings for {len(questions)} questions")
+        if len(source) != len(questions):
+            raise ValueError(f"{self.candidate_source} has {len(source)} rankings for {len(questions)} questions")
         # The report reads the provider's counters as the method's calls and tokens.
         context.usage[self.name] = self.generator.usage
         bar = context.progress(len(questions), "rerank") if context.progress and questions else None
@@ -126,7 +143,7 @@ class RerankMethod:
         return [r for r in results if r is not None]
 
     def _rank_one(self, context: Context, qi: int) -> Ranking:
-        hybrid = context.rankings["hybrid"][qi]
+        hybrid = context.rankings[self.candidate_source][qi]
         pool = hybrid.indices[: self.candidates]
         if len(pool) < 2:  # nothing to reorder: no call
             return hybrid
@@ -157,3 +174,16 @@ class RerankMethod:
         )
         scores = np.arange(len(indices), 0, -1, dtype=np.float64)
         return Ranking(indices, scores)
+
+
+def factory(settings: Settings, *, replay: bool = False) -> RerankMethod:
+    """The built-in reranker of the profile; unavailable when the profile names none."""
+    from retrieval.pipeline import MethodUnavailable
+    from retrieval.providers import make_generator
+
+    generator = make_generator(settings.profile, replay=replay)
+    if generator is None:
+        raise MethodUnavailable(
+            f"profile {settings.profile.name!r} has no reranker (set rerank_provider and rerank_model)"
+        )
+    return RerankMethod(generator, candidates=settings.candidates, workers=settings.profile.rerank_workers)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from retrieval.config import Settings
 from retrieval.methods.base import Context
 from retrieval.ranking import Ranking, top_k
 
@@ -41,8 +42,17 @@ class VectorMethod:
     requires: tuple[str, ...] = ()
     needs_vectors = True
 
+    def __init__(self, cost_model: str | None = None) -> None:
+        # Its calls are the shared question embeddings, priced as the embedding model.
+        self.cost_model = cost_model
+
     def rank(self, context: Context) -> list[Ranking]:
         """The whole corpus ranked by cosine for each question, from the context's shared vectors."""
         if context.question_vectors is None or context.document_vectors is None:
             raise RuntimeError("vector method run without embeddings: the evaluator must embed first")
         return cosine_rankings(context.question_vectors, context.document_vectors, context.depth)
+
+
+def factory(settings: Settings, *, replay: bool = False) -> VectorMethod:
+    """The built-in vector method over the profile's embeddings."""
+    return VectorMethod(cost_model=settings.profile.embedding_model or None)

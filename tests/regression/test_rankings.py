@@ -14,8 +14,8 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.amber import AmberSnapshotExtension
 
-from retrieval.evaluate import BUILTIN_METHODS
 from retrieval.gate import GateResult
+from retrieval.pipeline import BUILTIN_METHODS
 
 pytestmark = pytest.mark.regression
 

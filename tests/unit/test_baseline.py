@@ -16,8 +16,7 @@ from retrieval.baseline import (
     update_baseline,
 )
 from retrieval.dataset import Question
-from retrieval.metrics import MethodScores
-from retrieval.report import score_run
+from retrieval.metrics import MethodScores, score_run
 from retrieval.run import MethodResult, QuestionResult, Run
 
 QUESTIONS = [

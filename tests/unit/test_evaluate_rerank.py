@@ -55,7 +55,7 @@ def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypa
     rerank_row = next(line for line in markdown.splitlines() if line.startswith("| rerank |"))
     assert rerank_row.endswith("| 1 |")
     cost = {row.method: row for row in report.cost}
-    assert cost["rerank"].stages == ["bm25", "vector", "hybrid", "rerank"]
+    assert cost["rerank"].stages == ["question embeddings", "bm25", "vector", "hybrid", "rerank"]
     assert cost["rerank"].calls == 1 + len(dataset.questions)  # question embeddings + one call per question
     assert cost["rerank"].input_tokens > cost["vector"].input_tokens > 0
     assert cost["rerank"].cost is not None and cost["rerank"].cost > cost["hybrid"].cost

@@ -42,11 +42,11 @@ def test_committed_state_passes(project: Path) -> None:
 def test_rrf_k_change_fails_then_update_passes(project: Path) -> None:
     (project / "retrieval.toml").write_text("rrf_k = 5\n")
     result = _gate()
-    assert result.problem and "rrf_k: 60 -> 5" in result.problem and "--update-baseline" in result.problem
+    assert result.problem and "hybrid.rrf_k: 60 -> 5" in result.problem and "--update-baseline" in result.problem
     accept(result, allow_regression=True)
     again = _gate()
     assert again.problem is None and all(c.ok for c in again.checks)
-    assert json.loads(Path(BASELINE_PATH).read_text())["profiles"]["local"]["config"]["rrf_k"] == 5
+    assert json.loads(Path(BASELINE_PATH).read_text())["profiles"]["local"]["config"]["hybrid.rrf_k"] == 5
 
 
 def test_analyzer_change_is_reported_as_configuration(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,8 +109,8 @@ def test_pytest_gate_end_to_end(pytester: pytest.Pytester) -> None:
     gate = ("-m", "regression", "-p", "no:cacheprovider", "--import-mode=importlib")
     failed = pytester.runpytest_inprocess(*gate)
     assert failed.ret == pytest.ExitCode.TESTS_FAILED
-    failed.stdout.fnmatch_lines(["*the configuration differs from the baseline's (rrf_k: 60 -> 5)*"])
+    failed.stdout.fnmatch_lines(["*the configuration differs from the baseline's (hybrid.rrf_k: 60 -> 5)*"])
     updated = pytester.runpytest_inprocess(*gate, "--update-baseline", "--allow-regression", "--snapshot-update")
     assert updated.ret == pytest.ExitCode.OK
-    updated.stdout.fnmatch_lines(["*baseline updated*", "*config rrf_k: 60 -> 5*"])
+    updated.stdout.fnmatch_lines(["*baseline updated*", "*config hybrid.rrf_k: 60 -> 5*"])
     assert pytester.runpytest_inprocess(*gate).ret == pytest.ExitCode.OK

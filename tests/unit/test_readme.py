@@ -48,12 +48,11 @@ def test_table_follows_the_seed_layout(readme_table: ModuleType) -> None:
                 "dataset": "demo",
                 "config": {
                     "k": 5,
-                    "rrf_k": 60,
+                    "hybrid.rrf_k": 60,
                     "candidates": 20,
                     "embedding_model": "e5",
                     "embedding_provider": "openai",
                     "dimensions": 384,
-                    "rerank_model": None,
                 },
                 "methods": {
                     m: {
@@ -72,7 +71,7 @@ def test_table_follows_the_seed_layout(readme_table: ModuleType) -> None:
     assert lines[0] == "| Method | Recall@5 | MRR | Recall@5 paraphrase | Recall@5 mixte |"
     assert lines[2] == "| bm25 | 0.60 | 0.33 | 0.12 | 1.00 |"
     assert lines[3].startswith("| vector | 0.8")
-    assert "(2 questions)" in table and "No rerank row" in table
+    assert "(2 questions)" in table and "Method settings: `hybrid.rrf_k` = 60." in table
 
 
 def test_the_two_commands_are_in_the_readme() -> None:

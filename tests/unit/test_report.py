@@ -10,7 +10,8 @@ import pytest
 from retrieval.baseline import entry_for
 from retrieval.cost import Usage
 from retrieval.dataset import Question
-from retrieval.report import Report, build_report, render_json, render_markdown, score_run
+from retrieval.metrics import score_run
+from retrieval.report import Report, build_report, render_json, render_markdown
 from retrieval.run import MethodResult, QuestionResult, Run
 
 # Hand-built run (a fixture): 4 questions, 3 methods. Expected figures, worked by hand:
@@ -67,6 +68,7 @@ def _run(mode: str = "live") -> Run:
                 ids=ids,
                 scores=[1.0 - j / 10 for j in range(len(ids))],
                 relevant_ranks={d: ids.index(d) + 1 if d in ids else None for d in q.relevant},
+                retrieved=len(ids),  # these short lists are the whole rankings
             )
         results.append(QuestionResult(q, methods))
     usage = {
@@ -90,10 +92,18 @@ def _run(mode: str = "live") -> Run:
         results=results,
         usage=usage,
         mode=mode,
+        declarations=DECLARATIONS,
+        cost_models={"corpus embeddings": "emb-model", "vector": "emb-model"},
     )
 
 
 DASH = "-"
+# What the built-in methods declare (retrieval.methods.base.Declaration.as_dict), as a fixture.
+DECLARATIONS = {
+    "bm25": {},
+    "vector": {"needs_vectors": True},
+    "hybrid": {"requires": ["bm25", "vector"]},
+}
 PRICES = {"emb-model": {"input": 1.0}}  # per million tokens
 
 
@@ -138,7 +148,7 @@ def test_failures_section_classifies_each_failure() -> None:
     assert "expected ['proc-restauration'], obtained ['inc-2026-04', 'proc-restauration', 'x1']" in q2
     assert "recall failure" in q3 and "ranking failure" not in q3
     assert "absent from hybrid top 3" in q3
-    assert "no term in common" in q3  # "Cacher la sécu" shares nothing with the masking page
+    assert "no analysed term in common" in q3  # "Cacher la sécu" shares nothing with the masking page
     assert "**q1**" not in failures and "**q4**" not in failures
     assert "1 recall failure(s), 1 ranking failure(s)." in failures
 
@@ -147,7 +157,7 @@ def test_failure_ranks_in_bm25_and_vector() -> None:
     markdown = render_markdown(_report())
     q2 = markdown.split("**q2**")[1].split("**q3**")[0]
     # proc-restauration: 2nd here, not retrieved by BM25, 1st for vector.
-    assert "`proc-restauration`: rank 2 here, BM25 rank none: not retrieved" in q2
+    assert "`proc-restauration`: rank 2 here, bm25 rank none: not retrieved" in q2
     assert "vector rank 1" in q2
 
 

@@ -1,10 +1,11 @@
 """Why questions fail: failures at rank 1, recall failures versus ranking failures.
 
 A *recall failure* means no relevant document reached the pipeline's candidate pool
-(the top `candidates` of the ranking the reranker reads, or of the method itself):
-no reordering can fix it. A *ranking failure* means a relevant document was among the
-candidates but not first. For each failure we give the relevant documents' ranks in
-the full BM25 and vector rankings, and whether BM25 shares any analysed term with them.
+(the top `candidates` of the method's declared candidate source, or of the method
+itself): no reordering can fix it. A *ranking failure* means a relevant document was
+among the candidates but not first. For each failure we give the relevant documents'
+ranks in the full ranking of every first-stage method (one that reads no other method),
+and the analysed terms the question shares with them.
 """
 
 from __future__ import annotations
@@ -17,12 +18,7 @@ from retrieval.analyzer import analyze
 from retrieval.metrics import MethodScores
 from retrieval.run import Run
 
-__all__ = ["CANDIDATE_SOURCE", "Failure", "best_method", "failures_at_rank_1"]
-
-# The ranking a method draws its candidates from; a method absent here is its own pool.
-CANDIDATE_SOURCE = {"rerank": "hybrid"}
-# The full rankings a failure is traced through.
-FIRST_STAGE = ("bm25", "vector")
+__all__ = ["Failure", "RelevantTrace", "best_method", "failures_at_rank_1"]
 
 
 @dataclass(frozen=True)
@@ -31,8 +27,11 @@ class RelevantTrace:
 
     doc_id: str
     rank: int | None
+    # first-stage method -> rank in its full ranking; None: not in it (see `retrieved`).
     ranks: dict[str, int | None]
     shared_terms: list[str]
+    # method -> how many documents its ranking of this question held (this method's included).
+    retrieved: dict[str, int | None]
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,8 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
 
     `documents` maps doc id -> indexed content, to find terms BM25 could have matched.
     """
-    source = CANDIDATE_SOURCE.get(method, method)
+    source = run.declared(method).candidate_source or method
+    traced = [m for m in run.declarations if run.declared(m).first_stage]
     failures = []
     for result in run.results:
         q = result.question
@@ -79,8 +79,9 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
                     doc_id=doc_id,
                     rank=mine.relevant_ranks.get(doc_id),
                     # None means beyond the run's depth; a method that did not run is absent.
-                    ranks={m: result.methods[m].relevant_ranks.get(doc_id) for m in FIRST_STAGE if m in result.methods},
+                    ranks={m: result.methods[m].relevant_ranks.get(doc_id) for m in traced if m in result.methods},
                     shared_terms=sorted(question_terms & set(analyze(documents[doc_id]))),
+                    retrieved={m: r.retrieved for m, r in result.methods.items()},
                 )
             )
         failures.append(

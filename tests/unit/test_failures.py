@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.analysis import Failure, best_method, failures_at_rank_1
 from retrieval.dataset import Question
+from retrieval.failures import Failure, best_method, failures_at_rank_1
 from retrieval.metrics import MethodScores
 from retrieval.run import MethodResult, QuestionResult, Run
 
@@ -18,6 +18,13 @@ DOCUMENTS = {
     "inc-2026-04": "Incident d'avril 2026\nDes doublons sont apparus après une manipulation.",
 }
 CANDIDATES = 3
+# What the built-in methods declare (retrieval.methods.base.Declaration.as_dict), as a fixture.
+DECLARATIONS = {
+    "bm25": {},
+    "vector": {"needs_vectors": True},
+    "hybrid": {"requires": ["bm25", "vector"]},
+    "rerank": {"requires": ["hybrid"], "candidate_source": "hybrid", "degradable": True},
+}
 
 
 def _m(
@@ -59,6 +66,7 @@ def _run() -> Run:
         fingerprint="sha256:fixture",
         config={"k": 5, "candidates": CANDIDATES},
         methods=["bm25", "vector", "hybrid", "rerank"],
+        declarations=DECLARATIONS,
         results=[
             _result(
                 Q_OK,

@@ -1,0 +1,154 @@
+"""Which methods run, built from their names or `module:factory` specs, in dependency order.
+
+A built-in method is one module of `retrieval.methods` named after it, with a
+`factory(settings, *, replay)`; a user method is any `module.path:factory` whose
+`factory(settings)` returns an object following `retrieval.methods.base.Method`.
+Either way the evaluator only reads the method's declarations.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import retrieval.methods
+from retrieval.config import ConfigError, Settings
+from retrieval.methods.base import Declaration, DeclarationError, Method, declaration
+
+__all__ = ["BUILTIN_METHODS", "MethodUnavailable", "Plan", "builtin_methods", "plan"]
+
+_NOT_METHODS = {"base"}
+
+
+def builtin_methods() -> tuple[str, ...]:
+    """The built-in method names: the modules of retrieval.methods that define a factory."""
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(retrieval.methods.__path__) if m.name not in _NOT_METHODS))
+
+
+BUILTIN_METHODS = builtin_methods()
+
+
+class MethodUnavailable(Exception):
+    """A built-in method this profile cannot provide (a reranker without a configured model).
+
+    It is not run and not gated; the reason is said once in the report and the gate summary.
+    """
+
+
+@dataclass
+class Plan:
+    """The methods to run, in dependency order, and what became of the others."""
+
+    methods: list[Method] = field(default_factory=list)
+    declarations: dict[str, Declaration] = field(default_factory=dict)
+    wanted: list[str] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def pipeline(self, name: str) -> list[str]:
+        """The methods `name` runs through, dependencies first (hybrid: bm25, vector, hybrid)."""
+        stages: list[str] = []
+
+        def visit(current: str) -> None:
+            for dependency in self.declarations[current].requires:
+                visit(dependency)
+            if current not in stages:
+                stages.append(current)
+
+        visit(name)
+        return stages
+
+    def needs_vectors(self, name: str) -> bool:
+        """True when `name` or anything it runs through reads the shared embeddings."""
+        return any(self.declarations[m].needs_vectors for m in self.pipeline(name))
+
+
+def _user_method(spec: str, settings: Settings) -> Method:
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"method {spec!r}: cannot import it ({exc}). Give module.path:factory, with the module installed "
+            "or on PYTHONPATH."
+        ) from exc
+    if not callable(factory):
+        raise ConfigError(f"method {spec!r}: {attr} is not callable. Point the spec at a function taking settings.")
+    try:
+        method = factory(settings)
+    except TypeError as exc:
+        raise ConfigError(
+            f"method {spec!r}: calling {attr}(settings) failed ({exc}). The factory must take one argument, "
+            "the Settings, and return the method object."
+        ) from exc
+    for needed in ("name", "requires", "needs_vectors", "rank"):
+        if not hasattr(method, needed):
+            raise ConfigError(
+                f"method {spec!r}: the object {attr}(settings) returned has no {needed!r}. A method needs name, "
+                "requires, needs_vectors and rank(context) (see retrieval.methods.base.Method)."
+            )
+    if method.name in BUILTIN_METHODS:
+        raise ConfigError(
+            f"method {spec!r} is named {method.name!r}, the name of a built-in method. Give it another name: "
+            "its figures would replace the built-in's row."
+        )
+    return method
+
+
+def _builtin(name: str, settings: Settings, replay: bool) -> Method:
+    module = importlib.import_module(f"retrieval.methods.{name}")
+    method: Method = module.factory(settings, replay=replay)
+    return method
+
+
+def _build(name: str, settings: Settings, replay: bool) -> Method:
+    if name in BUILTIN_METHODS:
+        return _builtin(name, settings, replay)
+    if ":" in name:
+        return _user_method(name, settings)
+    raise ConfigError(f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory.")
+
+
+def plan(requested: Sequence[str], settings: Settings, *, replay: bool, extra: Sequence[Method] = ()) -> Plan:
+    """Build the requested methods (and what they require), in dependency order.
+
+    `extra` adds method objects built by the caller. A requested built-in this profile cannot
+    provide is left out with its reason (`Plan.unavailable`); a method required by another
+    must be available, or the configuration is refused.
+    """
+    result = Plan()
+    built: dict[str, Method] = {method.name: method for method in extra}
+    by_spec: dict[str, str] = {}  # "module:factory" -> the name of the method it built
+
+    def visit(name: str, chain: tuple[str, ...]) -> str | None:
+        if name in chain:
+            raise ConfigError(f"methods require each other in a cycle: {' -> '.join((*chain, name))}.")
+        if by_spec.get(name, name) in result.declarations:
+            return by_spec.get(name, name)
+        try:
+            method = built.get(name) or _build(name, settings, replay)
+        except MethodUnavailable as why:
+            if chain:
+                raise ConfigError(f"method {chain[-1]!r} requires {name!r}, which is unavailable: {why}") from why
+            result.unavailable[name] = str(why)
+            return None
+        try:
+            declared = declaration(method)
+        except DeclarationError as exc:
+            raise ConfigError(f"method {name!r}: {exc}.") from exc
+        if any(d.name == declared.name for d in result.declarations.values()):
+            raise ConfigError(f"two methods are named {declared.name!r}: give each its own name.")
+        for dependency in declared.requires:
+            visit(dependency, (*chain, declared.name))
+        result.methods.append(method)
+        result.declarations[declared.name] = declared
+        by_spec[name] = declared.name
+        return declared.name
+
+    names = [*requested, *(m.name for m in extra if m.name not in requested)]
+    for name in names:
+        wanted = visit(name, ())
+        if wanted is not None and wanted not in result.wanted:
+            result.wanted.append(wanted)
+    return result

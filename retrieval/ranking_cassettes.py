@@ -1,0 +1,97 @@
+"""Ranking cassettes: the recorded rankings of a method that reaches an engine without HTTP.
+
+A database driver does not speak HTTP, so vcrpy cannot record it. Such a method declares
+`calls = "rankings"`: when recording, it runs against the engine and its ranking of every
+question is written here, keyed by the question's text and the corpus fingerprint; when
+replaying, its code does not run and the rankings come from this file. A question whose
+text is not in the file, or a corpus that changed, is a replay miss naming what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.dataset import Dataset, corpus_fingerprint
+from retrieval.providers.base import ReplayMissError
+from retrieval.ranking import Ranking
+from retrieval.recording import CassetteError
+
+__all__ = ["FORMAT", "SUFFIX", "RankingCassetteError", "dump_rankings", "load_rankings"]
+
+FORMAT = "retrieval-rankings-1"
+SUFFIX = ".rankings.json"
+
+
+def dump_rankings(dataset: Dataset, method: str, rankings: Sequence[Ranking]) -> str:
+    """The cassette text for one method's rankings of every question of `dataset`."""
+    ids = dataset.doc_ids
+    entries: dict[str, Any] = {}
+    for question, ranking in zip(dataset.questions, rankings, strict=True):
+        entries[question.text] = {
+            "ids": [ids[int(i)] for i in ranking.indices],
+            "scores": [round(float(s), 9) for s in ranking.scores],
+            "status": ranking.status,
+        }
+    data = {
+        "format": FORMAT,
+        "method": method,
+        "corpus": corpus_fingerprint(dataset.documents),
+        "rankings": entries,
+    }
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class RankingCassetteError(CassetteError):
+    """A ranking cassette that cannot be read; the message names the file and the fix."""
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RankingCassetteError(f"{path}: unreadable ranking cassette ({exc}). Re-record it.") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("rankings"), dict):
+        raise RankingCassetteError(f"{path}: not a ranking cassette (expected format {FORMAT!r}). Re-record it.")
+    return data
+
+
+def load_rankings(path: Path, dataset: Dataset, depth: int) -> list[Ranking]:
+    """The recorded ranking of every question of `dataset`, in dataset order.
+
+    Raises ReplayMissError naming the questions the cassette has never seen, or saying the
+    corpus changed since it was recorded (its documents, hence every ranking, may differ).
+    """
+    data = _read(path)
+    corpus = corpus_fingerprint(dataset.documents)
+    if data.get("corpus") != corpus:
+        raise ReplayMissError(
+            f"{path} was recorded for another corpus (fingerprint {data.get('corpus')}; {dataset.name} is {corpus})",
+            "replay miss",
+        )
+    recorded: dict[str, Any] = data["rankings"]
+    missing = [q for q in dataset.questions if q.text not in recorded]
+    if missing:
+        listed = "; ".join(f"{q.id} «{' '.join(q.text.split())[:60]}»" for q in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise ReplayMissError(f"questions new or changed since {path} was recorded: {listed}{more}", "replay miss")
+    position = {doc_id: i for i, doc_id in enumerate(dataset.doc_ids)}
+    rankings = []
+    for question in dataset.questions:
+        entry = recorded[question.text]
+        try:
+            ids, scores = list(entry["ids"])[:depth], [float(s) for s in entry["scores"]][:depth]
+            indices = [position[d] for d in ids]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RankingCassetteError(f"{path}: the entry of {question.id} is damaged ({exc}). Re-record it.") from exc
+        if len(scores) != len(indices) or not all(math.isfinite(s) for s in scores):
+            raise RankingCassetteError(f"{path}: the entry of {question.id} is damaged (scores). Re-record it.")
+        rankings.append(
+            Ranking(np.asarray(indices, dtype=np.int64), np.asarray(scores), str(entry.get("status", "ok")))
+        )
+    return rankings
