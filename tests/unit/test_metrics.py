@@ -119,14 +119,19 @@ def test_score_method_rejects_unknown_metric() -> None:
 
 
 def _random_runs(n_queries: int = 200, seed: int = 20260415):
-    """Random corpus of 50 ids, relevant sets of 1-3 documents, random permutations (some cut)."""
+    """Random corpus of 50 ids, relevant sets of 1-9 documents (often more than k = 5), random
+    permutations (some cut)."""
     rng = np.random.default_rng(seed)
     corpus = [f"doc{i:02d}" for i in range(50)]
     ranked, relevant = {}, {}
     for q in range(n_queries):
         qid = f"q{q:03d}"
-        relevant[qid] = [corpus[i] for i in rng.choice(50, size=int(rng.integers(1, 4)), replace=False)]
+        relevant[qid] = [corpus[i] for i in rng.choice(50, size=int(rng.integers(1, 10)), replace=False)]
         order = [corpus[i] for i in rng.permutation(50)]
+        if q % 5 == 2:
+            # Every relevant document first: with more relevant documents than k, recall@5
+            # tops out at 5 / |relevant|, the edge an implementation dividing by k gets wrong.
+            order = relevant[qid] + [d for d in order if d not in relevant[qid]]
         if q % 3 == 1:
             # Move one relevant document to a random rank from 1 to 12, so that first places,
             # places within 10 and just beyond 10 all occur whatever the seed.
@@ -177,3 +182,5 @@ def test_metrics_match_ir_measures_on_random_runs() -> None:
     recalls = [v["recall@5"] for v in ours.per_question.values()]
     assert 1.0 in rr and 0.0 in rr and any(0 < x < 1 for x in rr)
     assert any(0 < x < 1 for x in recalls)
+    capped = [q for q in relevant if len(relevant[q]) > 5 and relevant[q][:5] == ranked[q][:5]]
+    assert capped and all(ours.per_question[q]["recall@5"] == 5 / len(relevant[q]) for q in capped)

@@ -468,3 +468,48 @@ def test_required_key_names_what_a_live_run_lacks(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("GOOGLE_API_KEY", "fixture")
     assert required_key(gemini_profile("http://127.0.0.1:9")) is None
     assert required_key(openai_profile("http://x", api_key_env="FIXTURE_UNSET_KEY")) == ("FIXTURE_UNSET_KEY")
+
+
+# wiring: settings reach the method, a fatal error stops the queue ---------------------------------
+
+
+def test_settings_reach_the_reranker() -> None:
+    """`candidates` and the profile's `rerank_workers` are what the built-in factory hands over:
+    the model reads exactly that many documents, with at most that many calls in flight."""
+    from retrieval.config import Settings
+    from retrieval.methods.rerank import factory
+
+    settings = Settings(candidates=3, profile=gemini_profile("http://127.0.0.1:9", rerank_workers=3))
+    method = factory(settings, replay=True)
+    method.generator.close()  # type: ignore[attr-defined]
+    assert (method.candidates, method.workers, method.requires, method.channel) == (
+        3,
+        3,
+        ("hybrid",),
+        "rerank-gemini-3.5-flash",
+    )
+    counted = InFlight(StubGenerator(reversed_answer))
+    method.generator = counted
+    context = make_context(12)
+    rankings = method.rank(context)
+    for qi, ranking in enumerate(rankings):
+        hybrid = ids_of(context, context.rankings["hybrid"][qi])
+        assert ids_of(context, ranking) == hybrid[:3][::-1] + hybrid[3:]
+    assert 1 <= counted.most <= 3
+
+
+def test_a_fatal_error_cancels_the_queued_calls() -> None:
+    """A missing key on the first call stops the run: the 24 queued questions are never sent."""
+    import time
+
+    def reply(prompt: str) -> str | BaseException:
+        if "question 0?" in prompt:
+            return MissingKeyError(["GEMINI_API_KEY"], "gemini")
+        time.sleep(0.02)  # the other calls are slower, so the fatal error is seen first
+        return reversed_answer(prompt)
+
+    generator = StubGenerator(reply)
+    with pytest.raises(MissingKeyError):
+        RerankMethod(generator, candidates=CANDIDATES, workers=2).rank(make_context(N_QUESTIONS))
+    # q00 failed; at most the calls already taken by the two workers went out, never all 25.
+    assert 1 <= len(generator.prompts) <= 4

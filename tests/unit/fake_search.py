@@ -1,0 +1,134 @@
+"""A fake search service on 127.0.0.1, and a user retriever that calls it over HTTP: fixtures.
+
+The service ranks documents by the number of words they share with the query. What it
+answers is not a figure of any engine: the tests use it to prove that a user method
+declaring `calls = "http"` is recorded, replayed with the service stopped, and that an
+undeclared one cannot reach the network in replay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.request
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import numpy as np
+
+from retrieval import Context, Ranking
+
+URL_VARIABLE = "FIXTURE_SEARCH_URL"
+
+
+class FakeSearchService:
+    """POST /search {"query": text, "documents": [[id, text], ...]} -> {"hits": [[index, score], ...]}."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                service.requests.append(body)
+                words = set(body["query"].lower().split())
+                hits = [[i, len(words & set(text.lower().split()))] for i, (_, text) in enumerate(body["documents"])]
+                hits = sorted((h for h in hits if h[1]), key=lambda h: (-h[1], h[0]))
+                payload = json.dumps({"hits": hits}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/search"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def _ranking(hits: Sequence[Sequence[float]]) -> Ranking:
+    return Ranking(np.asarray([int(h[0]) for h in hits], dtype=np.int64), np.asarray([float(h[1]) for h in hits]))
+
+
+class SearchRetriever:
+    """The team's retriever: one HTTP call per question to their search service (httpx)."""
+
+    name = "search"
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+    calls = "http"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        documents = [[d.id, d.content] for d in context.dataset.documents[:8]]
+        with httpx.Client(timeout=5) as client:
+            return [
+                _ranking(
+                    client.post(os.environ[URL_VARIABLE], json={"query": q.text, "documents": documents}).json()["hits"]
+                )
+                for q in context.dataset.questions
+            ]
+
+
+class UrllibRetriever(SearchRetriever):
+    """The same retriever through the standard library (http.client), as older code does."""
+
+    name = "search-urllib"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        documents = [[d.id, d.content] for d in context.dataset.documents[:8]]
+        rankings = []
+        for q in context.dataset.questions:
+            body = json.dumps({"query": q.text, "documents": documents}).encode()
+            request = urllib.request.Request(os.environ[URL_VARIABLE], body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                rankings.append(_ranking(json.loads(answer.read())["hits"]))
+        return rankings
+
+
+class UndeclaredRetriever(SearchRetriever):
+    """Calls the service but does not declare it: replay must refuse its connection."""
+
+    name = "search-undeclared"
+    calls = "none"
+
+
+class SwallowingRetriever(SearchRetriever):
+    """Catches the refused connection and returns empty rankings: the evaluator must still fail."""
+
+    name = "search-swallowing"
+    calls = "none"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        try:
+            return super().rank(context)
+        except httpx.HTTPError:
+            return [_ranking([]) for _ in context.dataset.questions]
+
+
+def factory(settings: object) -> SearchRetriever:
+    return SearchRetriever()
+
+
+def urllib_factory(settings: object) -> UrllibRetriever:
+    return UrllibRetriever()
+
+
+def undeclared_factory(settings: object) -> UndeclaredRetriever:
+    return UndeclaredRetriever()
+
+
+def swallowing_factory(settings: object) -> SwallowingRetriever:
+    return SwallowingRetriever()

@@ -1,0 +1,61 @@
+"""User method factories with the mistakes people make: fixtures for test_pipeline.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrieval import Context, Ranking
+
+
+class NoArgument:
+    """A class given as the factory, whose constructor takes no settings."""
+
+    name = "no-argument"
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+
+    def __init__(self) -> None:
+        pass
+
+    def rank(self, context: Context) -> list[Ranking]:
+        return []
+
+
+class TooFew(NoArgument):
+    name = "too-few"
+
+    def __init__(self, settings: object) -> None:
+        pass
+
+    def rank(self, context: Context) -> list[Ranking]:
+        one = Ranking(np.array([0]), np.array([1.0]))
+        return [one] * (len(context.dataset.questions) - 1)
+
+
+class OutOfCorpus(TooFew):
+    name = "out-of-corpus"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        return [Ranking(np.array([10_000]), np.array([1.0])) for _ in context.dataset.questions]
+
+
+class Impostor(TooFew):
+    name = "bm25"
+
+
+class BadCalls(TooFew):
+    name = "bad-calls"
+    calls = "grpc"
+
+
+class NoRank:
+    name = "no-rank"
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+
+    def __init__(self, settings: object) -> None:
+        pass
+
+
+def too_few(settings: object) -> TooFew:
+    return TooFew(settings)

@@ -1,0 +1,89 @@
+"""Building methods from names and specs: one line naming the spec and the fix for each mistake."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from retrieval.config import ConfigError, Profile, Settings
+from retrieval.dataset import load_dataset
+from retrieval.evaluate import evaluate
+from retrieval.pipeline import BUILTIN_METHODS, plan
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS = Settings(profile=Profile("fixture"))
+
+
+def test_builtins_are_the_method_modules() -> None:
+    assert BUILTIN_METHODS == ("bm25", "hybrid", "rerank", "vector")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            "plugin_mistakes:NoArgument",
+            "method 'plugin_mistakes:NoArgument': calling NoArgument(settings) failed (NoArgument.__init__() takes "
+            "1 positional argument but 2 were given). The factory must take one argument, the Settings, and return "
+            "the method object.",
+        ),
+        (
+            "plugin_mistakes:Impostor",
+            "method 'plugin_mistakes:Impostor' is named 'bm25', the name of a built-in method. Give it another "
+            "name: its figures would replace the built-in's row.",
+        ),
+        (
+            "plugin_mistakes:NoRank",
+            "method 'plugin_mistakes:NoRank': the object NoRank(settings) returned has no 'rank'. A method needs "
+            "name, requires, needs_vectors and rank(context) (see retrieval.methods.base.Method).",
+        ),
+        (
+            "plugin_mistakes:BadCalls",
+            "method 'plugin_mistakes:BadCalls': bad-calls: `calls` must be one of none, http, rankings, got 'grpc'.",
+        ),
+        ("plugin_mistakes:missing", "method 'plugin_mistakes:missing': cannot import it (module 'plugin_mistakes'"),
+        ("no_such_module:factory", "method 'no_such_module:factory': cannot import it (No module named"),
+        ("bm42", "unknown method 'bm42': choose among bm25, hybrid, rerank, vector or give module:factory."),
+    ],
+)
+def test_a_plugin_mistake_is_one_line_naming_the_spec(spec: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        plan([spec], SETTINGS, replay=True)
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            "plugin_mistakes:too_few",
+            "method 'too-few' returned 2 rankings for 3 questions: rank(context) must return one "
+            "retrieval.ranking.Ranking per question, in dataset order.",
+        ),
+        (
+            "plugin_mistakes:OutOfCorpus",
+            "method 'out-of-corpus' ranked an index outside the corpus (0..63) or the same document twice for "
+            "question q01: indices point into context.dataset.documents.",
+        ),
+    ],
+)
+def test_a_method_breaking_the_contract_is_one_line(spec: str, message: str) -> None:
+    demo = load_dataset(ROOT / "data/demo")
+    with pytest.raises(ConfigError) as caught:
+        evaluate(replace(demo, questions=demo.questions[:3]), SETTINGS, methods=[spec])
+    assert str(caught.value) == message
+
+
+def test_a_profile_without_reranker_leaves_rerank_out_with_its_reason() -> None:
+    chosen = plan(["bm25", "rerank"], SETTINGS, replay=True)
+    assert chosen.wanted == ["bm25"]
+    assert chosen.unavailable == {"rerank": "profile 'fixture' has no reranker (set rerank_provider and rerank_model)"}
+
+
+def test_a_method_required_by_another_must_exist() -> None:
+    settings = replace(SETTINGS, hybrid_inputs=("bm25", "plugin_mistakes:missing"))
+    with pytest.raises(ConfigError, match="cannot import it"):
+        plan(["hybrid"], settings, replay=True)

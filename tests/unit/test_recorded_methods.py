@@ -1,0 +1,193 @@
+"""Every method a recorded stage: a user retriever over HTTP is recorded and replayed without its
+service, an engine without HTTP replays from a ranking cassette, in-process code always runs,
+and replay is closed. The search service and its answers are fixtures (fake_search.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_search import URL_VARIABLE, FakeSearchService
+
+from retrieval import Context, Ranking
+from retrieval.config import Profile, Settings
+from retrieval.dataset import Dataset, load_dataset
+from retrieval.evaluate import evaluate
+from retrieval.providers.base import ReplayMissError
+from retrieval.recording import CassetteError
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = "fixture"
+
+
+@pytest.fixture
+def dataset() -> Dataset:
+    demo = load_dataset(ROOT / "data/demo")
+    return replace(demo, questions=demo.questions[:3])
+
+
+@pytest.fixture
+def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSearchService]:
+    search = FakeSearchService()
+    monkeypatch.setenv(URL_VARIABLE, search.url)
+    try:
+        yield search
+    finally:
+        search.stop()
+
+
+def _settings(tmp_path: Path, **changes: object) -> Settings:
+    return Settings(
+        dataset=str(ROOT / "data/demo"),
+        profile=Profile(PROFILE),
+        methods=("bm25",),
+        cassettes=str(tmp_path / "cassettes"),
+        cache=str(tmp_path / "cache"),
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"), [("fake_search:factory", "search"), ("fake_search:urllib_factory", "search-urllib")]
+)
+def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService, spec: str, name: str
+) -> None:
+    settings = _settings(tmp_path)
+    recorded = evaluate(dataset, settings, mode="record", methods=["bm25", spec])
+    assert len(service.requests) == 3
+    cassette = tmp_path / "cassettes" / PROFILE / f"{name}.json"
+    assert len(json.loads(cassette.read_text())["interactions"]) == 3
+    service.stop()
+
+    replayed = evaluate(dataset, settings, methods=["bm25", spec])
+    assert replayed.methods == ["bm25", name]
+    assert replayed.ranked_ids(name) == recorded.ranked_ids(name)
+    assert replayed.ranked_ids(name)["q01"][:2] == ["HEL-4020", "HEL-4040"]  # the fixture service's order
+    assert len(service.requests) == 3  # nothing reached the (stopped) service
+
+
+def test_before_any_recording_replay_fails_in_one_line_without_reaching_the_service(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService
+) -> None:
+    with pytest.raises(CassetteError) as caught:
+        evaluate(dataset, _settings(tmp_path), methods=["fake_search:factory"])
+    cassette = tmp_path / "cassettes" / PROFILE / "search.json"
+    assert str(caught.value) == f"no cassette {cassette}: record it with `pytest --record --profile {PROFILE}`"
+    assert service.requests == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("fake_search:undeclared_factory", "method 'search-undeclared' tried to connect to 127.0.0.1:"),
+        ("fake_search:swallowing_factory", "method 'search-swallowing' tried to connect during replay (1 attempt(s))"),
+    ],
+)
+def test_replay_is_closed_to_a_method_that_did_not_declare_its_calls(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService, spec: str, message: str
+) -> None:
+    with pytest.raises(CassetteError) as caught:
+        evaluate(dataset, _settings(tmp_path), methods=[spec])
+    assert str(caught.value).startswith(message)
+    assert "replay is closed: declare its calls" in str(caught.value) and "pytest --record" in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert service.requests == []
+    # Live, the same method reaches its service: only replay is closed.
+    live = evaluate(dataset, _settings(tmp_path), mode="live", methods=[spec])
+    assert len(service.requests) == 3 and len(live.results) == 3
+
+
+class CountingEngine:
+    """An engine reached without HTTP (think of a database driver): a fixture that ranks by id
+    length and counts how often it really ran."""
+
+    name = "engine"
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+    calls = "rankings"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def rank(self, context: Context) -> list[Ranking]:
+        self.runs += 1
+        order = np.argsort([len(d.id) + i / 1000 for i, d in enumerate(context.dataset.documents)])[:10]
+        return [Ranking(order, np.arange(10, 0, -1, dtype=float)) for _ in context.dataset.questions]
+
+
+def test_an_engine_without_http_replays_from_its_ranking_cassette(tmp_path: Path, dataset: Dataset) -> None:
+    settings = _settings(tmp_path)
+    engine = CountingEngine()
+    recorded = evaluate(dataset, settings, mode="record", methods=[], extra=[engine])
+    assert engine.runs == 1
+    cassette = tmp_path / "cassettes" / PROFILE / "engine.rankings.json"
+    data = json.loads(cassette.read_text())
+    assert sorted(data["rankings"]) == sorted(q.text for q in dataset.questions)
+
+    replayed = evaluate(dataset, settings, methods=[], extra=[engine])
+    assert engine.runs == 1  # replay read the cassette: the engine did not run
+    assert replayed.ranked_ids("engine") == recorded.ranked_ids("engine")
+
+    edited = replace(dataset, questions=(replace(dataset.questions[0], text="Une question nouvelle ?"),))
+    with pytest.raises(ReplayMissError, match=re.escape("was recorded: q01 «Une question nouvelle ?»")):
+        evaluate(edited, settings, methods=[], extra=[engine])
+    other_corpus = replace(dataset, documents=dataset.documents[1:])
+    with pytest.raises(ReplayMissError, match=re.escape("engine.rankings.json was recorded for another corpus")):
+        evaluate(other_corpus, settings, methods=[], extra=[engine])
+    assert engine.runs == 1
+
+
+class InProcess:
+    """The team's own ranking logic, in process: no declaration, so it always runs for real."""
+
+    name = "in-process"
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+
+    def __init__(self, reverse: bool) -> None:
+        self.reverse = reverse
+
+    def rank(self, context: Context) -> list[Ranking]:
+        n = len(context.dataset.documents)
+        order = np.arange(n)[::-1] if self.reverse else np.arange(n)
+        return [Ranking(order, np.arange(n, 0, -1, dtype=float)) for _ in context.dataset.questions]
+
+
+def test_in_process_code_runs_in_replay_without_any_cassette(tmp_path: Path, dataset: Dataset) -> None:
+    first = evaluate(dataset, _settings(tmp_path), methods=[], extra=[InProcess(reverse=False)])
+    changed = evaluate(dataset, _settings(tmp_path), methods=[], extra=[InProcess(reverse=True)])
+    assert first.ranked_ids("in-process")["q01"][0] == dataset.doc_ids[0]
+    assert changed.ranked_ids("in-process")["q01"][0] == dataset.doc_ids[-1]
+    assert not (tmp_path / "cassettes").exists()
+
+
+class Fixed:
+    """A first-stage method with a fixed ranking for every question (a fixture)."""
+
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+
+    def __init__(self, name: str, order: list[int]) -> None:
+        self.name, self.order = name, order
+
+    def rank(self, context: Context) -> list[Ranking]:
+        scores = np.arange(len(self.order), 0, -1, dtype=float)
+        return [Ranking(np.asarray(self.order), scores) for _ in context.dataset.questions]
+
+
+@pytest.mark.parametrize(("rrf_k", "first"), [(1, 0), (60, 4)])
+def test_rrf_k_and_the_inputs_reach_hybrid(tmp_path: Path, dataset: Dataset, rrf_k: int, first: int) -> None:
+    """Document 0 is first in one list only; document 4 is 4th in both. RRF gives 0 the lead
+    when 1/(k+1) > 2/(k+4), that is for k < 2: with k = 1 it is first, with k = 60 it is not."""
+    lists = [Fixed("left", [0, 1, 2, 4]), Fixed("right", [5, 6, 7, 4])]
+    settings = _settings(tmp_path, rrf_k=rrf_k, hybrid_inputs=("left", "right"))
+    run = evaluate(dataset, settings, methods=["hybrid"], extra=lists)
+    assert run.ranked_ids("hybrid")["q01"][0] == dataset.doc_ids[first]
+    assert run.config["hybrid.rrf_k"] == rrf_k and run.config["hybrid.inputs"] == ["left", "right"]
+    assert run.pipelines["hybrid"] == ["left", "right", "hybrid"]
