@@ -24,9 +24,10 @@ from retrieval.methods.base import Context, Declaration, Method, ProgressFactory
 from retrieval.metrics import MRR_DEPTH
 from retrieval.network import blocked_in, closed_network, running
 from retrieval.pipeline import Plan, plan
+from retrieval.providers import credentials
 from retrieval.providers.base import ReplayMissError
 from retrieval.ranking import Ranking, rank_of
-from retrieval.recording import CassetteError, Mode, Recorder, record_command
+from retrieval.recording import CassetteError, Mode, Recorder
 from retrieval.run import MethodResult, QuestionResult, Run
 
 __all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate"]
@@ -215,7 +216,7 @@ def _refuse_unreplayable(context: Context, recorder: Recorder) -> None:
         )
 
 
-def _explain_miss(exc: ReplayMissError, recorder: Recorder, dataset: Dataset, profile: str) -> ReplayMissError:
+def _explain_miss(exc: ReplayMissError, recorder: Recorder, dataset: Dataset) -> ReplayMissError:
     recorded_for = recorder.metadata().get("fingerprint")
     data = (
         f" They were recorded for other data (fingerprint {recorded_for}; {dataset.name} is {dataset.fingerprint})."
@@ -224,7 +225,7 @@ def _explain_miss(exc: ReplayMissError, recorder: Recorder, dataset: Dataset, pr
     )
     return ReplayMissError(
         f"{exc}. The cassettes in {recorder.directory} do not hold this request: the dataset, the models "
-        f"or the prompt changed since they were recorded.{data} Re-record with `{record_command(profile)}` "
+        f"or the prompt changed since they were recorded.{data} Re-record with `{recorder.record_command}` "
         "(it replaces them), or run without cassettes: --live, or --methods bm25.",
         "replay miss",
     )
@@ -269,7 +270,15 @@ def evaluate(
     """
     profile = settings.profile
     requested = list(methods if methods is not None else settings.methods)
-    recorder = Recorder(mode, Path(settings.cassettes) / profile.name, profile.name, profile.api_key_env)
+    declared = credentials(profile)
+    recorder = Recorder(
+        mode,
+        Path(settings.cassettes) / profile.name,
+        profile.name,
+        declared.key_variables,
+        declared.auth_headers,
+        declared.needed,
+    )
     chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
     if not chosen.wanted:
         reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
@@ -284,7 +293,7 @@ def evaluate(
                 _run_method(method, chosen.declarations[method.name], context, recorder, mode)
     except ReplayMissError as exc:
         recorder.discard()
-        raise _explain_miss(exc, recorder, dataset, profile.name) from exc
+        raise _explain_miss(exc, recorder, dataset) from exc
     except BaseException:
         recorder.discard()
         raise

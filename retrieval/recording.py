@@ -35,7 +35,9 @@ __all__ = [
 
 Mode = Literal["replay", "live", "record"]
 
-FILTERED_HEADERS = ("x-goog-api-key", "authorization", "cookie", "set-cookie")
+# Headers that carry credentials whatever the service (a user's retriever too); each provider
+# declares its own on top of these (retrieval.providers.PROVIDERS).
+FILTERED_HEADERS = ("authorization", "x-api-key", "api-key", "cookie", "set-cookie")
 MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "body")
 _SECRET_PATTERNS = (
     re.compile(r"AIza[0-9A-Za-z_-]{30,}"),
@@ -44,16 +46,15 @@ _SECRET_PATTERNS = (
     re.compile(r"[?&]key=[^&\"\s]{8,}"),
 )
 META_FILE = "recording.json"
-KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY")
 
 
 class CassetteError(RuntimeError):
     """A cassette is missing, empty or unsafe; the message says which and how to re-record."""
 
 
-def record_command(profile: str) -> str:
-    """The command that re-records a profile's cassettes."""
-    prefix = "GEMINI_API_KEY=... " if profile == "gemini" else ""
+def record_command(profile: str, key_variables: tuple[str, ...] = ()) -> str:
+    """The command that re-records a profile's cassettes, with the key it needs, if any."""
+    prefix = f"{key_variables[0]}=... " if key_variables else ""
     return f"{prefix}pytest --record --profile {profile}"
 
 
@@ -106,7 +107,11 @@ class Recorder:
     mode: Mode
     directory: Path
     profile: str
-    key_variable: str = ""  # a profile's own api_key_env, whose value must not reach a cassette
+    # The profile's providers' declarations: key variables whose values must never reach a
+    # cassette, and the headers carrying them (retrieval.providers.credentials).
+    key_variables: tuple[str, ...] = ()
+    auth_headers: tuple[str, ...] = ()
+    needed_keys: tuple[str, ...] = ()  # what a recording must set, named in the record command
     _staging: Path | None = field(default=None, init=False)
     _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
 
@@ -115,6 +120,11 @@ class Recorder:
             self._staging = Path(tempfile.mkdtemp(prefix=f"cassettes-{self.profile}-"))
         self._recorded.append(name)
         return self._staging / name
+
+    @property
+    def record_command(self) -> str:
+        """The command that re-records this profile's cassettes."""
+        return record_command(self.profile, self.needed_keys)
 
     def path(self, stage: str) -> Path:
         """The committed cassette of a stage."""
@@ -160,7 +170,7 @@ class Recorder:
 
         if self.mode == "replay":
             if not self.has(stage):
-                raise CassetteError(f"no cassette {self.path(stage)}: record it with `{record_command(self.profile)}`")
+                raise CassetteError(f"no cassette {self.path(stage)}: record it with `{self.record_command}`")
             path, record_mode = self.path(stage), "none"
         else:
             path, record_mode = self._staged(f"{stage}.json"), "all"
@@ -168,7 +178,7 @@ class Recorder:
             serializer="json",
             record_mode=record_mode,
             match_on=MATCH_ON,
-            filter_headers=FILTERED_HEADERS,
+            filter_headers=tuple(dict.fromkeys((*FILTERED_HEADERS, *self.auth_headers))),
             filter_query_parameters=("key",),
             decode_compressed_response=True,
             before_record_request=_upper_method,
@@ -190,7 +200,7 @@ class Recorder:
 
         path = self.rankings_path(channel)
         if not path.is_file():
-            raise CassetteError(f"no ranking cassette {path}: record it with `{record_command(self.profile)}`")
+            raise CassetteError(f"no ranking cassette {path}: record it with `{self.record_command}`")
         return load_rankings(path, dataset, depth)
 
     def record_rankings(self, channel: str, dataset: Any, method: str, rankings: Any) -> None:
@@ -210,7 +220,7 @@ class Recorder:
         """Record mode: check every new cassette, then move them and `metadata` into place atomically."""
         if self.mode != "record" or self._staging is None:
             return []
-        keys = {name: os.environ.get(name, "") for name in (*KEY_VARIABLES, self.key_variable) if name}
+        keys = {name: os.environ.get(name, "") for name in self.key_variables}
         for name in self._recorded:
             staged = self._staging / name
             text = staged.read_text(encoding="utf-8") if staged.is_file() else ""

@@ -7,6 +7,7 @@ imports google-genai (slow to import), and a Gemini run never needs the local se
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from retrieval.config import ConfigError, Profile
@@ -14,9 +15,44 @@ from retrieval.config import ConfigError, Profile
 if TYPE_CHECKING:
     from retrieval.providers.base import EmbeddingProvider, GenerationProvider
 
-__all__ = ["PROVIDERS", "make_embedder", "make_generator", "required_key"]
+__all__ = ["PROVIDERS", "Credentials", "credentials", "make_embedder", "make_generator", "required_key"]
 
-PROVIDERS = ("openai", "gemini")
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a provider authenticates with, declared for the recorder: the environment variables
+    whose values must never reach a cassette, and the headers that carry them (filtered out)."""
+
+    key_variables: tuple[str, ...] = ()
+    auth_headers: tuple[str, ...] = ()
+    # The variable a live run must set (the first is named in the record command).
+    needed: tuple[str, ...] = ()
+
+
+# Each provider's declaration. Kept here rather than in the provider modules so that the
+# recorder can read them without importing google-genai (slow) for a keyless run.
+PROVIDERS: dict[str, Credentials] = {
+    # OpenAI-compatible servers: a Bearer key from the variable the profile names (api_key_env).
+    "openai": Credentials(key_variables=("OPENAI_API_KEY",), auth_headers=("authorization",)),
+    # The SDK reads either variable (GOOGLE_API_KEY wins) and sends the key in x-goog-api-key.
+    "gemini": Credentials(
+        key_variables=("GEMINI_API_KEY", "GOOGLE_API_KEY"), auth_headers=("x-goog-api-key",), needed=("GEMINI_API_KEY",)
+    ),
+}
+
+
+def credentials(profile: Profile) -> Credentials:
+    """The union of the declarations of the providers a profile uses, with its own api_key_env."""
+    used = [profile.embedding_provider, *([profile.rerank_provider] if profile.has_reranker else [])]
+    own = [profile.api_key_env] if profile.api_key_env else []
+    keys, needed = list(own), list(own)
+    headers: list[str] = []
+    for name in used:
+        declared = PROVIDERS.get(name or "", Credentials())
+        keys += declared.key_variables
+        headers += declared.auth_headers
+        needed += declared.needed
+    return Credentials(*(tuple(dict.fromkeys(values)) for values in (keys, headers, needed)))
 
 
 def _unknown(profile: Profile, key: str, value: str | None) -> ConfigError:

@@ -165,8 +165,15 @@ def test_missing_cassette_names_the_record_command(tmp_path: Path) -> None:
     assert f"{STAGE}.json" in str(caught.value)
 
 
-def test_record_command_of_gemini_asks_for_the_key() -> None:
-    assert record_command("gemini").startswith("GEMINI_API_KEY=")
+def test_record_command_names_the_key_the_providers_declare() -> None:
+    from retrieval.config import load_settings
+    from retrieval.providers import credentials
+
+    gemini = credentials(load_settings(REPO, {"profile": "gemini"}).profile)
+    assert gemini.needed == ("GEMINI_API_KEY",) and gemini.auth_headers == ("x-goog-api-key",)
+    assert record_command("gemini", gemini.needed) == "GEMINI_API_KEY=... pytest --record --profile gemini"
+    local = credentials(load_settings(REPO, {"profile": "local"}).profile)
+    assert record_command("local", local.needed) == "pytest --record --profile local"
 
 
 def test_commit_refuses_an_empty_recording(tmp_path: Path) -> None:
