@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -25,7 +26,7 @@ def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path: Path) -
     target = tmp_path / "metrics.json"
     target.write_text("old")
 
-    def fail(handle) -> None:  # type: ignore[no-untyped-def]
+    def fail(handle: BinaryIO) -> None:
         handle.write(b"half")
         raise OSError("disk full")
 

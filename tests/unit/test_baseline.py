@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -243,7 +244,7 @@ def test_added_config_key_is_named() -> None:
 
 def test_update_refuses_to_drop_a_method_without_allow_regression(tmp_path: Path) -> None:
     path = tmp_path / "metrics.json"
-    full = {
+    full: dict[str, Any] = {
         "dataset": "d",
         "fingerprint": "f",
         "config": {},

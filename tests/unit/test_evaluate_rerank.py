@@ -58,7 +58,8 @@ def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypa
     assert cost["rerank"].stages == ["question embeddings", "bm25", "vector", "hybrid", "rerank"]
     assert cost["rerank"].calls == 1 + len(dataset.questions)  # question embeddings + one call per question
     assert cost["rerank"].input_tokens > cost["vector"].input_tokens > 0
-    assert cost["rerank"].cost is not None and cost["rerank"].cost > cost["hybrid"].cost
+    rerank_cost, hybrid_cost = cost["rerank"].cost, cost["hybrid"].cost
+    assert rerank_cost is not None and hybrid_cost is not None and rerank_cost > hybrid_cost
     assert "### Cost" in markdown and "1 question(s) degraded" in markdown
 
     cassettes = sorted(p.name for p in (tmp_path / "cassettes" / "fixture-gemini").iterdir())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from retrieval.dataset import Question
@@ -19,7 +21,7 @@ DOCUMENTS = {
 }
 CANDIDATES = 3
 # What the built-in methods declare (retrieval.methods.base.Declaration.as_dict), as a fixture.
-DECLARATIONS = {
+DECLARATIONS: dict[str, dict[str, Any]] = {
     "bm25": {},
     "vector": {"needs_vectors": True},
     "hybrid": {"requires": ["bm25", "vector"]},

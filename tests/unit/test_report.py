@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -99,7 +100,7 @@ def _run(mode: str = "live") -> Run:
 
 DASH = "-"
 # What the built-in methods declare (retrieval.methods.base.Declaration.as_dict), as a fixture.
-DECLARATIONS = {
+DECLARATIONS: dict[str, dict[str, Any]] = {
     "bm25": {},
     "vector": {"needs_vectors": True},
     "hybrid": {"requires": ["bm25", "vector"]},

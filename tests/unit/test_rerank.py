@@ -398,7 +398,7 @@ def test_replay_miss_is_raised_not_degraded(gemini_server: FakeGeminiServer, tmp
 class InFlight:
     """Wraps a generator and records the most calls it had running at once."""
 
-    def __init__(self, inner: GeminiGenerator) -> None:
+    def __init__(self, inner: GeminiGenerator | StubGenerator) -> None:
         self.inner, self.provider, self.model = inner, inner.provider, inner.model
         self.usage = inner.usage
         self.now = self.most = 0
