@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,14 @@ def test_triggers_and_permissions() -> None:
     # The recording job proposes; a maintainer commits. It cannot push.
     assert workflow["permissions"] == {"contents": "read"}
     assert record["permissions"] == {"contents": "read"}
+
+
+def test_the_lint_job_runs_ruff_and_mypy_on_the_whole_tree() -> None:
+    lint = _workflow()["jobs"]["lint"]
+    script = "\n".join(step.get("run", "") for step in lint["steps"])
+    assert ["ruff check .", "ruff format --check .", "mypy"] == [
+        line.strip() for line in script.splitlines() if line.strip().startswith(("ruff", "mypy"))
+    ]
+    # `mypy` alone reads [tool.mypy] files: the package, the unit tests and the scripts.
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert config["files"] == ["retrieval", "tests/unit", "scripts"]
