@@ -88,8 +88,10 @@ def test_triggers_and_permissions() -> None:
 def test_the_lint_job_runs_ruff_and_mypy_on_the_whole_tree() -> None:
     lint = _workflow()["jobs"]["lint"]
     script = "\n".join(step.get("run", "") for step in lint["steps"])
-    assert ["ruff check .", "ruff format --check .", "mypy"] == [
-        line.strip() for line in script.splitlines() if line.strip().startswith(("ruff", "mypy"))
+    assert [line.strip() for line in script.splitlines() if line.strip().startswith(("ruff", "mypy"))] == [
+        "ruff check .",
+        "ruff format --check .",
+        "mypy",
     ]
     # `mypy` alone reads [tool.mypy] files: the package, the unit tests and the scripts.
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
