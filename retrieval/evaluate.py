@@ -22,7 +22,7 @@ from retrieval.dataset import Dataset
 from retrieval.embeddings import embed_texts
 from retrieval.methods.base import Context, Declaration, Method, ProgressFactory
 from retrieval.metrics import MRR_DEPTH
-from retrieval.network import blocked_in, closed_network, running
+from retrieval.network import NetworkBlockedError, cause_of, closed_network, running
 from retrieval.pipeline import Plan, plan
 from retrieval.providers import credentials
 from retrieval.providers.base import ReplayMissError
@@ -161,7 +161,7 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
                 with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
                     rankings = method.rank(context)
     except Exception as exc:
-        blocked = blocked_in(exc)
+        blocked = cause_of(exc, NetworkBlockedError)
         if blocked is None or isinstance(exc, ReplayMissError | CassetteError):
             raise
         raise CassetteError(str(blocked)) from None

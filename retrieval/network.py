@@ -16,9 +16,11 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["NetworkBlockedError", "blocked_in", "closed_network", "running"]
+__all__ = ["NetworkBlockedError", "cause_of", "closed_network", "running"]
+
+E = TypeVar("E", bound=BaseException)
 
 
 class NetworkBlockedError(ConnectionRefusedError):
@@ -91,12 +93,13 @@ def running(label: str) -> Iterator[None]:
         )
 
 
-def blocked_in(exc: BaseException) -> NetworkBlockedError | None:
-    """The refused connection behind an exception (HTTP clients wrap it), or None."""
+def cause_of(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of `kind` in the chain behind `exc` (HTTP clients and SDKs wrap the
+    error that matters: a refused connection, a replay miss), or None."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, NetworkBlockedError):
+        if isinstance(current, kind):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.atomic import atomic_write_text
+from retrieval.network import cause_of
 
 __all__ = [
     "CassetteError",
@@ -62,14 +63,7 @@ def is_replay_miss(exc: BaseException) -> bool:
     """True when vcrpy refused a request because the cassette has no answer for it."""
     from vcr.errors import CannotOverwriteExistingCassetteException
 
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, CannotOverwriteExistingCassetteException):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
+    return cause_of(exc, CannotOverwriteExistingCassetteException) is not None
 
 
 def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
