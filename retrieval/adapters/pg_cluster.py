@@ -136,11 +136,8 @@ def start_cluster(parent: str | Path | None = None) -> Cluster:
         )
         # listen_addresses='' : no TCP at all; the socket lives in the cluster's own folder.
         options = f"-c listen_addresses='' -k {folder} {SERVER_OPTIONS}"
-        _run_as(
-            cluster,
-            [str(bin_dir / "pg_ctl"), "-D", str(cluster.data), "-l", str(cluster.log), "-o", options]
-            + ["-w", "-t", str(START_WAIT), "start"],
-        )
+        start = ["-D", str(cluster.data), "-l", str(cluster.log), "-o", options, "-w", "-t", str(START_WAIT), "start"]
+        _run_as(cluster, [str(bin_dir / "pg_ctl"), *start])
     except ClusterError as exc:
         log = _tail(cluster.log)
         _kill_postmaster(cluster.data)
@@ -161,10 +158,7 @@ def throwaway_cluster(parent: str | Path | None = None) -> Iterator[Cluster]:
 
 def _run_as(cluster: Cluster, command: Sequence[str]) -> None:
     """Run a PostgreSQL program as the cluster's user; ClusterError with its last output line on failure."""
-    identity: dict[str, object] = {}
-    if cluster.user:
-        account = pwd.getpwnam(cluster.user)
-        identity = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    account = pwd.getpwnam(cluster.user) if cluster.user else None
     # A minimal environment: no PG* variable of ours leaks into the server.
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "HOME": str(cluster.folder)}
     try:
@@ -176,7 +170,10 @@ def _run_as(cluster: Cluster, command: Sequence[str]) -> None:
             text=True,
             timeout=COMMAND_TIMEOUT,
             check=False,
-            **identity,  # type: ignore[arg-type]
+            # As root: the unprivileged user, its group, and none of root's supplementary groups.
+            user=account.pw_uid if account else None,
+            group=account.pw_gid if account else None,
+            extra_groups=[] if account else None,
         )
     except subprocess.TimeoutExpired:
         raise ClusterError(f"{Path(command[0]).name} did not finish within {COMMAND_TIMEOUT} s") from None
