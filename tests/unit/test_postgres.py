@@ -264,6 +264,23 @@ def test_unreachable_server_is_one_config_error_without_the_password(
     )
 
 
+def test_a_driver_message_quoting_the_password_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should libpq ever echo the password in an error, the one line shows *** instead."""
+    psycopg = pytest.importorskip("psycopg")
+
+    def refuse(conninfo: str) -> None:
+        raise psycopg.OperationalError(f"server said: bad options ({conninfo})\nDETAIL: more")
+
+    monkeypatch.setattr(psycopg, "connect", refuse)
+    monkeypatch.setenv(DSN_ENV, "host=/nowhere user=alice password=s3cret-pw")
+    with pytest.raises(ConfigError) as caught:
+        connect()
+    assert str(caught.value) == (
+        "RETRIEVAL_PG_DSN: cannot connect to PostgreSQL (server said: bad options"
+        " (user=alice password=*** host=/nowhere connect_timeout=10)); start the server or fix the variable."
+    )
+
+
 def test_malformed_dsn_is_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("psycopg")
     monkeypatch.setenv(DSN_ENV, "password=s3cret-pw host")
