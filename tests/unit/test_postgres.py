@@ -350,7 +350,8 @@ def test_failed_start_says_why_and_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(ClusterError) as caught:
         pg_cluster.start_cluster(parent)
     assert re.fullmatch(
-        rf'initdb failed \(exit 1\): initdb: error: could not access directory "{parent}/pg-\w+/data": Permission denied',
+        rf'initdb failed \(exit 1\): initdb: error: could not access directory "{parent}/pg-\w+/data"'
+        ": Permission denied",
         str(caught.value),
     )
     assert list(parent.iterdir()) == []
