@@ -62,7 +62,7 @@ class Cluster:
     @property
     def dsn(self) -> str:
         """A libpq connection string to the cluster's `postgres` database over its Unix socket."""
-        return f"host={self.folder} dbname=postgres user=postgres"
+        return f"host={_conninfo_value(str(self.folder))} dbname=postgres user=postgres"
 
     def stop(self) -> None:
         """Stop the server (fast shutdown, bounded; killed if it does not stop) and remove the folder."""
@@ -71,6 +71,13 @@ class Cluster:
         except ClusterError:
             _kill_postmaster(self.data)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _conninfo_value(value: str) -> str:
+    """A libpq conninfo value, quoted when it holds a space, a quote or a backslash."""
+    if value and not any(c in value for c in " '\\"):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def find_binaries() -> Path | None:
@@ -135,7 +142,7 @@ def start_cluster(parent: str | Path | None = None) -> Cluster:
             ],
         )
         # listen_addresses='' : no TCP at all; the socket lives in the cluster's own folder.
-        options = f"-c listen_addresses='' -k {folder} {SERVER_OPTIONS}"
+        options = f"-c listen_addresses='' -k '{folder}' {SERVER_OPTIONS}"
         start = ["-D", str(cluster.data), "-l", str(cluster.log), "-o", options, "-w", "-t", str(START_WAIT), "start"]
         _run_as(cluster, [str(bin_dir / "pg_ctl"), *start])
     except ClusterError as exc:

@@ -367,3 +367,13 @@ def test_command_runs_with_the_cluster_dsn(
     assert capsys.readouterr().err == f"pg_cluster: RETRIEVAL_PG_DSN={pg_cluster_fixture.dsn}\n"
     assert pg_cluster.main([]) == 2
     assert capsys.readouterr().err == "usage: python -m retrieval.adapters.pg_cluster -- COMMAND [ARGS...]\n"
+
+
+def test_cluster_dsn_survives_an_awkward_folder() -> None:
+    """The DSN quotes the socket folder when libpq needs it (a space, a quote, a backslash)."""
+    conninfo = pytest.importorskip("psycopg.conninfo")
+    folder = Path("/tmp/with space/it's a\\b")
+    dsn = Cluster(folder, Path("/usr/bin"), None).dsn
+    assert dsn == "host='/tmp/with space/it\\'s a\\\\b' dbname=postgres user=postgres"
+    assert conninfo.conninfo_to_dict(dsn) == {"host": str(folder), "dbname": "postgres", "user": "postgres"}
+    assert Cluster(Path("/tmp/pg-x"), Path("/usr/bin"), None).dsn == "host=/tmp/pg-x dbname=postgres user=postgres"
