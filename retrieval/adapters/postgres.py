@@ -144,17 +144,29 @@ class PostgresMethod:
     def rank(self, context: Context) -> list[Ranking]:
         """Index the corpus in a temporary table, then rank every question in one round trip."""
         questions = [search_text(q.text) for q in context.dataset.questions]
-        with connect() as conn:
-            self._index(conn, context)
-            rows = conn.execute(
-                _RANK_SQL,
-                {
-                    "questions": questions,
-                    "config": self.text_search_config,
-                    "weights": list(self.weights),
-                    "depth": context.depth,
-                },
-            ).fetchall()
+        with connect() as conn:  # first: it turns a missing driver or server into one line
+            import psycopg
+
+            step = "indexing the corpus"
+            try:
+                self._index(conn, context)
+                step = "ranking the questions"
+                rows = conn.execute(
+                    _RANK_SQL,
+                    {
+                        "questions": questions,
+                        "config": self.text_search_config,
+                        "weights": list(self.weights),
+                        "depth": context.depth,
+                    },
+                ).fetchall()
+            except psycopg.Error as exc:
+                # An unknown text search configuration, no TEMP privilege on the database...: one line.
+                raise ConfigError(
+                    f"method {self.name!r}: PostgreSQL failed while {step} ({_first_line(exc)});"
+                    f" check text_search_config {self.text_search_config!r} and that the {DSN_ENV} user may"
+                    " create temporary tables."
+                ) from None
         hits: list[list[tuple[int, float]]] = [[] for _ in questions]
         for ordinal, idx, score in rows:
             hits[ordinal - 1].append((idx, score))
@@ -216,11 +228,16 @@ def connect() -> Any:
     try:
         return psycopg.connect(dsn)
     except psycopg.Error as exc:
-        lines = str(exc).strip().splitlines()
-        reason = _redact(lines[0] if lines else type(exc).__name__, params.get("password"))
+        reason = _redact(_first_line(exc), params.get("password"))
         raise ConfigError(
             f"{DSN_ENV}: cannot connect to PostgreSQL ({reason}); start the server or fix the variable."
         ) from None
+
+
+def _first_line(exc: Exception) -> str:
+    """The driver's message on one line (libpq adds DETAIL and HINT lines)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _redact(message: str, password: object) -> str:

@@ -173,6 +173,15 @@ def test_a_changed_corpus_is_reindexed(live_dsn: str) -> None:
         assert conn.execute("SELECT to_regclass('retrieval_documents')").fetchone() == (None,)
 
 
+def test_an_engine_error_is_one_config_error(live_dsn: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        PostgresMethod(name="pg", text_search_config="klingon").rank(Context(dataset=TINY, depth=10))
+    assert str(caught.value) == (
+        "method 'pg': PostgreSQL failed while indexing the corpus (text search configuration \"klingon\" does not"
+        " exist); check text_search_config 'klingon' and that the RETRIEVAL_PG_DSN user may create temporary tables."
+    )
+
+
 def test_loosely_written_identifiers_find_their_page(live_dsn: str) -> None:
     """ "hel 4120", "HEL4040", "erreur 4040": without splitting identifiers, the documents'
     "HEL-4120" gives the lexeme "-4120" and none of these would find its page."""
@@ -298,7 +307,7 @@ def test_missing_driver_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv(DSN_ENV, "host=/nowhere")
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now raises ImportError
     with pytest.raises(ConfigError) as caught:
-        connect()
+        PostgresMethod().rank(Context(dataset=TINY, depth=10))
     assert str(caught.value) == "the postgres method needs psycopg: pip install 'retrieval-regression[postgres]'."
 
 
