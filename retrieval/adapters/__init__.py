@@ -1,0 +1,1 @@
+"""Optional adapters to real search engines; each needs its own extra (see pyproject.toml)."""
