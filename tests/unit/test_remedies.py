@@ -1,0 +1,190 @@
+"""Which remedy reaches each failure: hand-built runs with exact remedies, and the demo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from demo_deep_run import demo_run
+
+from retrieval.dataset import Question
+from retrieval.fusion import reciprocal_rank_fusion
+from retrieval.ranking import Ranking
+from retrieval.remedies import Remedy, diagnose, remedy_summary, render_diagnosis
+from retrieval.run import MethodResult, QuestionResult, Run
+from retrieval.sweeps import FusionSettings, Setup
+
+DOCS = ["b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "y", "z"]
+REQUIRES = {"bm25": (), "vector": (), "hybrid": ("bm25", "vector")}
+SETUP = Setup(
+    requires=REQUIRES,
+    candidate_sources={},
+    documents={d: (f"titre {d}", f"texte {d}") for d in DOCS},
+    candidates=2,
+    fusion={"hybrid": FusionSettings(5)},
+    kept=100,
+    k=2,
+    top=2,
+)
+
+
+def _method(ids: list[str], relevant: tuple[str, ...]) -> MethodResult:
+    return MethodResult(ids, [0.0] * len(ids), {d: ids.index(d) + 1 if d in ids else None for d in relevant})
+
+
+def _question(qid: str, relevant: str, bm25: list[str], vector: list[str]) -> QuestionResult:
+    """bm25 and vector as given, hybrid fused by retrieval.fusion at k = 5."""
+    index = {d: i for i, d in enumerate(DOCS)}
+    rankings = [
+        Ranking(np.asarray([index[d] for d in lst], dtype=np.int64), np.zeros(len(lst))) for lst in (bm25, vector)
+    ]
+    hybrid = [DOCS[i] for i in reciprocal_rank_fusion(rankings, len(DOCS), k=5).indices]
+    q = Question(qid, f"question {qid}", "paraphrase", (relevant,))
+    return QuestionResult(
+        q,
+        {
+            "bm25": _method(bm25, q.relevant),
+            "vector": _method(vector, q.relevant),
+            "hybrid": _method(hybrid, q.relevant),
+        },
+    )
+
+
+def _run() -> Run:
+    rest = ["f", "g", "h", "i", "j", "k"]
+    results = [
+        # d is vector's 2nd but c (bm25 2nd, vector 10th) passes it: hybrid b, c, d.
+        _question("q1", "d", ["b", "c"], ["b", "d", "e", *rest, "c", "y", "z"]),
+        # c is hybrid's 2nd: among the 2 candidates.
+        _question("q2", "c", ["b", "c"], ["b", "c", "d", "e", *rest, "y", "z"]),
+        # z is last everywhere: vocabulary mismatch.
+        _question("q3", "z", ["b"], ["b", "c", "d", "e", *rest, "y", "z"]),
+        # y is vector's 4th, hybrid's 5th (e, bm25's 4th, ties with it and comes first in the corpus).
+        _question("q4", "y", ["b", "c", "d", "e"], ["b", "c", "d", "y", "e", *rest, "z"]),
+        # Not a failure: b first.
+        _question("q5", "b", ["b"], ["b", "c", "d", "e", *rest, "y", "z"]),
+    ]
+    return Run("hand", "f", {}, ["bm25", "vector", "hybrid"], results)
+
+
+def test_hand_built_failures_get_exact_remedies() -> None:
+    run = _run()
+    assert [r.methods["hybrid"].ids[:5] for r in run.results[:4]] == [
+        ["b", "c", "d", "e", "f"],
+        ["b", "c", "d", "e", "f"],
+        ["b", "c", "d", "e", "f"],
+        ["b", "c", "d", "e", "y"],
+    ]
+    found = {d.question_id: d for d in diagnose(run, SETUP, "hybrid", counts=(3, 4))}
+    assert list(found) == ["q1", "q2", "q3", "q4"]
+    q1 = found["q1"].remedies
+    assert [r.kind for r in q1] == ["more candidates", "fusion settings"]
+    # The third candidate adds "\n\n[3] id: d\ntitle: titre d\ntext: texte d" (40 characters): 10 tokens.
+    assert len("\n\n[3] id: d\ntitle: titre d\ntext: texte d") == 40
+    assert (q1[0].candidates, q1[0].extra_input_tokens) == (3, 10)
+    assert q1[1].settings == [
+        {"rrf_k": 5, "weights": [1.0, 2.0], "rank": 2, "exact": True},
+        {"rrf_k": 5, "weights": [1.0, 3.0], "rank": 2, "exact": True},
+    ]
+    assert q1[1].detail == "d: vector rank 2, hybrid rank 3; kept in the fused top 2 by weights (1, 2), (1, 3) at k 5"
+    assert found["q2"].remedies == [
+        Remedy(
+            "reorder", "c is at hybrid rank 2, among the candidates: a reranker over hybrid's top 2 could put it first"
+        )
+    ]
+    assert found["q3"].remedies == [
+        Remedy(
+            "rewrite or enrich",
+            "out of every list's top 4: vocabulary mismatch: only query rewriting or document enrichment can help",
+            vocabulary_mismatch=True,
+        )
+    ]
+    assert found["q3"].ranks == {"z": {"bm25": None, "vector": 12, "hybrid": 12}}
+    assert found["q4"].remedies == [
+        Remedy(
+            "rewrite or enrich",
+            "y is at best vector rank 4, out of reach of 4 candidates and of the fusion: "
+            "only query rewriting or document enrichment can help",
+        )
+    ]
+
+
+def test_hand_built_summary_rows() -> None:
+    run = _run()
+    diagnoses = diagnose(run, SETUP, "hybrid", counts=(3, 4))
+    rows = remedy_summary(diagnoses, run, SETUP, counts=(3, 4))
+    assert [(r["remedy"], r["questions"]) for r in rows] == [
+        ("reorder (hybrid top 2)", ["q2"]),
+        ("more candidates (3 of hybrid)", ["q1"]),
+        ("more candidates (4 of hybrid)", ["q1"]),
+        ("fusion settings (hybrid)", ["q1"]),
+        ("query rewriting or document enrichment", ["q3", "q4"]),
+    ]
+    assert rows[-1]["cost"] == (
+        "rewriting: +1 LLM call per question (5 a run); "
+        "enrichment: 1 LLM call per document at indexing, once (12 documents)"
+    )
+
+
+def test_a_reranker_is_diagnosed_through_its_candidate_source() -> None:
+    base = _run()
+    results = [QuestionResult(r.question, {**r.methods, "rerank": r.methods["hybrid"]}) for r in base.results]
+    run = Run("hand", "f", {}, ["bm25", "vector", "hybrid", "rerank"], results)
+    setup = Setup(
+        **{**SETUP.__dict__, "requires": {**REQUIRES, "rerank": ("hybrid",)}, "candidate_sources": {"rerank": "hybrid"}}
+    )
+    found = {d.question_id: d for d in diagnose(run, setup, "rerank", counts=(3, 4))}
+    assert (
+        found["q2"].remedies[0].detail == "c is at hybrid rank 2, among the candidates: the reranker could put it first"
+    )
+    assert [r.kind for r in found["q1"].remedies] == ["more candidates", "fusion settings"]
+    assert remedy_summary(list(found.values()), run, setup, counts=(3, 4))[0]["cost"] == (
+        "none: the reranker already reads these candidates (its ordering failed)"
+    )
+
+
+@pytest.fixture(scope="module")
+def deep():  # type: ignore[no-untyped-def]
+    return demo_run(100)
+
+
+def test_demo_proc_restauration_is_reachable_with_30_candidates(deep) -> None:  # type: ignore[no-untyped-def]
+    _, run, setup = deep
+    diagnoses = diagnose(run, setup, "hybrid")
+    assert [d.question_id for d in diagnoses] == [
+        "q11",
+        "q12",
+        "q13",
+        "q14",
+        "q15",
+        "q16",
+        "q17",
+        "q18",
+        "q19",
+        "q20",
+        "q25",
+    ]
+    lines = render_diagnosis(diagnoses, remedy_summary(diagnoses, run, setup))
+    start = lines.index("- **q11** Comment revenir à l'état d'hier après une fausse manipulation ?  ")
+    assert lines[start + 2 : start + 5] == [
+        "  - `proc-restauration`: bm25 not ranked, vector 7, hybrid 21",
+        "  - more candidates: proc-restauration is at hybrid rank 21: within the top 30 "
+        "(+2,672 estimated input tokens for this question)",
+        "  - fusion settings: proc-restauration: vector rank 7, hybrid rank 21; kept in the fused top 20 by "
+        "RRF k in {1} or weights (1, 3) at k 60",
+    ]
+    assert lines[-7:] == [
+        "| Remedy | Questions it could reach | Cost |",
+        "|---|---|---|",
+        "| reorder (hybrid top 20) | 7: q13, q14, q15, q16, q18, q19, q25 "
+        "| a reranker over hybrid's top 20: 25 calls, ≈137,136 input tokens a run |",
+        "| more candidates (30 of hybrid) | 1: q11 | +66,308 estimated rerank input tokens a run (+48%) |",
+        "| more candidates (50 of hybrid) | 2: q11, q12 | +199,956 estimated rerank input tokens a run (+146%) |",
+        "| fusion settings (hybrid) | 3: q11, q12, q16 "
+        "| none: no model call (check the other questions in the fusion sweep) |",
+        "| query rewriting or document enrichment | 2: q17, q20 | rewriting: +1 LLM call per question (25 a run); "
+        "enrichment: 1 LLM call per document at indexing, once (64 documents) |",
+    ]
+    assert diagnoses[0].as_dict()["remedies"][1]["settings"] == [
+        {"rrf_k": 1, "weights": [1.0, 1.0], "rank": 17, "exact": True},
+        {"rrf_k": 60, "weights": [1.0, 3.0], "rank": 19, "exact": True},
+    ]
