@@ -162,6 +162,10 @@ def diagnose(run: Run, setup: Setup, method: str, counts: Sequence[int] = COUNTS
     """Every question whose first result under `method` is not relevant, with where its
     relevant documents stand in each list and the remedies that could reach them."""
     pool = setup.candidate_sources.get(method) or method
+    present = {m for r in run.results for m in r.methods}
+    for name in dict.fromkeys((method, pool)):
+        if name not in present:
+            raise ValueError(f"cannot diagnose {method}: {name} is not in the run ({', '.join(sorted(present))})")
     order = {d: i for i, d in enumerate(setup.documents)}
     sweep = candidate_sweep(run, setup, pool, sorted({*counts, setup.candidates}))
     tokens = {p["candidates"]: p["per_question_input_tokens"] for p in sweep["points"]}

@@ -53,6 +53,7 @@ __all__ = [
     "fused_methods",
     "fusion_inputs",
     "fusion_sweep",
+    "keep_depths",
     "render_sweeps",
     "required_depth",
     "rerank_tokens",
@@ -84,9 +85,9 @@ class Setup:
     methods it reads; method -> the method whose top `candidates` it reorders, None for
     none). `documents` maps doc id -> (title, text) in corpus order (that order breaks
     fusion ties, as retrieval.fusion does). `fusion` gives each fused method's settings in
-    the run. `kept` is how deep the run kept each ranking (None: unknown, then only a
-    ranking as long as `depth` or the corpus counts as complete). `depth` is the depth the
-    methods ranked to (Settings.depth).
+    the run. `kept` is how deep the run kept each method's ranking (a method absent from it:
+    unknown, then only a ranking as long as `depth` or the corpus counts as complete; see
+    `keep_depths`). `depth` is the depth the methods ranked to (Settings.depth).
     """
 
     requires: Mapping[str, Sequence[str]]
@@ -94,7 +95,7 @@ class Setup:
     documents: Mapping[str, tuple[str, str]]
     candidates: int
     fusion: Mapping[str, FusionSettings] = field(default_factory=dict)
-    kept: int | None = None
+    kept: Mapping[str, int] = field(default_factory=dict)
     depth: int = 1000
     k: int = 5
     # "In a list's top N" for the fusion diagnosis (the fusion lost a document of a first-stage top 20).
@@ -130,13 +131,13 @@ def rerank_tokens(
     return estimate_tokens(prompt, chars_per_token), estimate_tokens(answer, chars_per_token)
 
 
-def _complete(ids: Sequence[str], setup: Setup) -> bool:
+def _complete(ids: Sequence[str], method: str, setup: Setup) -> bool:
     """Whether a kept ranking holds every document its method ranked."""
     full = min(setup.depth, len(setup.documents))
     if len(ids) >= full:
         return True
     # Shorter than the kept depth: the method returned no more (BM25 ranks matching documents only).
-    return setup.kept is not None and len(ids) < setup.kept
+    return method in setup.kept and len(ids) < setup.kept[method]
 
 
 def fuse_top(
@@ -213,6 +214,30 @@ def required_depth(
     return depth
 
 
+def keep_depths(
+    requires: Mapping[str, Sequence[str]],
+    candidate_sources: Mapping[str, str | None],
+    counts: Sequence[int] = CANDIDATE_COUNTS,
+    rrf_ks: Sequence[int] = RRF_KS,
+    weight_grid: Sequence[Sequence[float]] = WEIGHT_GRID,
+    top: int = FUSED_TOP,
+) -> dict[str, int]:
+    """How deep a run should keep each method's ranking for these sweeps (the evaluator keeps
+    the larger of this and what the metrics need): the inputs of a fused method to
+    `required_depth`, a candidate source to the largest candidate count."""
+    depths: dict[str, int] = {}
+    first_stage = {m for m, needs in requires.items() if not needs}
+    fused_depth = required_depth(rrf_ks, weight_grid, top)
+    for inputs in requires.values():
+        if len(inputs) >= 2 and all(i in first_stage for i in inputs):
+            for i in inputs:
+                depths[i] = max(depths.get(i, 0), fused_depth)
+    for source in candidate_sources.values():
+        if source:
+            depths[source] = max(depths.get(source, 0), max(counts))
+    return depths
+
+
 def fused_methods(setup: Setup, run: Run) -> list[str]:
     """Methods of the run that fuse two or more first-stage methods (declared requires == ())."""
     present = {m for r in run.results for m in r.methods}
@@ -228,7 +253,7 @@ def fusion_inputs(run: Run, setup: Setup, method: str, qi: int) -> tuple[list[li
     """The kept input rankings of a fused method for question `qi`, with completeness flags."""
     result = run.results[qi]
     lists = [list(result.methods[i].ids) for i in setup.requires[method]]
-    return lists, [_complete(ids, setup) for ids in lists]
+    return lists, [_complete(ids, m, setup) for ids, m in zip(lists, setup.requires[method], strict=True)]
 
 
 def _order(setup: Setup) -> dict[str, int]:
@@ -267,7 +292,7 @@ def candidate_sweep(
             if best is not None and best <= n:
                 reached.append(result.question.id)
             ids = mine.ids[:n]
-            if len(ids) < n and not _complete(mine.ids, setup):
+            if len(ids) < n and not _complete(mine.ids, source, setup):
                 short.append(result.question.id)
             tokens_in, tokens_out = rerank_tokens(result.question.text, ids, setup.documents, chars_per_token)
             per_question[result.question.id] = tokens_in

@@ -8,6 +8,7 @@ is raised for the duration of the evaluation; with 64 documents, 100 keeps them 
 from __future__ import annotations
 
 import importlib
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,11 @@ REQUIRES = {"bm25": (), "vector": (), "hybrid": ("bm25", "vector"), "rerank": ("
 CANDIDATE_SOURCES = {"rerank": "hybrid"}
 
 
+@cache
 def demo_run(kept: int) -> tuple[Dataset, Run, Setup]:
-    """The demo run (replay, local profile) with every ranking kept to `kept`, and its Setup."""
+    """The demo run (replay, local profile) with every ranking kept to `kept`, and its Setup.
+
+    Cached: the tests only read it."""
     evaluate_module = importlib.import_module("retrieval.evaluate")
     settings = load_settings(ROOT, environ={})
     dataset = load_dataset(ROOT / "data/demo")
@@ -39,7 +43,7 @@ def demo_run(kept: int) -> tuple[Dataset, Run, Setup]:
         documents={d.id: (d.title, d.text) for d in dataset.documents},
         candidates=settings.candidates,
         fusion={"hybrid": FusionSettings(settings.rrf_k)},
-        kept=kept,
+        kept={m: kept for m in run.methods},
         depth=settings.depth,
         k=settings.k,
     )

@@ -21,7 +21,7 @@ SETUP = Setup(
     documents={d: (f"titre {d}", f"texte {d}") for d in DOCS},
     candidates=2,
     fusion={"hybrid": FusionSettings(5)},
-    kept=100,
+    kept={m: 100 for m in REQUIRES},
     k=2,
     top=2,
 )
@@ -188,3 +188,11 @@ def test_demo_proc_restauration_is_reachable_with_30_candidates(deep) -> None:  
         {"rrf_k": 1, "weights": [1.0, 1.0], "rank": 17, "exact": True},
         {"rrf_k": 60, "weights": [1.0, 3.0], "rank": 19, "exact": True},
     ]
+
+
+def test_a_method_or_pool_missing_from_the_run_is_refused() -> None:
+    setup = Setup(**{**SETUP.__dict__, "candidate_sources": {"rerank": "hybrid"}})
+    with pytest.raises(
+        ValueError, match=r"^cannot diagnose rerank: rerank is not in the run \(bm25, hybrid, vector\)$"
+    ):
+        diagnose(_run(), setup, "rerank")

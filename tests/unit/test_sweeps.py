@@ -16,6 +16,7 @@ from retrieval.sweeps import (
     estimate_tokens,
     fuse_top,
     fusion_sweep,
+    keep_depths,
     render_sweeps,
     required_depth,
     rerank_tokens,
@@ -180,3 +181,9 @@ def test_a_run_without_the_fused_methods_inputs_has_no_fusion_sweep(deep) -> Non
         [type(r)(r.question, {"vector": r.methods["vector"]}) for r in run.results],
     )
     assert sweeps(only_vector, setup) == {"candidates": [], "fusion": []}
+
+
+def test_keep_depths_for_the_builtin_declarations() -> None:
+    requires = {"bm25": (), "vector": (), "hybrid": ("bm25", "vector"), "rerank": ("hybrid",)}
+    assert keep_depths(requires, {"rerank": "hybrid"}) == {"bm25": 380, "vector": 380, "hybrid": 50}
+    assert keep_depths(requires, {}, weight_grid=((1.0, 1.0),)) == {"bm25": 140, "vector": 140}
