@@ -60,6 +60,16 @@ def test_fuse_top_marks_a_top_that_a_cut_list_could_reorder() -> None:
     assert fuse_top(lists, [True, True], ORDER, 1, top=2).exact
 
 
+def test_fuse_top_counts_documents_in_no_kept_list() -> None:
+    # k=1: a = 1/2 + 1/2, b = 1/3 from the complete list. c, in neither kept list, may sit at
+    # rank 2 of the cut list and tie b at 1/3; c comes first in the corpus, so b's place is unsure.
+    lists = [["a"], ["a", "b"]]
+    fused = fuse_top(lists, [False, True], {"a": 0, "c": 1, "b": 2}, 1, top=2)
+    assert (fused.ids, fused.exact) == (["a", "b"], False)
+    # With the cut list complete, c is in no ranking at all and scores nothing.
+    assert fuse_top(lists, [True, True], {"a": 0, "c": 1, "b": 2}, 1, top=2).exact
+
+
 def test_fuse_top_matches_retrieval_fusion_on_random_rankings() -> None:
     rng = np.random.default_rng(13)
     ids = [f"d{i}" for i in range(40)]
@@ -164,6 +174,13 @@ def test_demo_run_kept_to_20_is_marked_approximate(shallow) -> None:  # type: ig
     assert {q for qs in exact.values() for q in qs} == {"q19"}
     tokens = candidate_sweep(run, setup, "hybrid")
     assert [len(p["approximate_tokens"]) for p in tokens["points"]] == [0, 0, 25, 25]
+    # Reach reads each relevant document's rank in the full ranking: exact at any kept depth.
+    assert [(p["reached"], p["newly_reached"]) for p in tokens["points"]] == [
+        (18, []),
+        (21, []),
+        (22, ["q11"]),
+        (23, ["q11", "q12"]),
+    ]
     lines = render_sweeps(sweeps(run, setup))
     assert lines[-2] == (
         "≈: 25 question(s) could not be fused again exactly from the kept rankings "
