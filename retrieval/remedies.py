@@ -33,6 +33,7 @@ from retrieval.sweeps import (
     fuse_top,
     fused_methods,
     fusion_inputs,
+    token_ratio,
 )
 
 __all__ = ["COUNTS", "Diagnosis", "Remedy", "diagnose", "remedy_summary", "render_diagnosis"]
@@ -167,7 +168,8 @@ def diagnose(run: Run, setup: Setup, method: str, counts: Sequence[int] = COUNTS
         if name not in present:
             raise ValueError(f"cannot diagnose {method}: {name} is not in the run ({', '.join(sorted(present))})")
     order = {d: i for i, d in enumerate(setup.documents)}
-    sweep = candidate_sweep(run, setup, pool, sorted({*counts, setup.candidates}))
+    ratio, rule = token_ratio(run, setup, pool)
+    sweep = candidate_sweep(run, setup, pool, sorted({*counts, setup.candidates}), ratio, rule)
     tokens = {p["candidates"]: p["per_question_input_tokens"] for p in sweep["points"]}
     fused = [
         f
@@ -248,7 +250,8 @@ def remedy_summary(
     if not diagnoses:
         return []
     method, pool = diagnoses[0].method, diagnoses[0].pool
-    sweep = candidate_sweep(run, setup, pool, sorted({*counts, setup.candidates}))
+    ratio, rule = token_ratio(run, setup, pool)
+    sweep = candidate_sweep(run, setup, pool, sorted({*counts, setup.candidates}), ratio, rule)
     by_count = {p["candidates"]: p for p in sweep["points"]}
     questions = len(run.results)
     rows = []

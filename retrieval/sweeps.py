@@ -13,9 +13,13 @@ sweep costs nothing and can run again on a saved run log.
 
 Tokens are estimated, not counted: the rerank prompt is rendered exactly as the
 reranker would (retrieval.prompts.render_rerank_prompt over the top N candidates), and
-its length in characters is divided by CHARS_PER_TOKEN = 4, Google's documented rule
-for Gemini ("a token is about 4 characters"; https://ai.google.dev/gemini-api/docs/tokens).
-French runs slightly more tokens per character than English, so read them as estimates.
+its length in characters is divided by a characters-per-token ratio. When the run holds
+the reranker's measured input tokens (the provider's own counters, live or replayed from
+a cassette), the ratio is calibrated on them: the same prompts' characters over those
+tokens (`measured_chars_per_token`), so the estimate counts the way the provider does.
+Otherwise it is CHARS_PER_TOKEN = 4, Google's documented rule for Gemini ("a token is
+about 4 characters"; https://ai.google.dev/gemini-api/docs/tokens); French runs slightly
+more tokens per character than English, so read those as estimates.
 The output is estimated the same way from the answer the schema asks for
 ({"ranking": [every candidate id]}).
 
@@ -54,10 +58,12 @@ __all__ = [
     "fusion_inputs",
     "fusion_sweep",
     "keep_depths",
+    "measured_chars_per_token",
     "render_sweeps",
     "required_depth",
     "rerank_tokens",
     "sweeps",
+    "token_ratio",
 ]
 
 CANDIDATE_COUNTS = (10, 20, 30, 50)
@@ -67,6 +73,10 @@ WEIGHT_GRID: tuple[tuple[float, ...], ...] = ((1.0, 1.0), (1.0, 2.0), (2.0, 1.0)
 FUSED_TOP = 20
 CHARS_PER_TOKEN = 4.0
 TOKEN_RULE = "estimated: rendered rerank prompt characters / 4 (Gemini's documented ~4 characters per token)"
+CALIBRATED_RULE = (
+    "estimated: rendered rerank prompt characters / {ratio:.2f}, the characters per token measured "
+    "on this run's {method} calls ({tokens:,} input tokens)"
+)
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,35 @@ def rerank_tokens(
     prompt = render_rerank_prompt(question, [(d, *documents[d]) for d in ids])
     answer = json.dumps({"ranking": list(ids)}, ensure_ascii=False)
     return estimate_tokens(prompt, chars_per_token), estimate_tokens(answer, chars_per_token)
+
+
+def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | None:
+    """Characters per input token of `method`'s own rerank calls in this run: the rendered
+    prompts' characters (its candidate source's top `candidates`, questions with 2 or more)
+    over the input tokens its provider counted. None without a candidate source or tokens."""
+    usage = run.usage.get(method)
+    source = setup.candidate_sources.get(method)
+    if usage is None or usage.input_tokens <= 0 or not source:
+        return None
+    chars = 0
+    for result in run.results:
+        if source not in result.methods:
+            return None
+        ids = result.methods[source].ids[: setup.candidates]
+        if len(ids) >= 2:
+            chars += len(render_rerank_prompt(result.question.text, [(d, *setup.documents[d]) for d in ids]))
+    return chars / usage.input_tokens if chars else None
+
+
+def token_ratio(run: Run, setup: Setup, source: str) -> tuple[float, str]:
+    """Characters per token for rerank prompts over `source`, and the rule to print: measured
+    on a reranker of the run that reads `source` when one has input tokens, else CHARS_PER_TOKEN."""
+    for method, read in setup.candidate_sources.items():
+        measured = measured_chars_per_token(run, setup, method) if read == source else None
+        if measured is not None:
+            tokens = run.usage[method].input_tokens
+            return measured, CALIBRATED_RULE.format(ratio=measured, method=method, tokens=tokens)
+    return CHARS_PER_TOKEN, TOKEN_RULE
 
 
 def _complete(ids: Sequence[str], method: str, setup: Setup) -> bool:
@@ -271,6 +310,7 @@ def candidate_sweep(
     source: str,
     counts: Sequence[int] = CANDIDATE_COUNTS,
     chars_per_token: float = CHARS_PER_TOKEN,
+    token_rule: str = TOKEN_RULE,
 ) -> dict[str, Any]:
     """For each candidate count N: questions whose relevant document is within `source`'s
     top N (it reaches the reranker), and the estimated rerank tokens of N candidates.
@@ -321,7 +361,13 @@ def candidate_sweep(
         point["no_longer_reached"] = sorted(base_reached - set(point["reached_ids"]))
     # The run's own count is shown only when it is one of the asked counts.
     shown = [p for p in points if p["candidates"] in counts]
-    return {"source": source, "current": setup.candidates, "token_rule": TOKEN_RULE, "points": shown}
+    return {
+        "source": source,
+        "current": setup.candidates,
+        "chars_per_token": chars_per_token,
+        "token_rule": token_rule,
+        "points": shown,
+    }
 
 
 def fusion_sweep(
@@ -381,10 +427,14 @@ def fusion_sweep(
 def sweeps(run: Run, setup: Setup) -> dict[str, Any]:
     """Every sweep the run allows, JSON-ready: one candidate sweep per declared candidate
     source present in the run, one fusion sweep per fused method."""
-    sources = list(dict.fromkeys(s for s in setup.candidate_sources.values() if s))
     present = {m for r in run.results for m in r.methods}
+    candidates = []
+    for source in dict.fromkeys(s for s in setup.candidate_sources.values() if s):
+        if source in present:
+            ratio, rule = token_ratio(run, setup, source)
+            candidates.append(candidate_sweep(run, setup, source, chars_per_token=ratio, token_rule=rule))
     return {
-        "candidates": [candidate_sweep(run, setup, s) for s in sources if s in present],
+        "candidates": candidates,
         "fusion": [fusion_sweep(run, setup, m) for m in fused_methods(setup, run)],
     }
 

@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 from demo_deep_run import demo_run
 
+from retrieval.cost import Usage
 from retrieval.dataset import Question
 from retrieval.fusion import reciprocal_rank_fusion
+from retrieval.prompts import render_rerank_prompt
 from retrieval.ranking import Ranking
 from retrieval.remedies import Remedy, diagnose, remedy_summary, render_diagnosis
 from retrieval.run import MethodResult, QuestionResult, Run
-from retrieval.sweeps import FusionSettings, Setup
+from retrieval.sweeps import FusionSettings, Setup, measured_chars_per_token, sweeps, token_ratio
 
 DOCS = ["b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "y", "z"]
 REQUIRES = {"bm25": (), "vector": (), "hybrid": ("bm25", "vector")}
@@ -196,3 +198,32 @@ def test_a_method_or_pool_missing_from_the_run_is_refused() -> None:
         ValueError, match=r"^cannot diagnose rerank: rerank is not in the run \(bm25, hybrid, vector\)$"
     ):
         diagnose(_run(), setup, "rerank")
+
+
+def test_token_estimates_calibrate_on_the_rerankers_measured_tokens() -> None:
+    base = _run()
+    results = [QuestionResult(r.question, {**r.methods, "rerank": r.methods["hybrid"]}) for r in base.results]
+    setup = Setup(
+        **{**SETUP.__dict__, "requires": {**REQUIRES, "rerank": ("hybrid",)}, "candidate_sources": {"rerank": "hybrid"}}
+    )
+    prompts = [
+        render_rerank_prompt(r.question.text, [(d, *setup.documents[d]) for d in r.methods["hybrid"].ids[:2]])
+        for r in results
+    ]
+    chars = sum(len(p) for p in prompts)
+    usage = Usage()
+    usage.add(5, 589, 50)  # the provider counted 589 input tokens: 5 characters per token
+    run = Run("hand", "f", {}, ["bm25", "vector", "hybrid", "rerank"], results, {"rerank": usage})
+    assert chars == 2945 and measured_chars_per_token(run, setup, "rerank") == 5.0
+    assert token_ratio(run, setup, "hybrid") == (
+        5.0,
+        "estimated: rendered rerank prompt characters / 5.00, the characters per token measured "
+        "on this run's rerank calls (589 input tokens)",
+    )
+    # The third candidate's 40 characters cost 8 tokens at 5 characters per token (10 at 4).
+    q1 = diagnose(run, setup, "rerank", counts=(3, 4))[0].remedies[0]
+    assert (q1.kind, q1.candidates, q1.extra_input_tokens) == ("more candidates", 3, 8)
+    (sweep,) = sweeps(run, setup)["candidates"]
+    assert (sweep["chars_per_token"], sweep["token_rule"]) == token_ratio(run, setup, "hybrid")
+    # Without measured tokens: Gemini's documented 4 characters per token.
+    assert token_ratio(base, SETUP, "hybrid")[0] == 4.0
