@@ -451,18 +451,24 @@ def render_sweeps(data: Mapping[str, Any]) -> list[str]:
             f"#### Candidates read by the reranker (from {sweep['source']}; this run: {sweep['current']})",
             "",
             "| Candidates | Questions reached | Share | Rerank input tokens | Output tokens "
-            "| Extra input tokens | Newly reached |",
+            "| Extra input tokens | Reached vs this run |",
             "|---|---|---|---|---|---|---|",
         ]
         for p in sweep["points"]:
             mark = " (this run)" if p["current"] else ""
             approx = "≈" if p["approximate_tokens"] else ""
+            change = [f"+{q}" for q in p["newly_reached"]] + [f"-{q}" for q in p["no_longer_reached"]]
             out.append(
                 f"| {p['candidates']}{mark} | {p['reached']}/{p['questions']} | {p['share']:.2f} "
                 f"| {approx}{p['input_tokens']:,} | {approx}{p['output_tokens']:,} "
-                f"| {approx}{p['extra_input_tokens']:+,} | {', '.join(p['newly_reached']) or '-'} |"
+                f"| {approx}{p['extra_input_tokens']:+,} | {', '.join(change) or '-'} |"
             )
-        out += ["", f"Tokens {sweep['token_rule']}."]
+        out += [
+            "",
+            f"Reached: a relevant document is within {sweep['source']}'s top N, so the reranker reads it "
+            "(its rank in the full ranking). "
+            f"Tokens {sweep['token_rule']}.",
+        ]
         short = sorted({q for p in sweep["points"] for q in p["approximate_tokens"]})
         if short:
             out.append(

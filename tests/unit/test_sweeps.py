@@ -135,7 +135,12 @@ def test_demo_candidate_sweep_reaches_proc_restauration_at_30(deep) -> None:  # 
 def test_demo_sweeps_render(deep) -> None:  # type: ignore[no-untyped-def]
     _, run, setup = deep
     lines = render_sweeps(sweeps(run, setup))
-    assert lines[6] == "| 30 | 22/25 | 0.88 | 203,444 | 3,597 | +66,308 | q11 |"
+    assert lines[4:8] == [
+        "| 10 | 18/25 | 0.72 | 70,377 | 1,285 | -66,759 | -q13, -q14, -q15 |",
+        "| 20 (this run) | 21/25 | 0.84 | 137,136 | 2,467 | +0 | - |",
+        "| 30 | 22/25 | 0.88 | 203,444 | 3,597 | +66,308 | +q11 |",
+        "| 50 | 23/25 | 0.92 | 337,092 | 6,018 | +199,956 | +q11, +q12 |",
+    ]
     start = lines.index("#### hybrid: recall@5 / MRR by RRF k and weights (bm25, vector)")
     assert lines[start + 2 : start + 10] == [
         "| RRF k | (1, 1) | (1, 2) | (2, 1) | (1, 3) |",
