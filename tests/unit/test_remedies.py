@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from demo_deep_run import demo_run
@@ -165,7 +167,10 @@ def test_demo_proc_restauration_is_reachable_with_30_candidates(deep) -> None:  
         "q20",
         "q25",
     ]
-    lines = render_diagnosis(diagnoses, remedy_summary(diagnoses, run, setup))
+    summary = remedy_summary(diagnoses, run, setup)
+    as_json = {"diagnoses": [d.as_dict() for d in diagnoses], "summary": summary}
+    assert json.loads(json.dumps(as_json)) == as_json  # JSON-ready as it is
+    lines = render_diagnosis(diagnoses, summary)
     start = lines.index("- **q11** Comment revenir à l'état d'hier après une fausse manipulation ?  ")
     assert lines[start + 2 : start + 5] == [
         "  - `proc-restauration`: bm25 not ranked, vector 7, hybrid 21",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from demo_deep_run import demo_run
@@ -134,7 +136,9 @@ def test_demo_candidate_sweep_reaches_proc_restauration_at_30(deep) -> None:  # 
 
 def test_demo_sweeps_render(deep) -> None:  # type: ignore[no-untyped-def]
     _, run, setup = deep
-    lines = render_sweeps(sweeps(run, setup))
+    data = sweeps(run, setup)
+    assert json.loads(json.dumps(data)) == data  # JSON-ready as it is
+    lines = render_sweeps(data)
     assert lines[4:8] == [
         "| 10 | 18/25 | 0.72 | 70,377 | 1,285 | -66,759 | -q13, -q14, -q15 |",
         "| 20 (this run) | 21/25 | 0.84 | 137,136 | 2,467 | +0 | - |",
