@@ -171,6 +171,7 @@ def diagnose(run: Run, setup: Setup, method: str, counts: Sequence[int] = COUNTS
     ratio, rule = token_ratio(run, setup, pool)
     sweep = candidate_sweep(run, setup, pool, sorted({*counts, setup.candidates}), ratio, rule)
     tokens = {p["candidates"]: p["per_question_input_tokens"] for p in sweep["points"]}
+    short = {p["candidates"]: set(p["approximate_tokens"]) for p in sweep["points"]}
     fused = [
         f
         for f in fused_methods(setup, run)
@@ -198,11 +199,13 @@ def diagnose(run: Run, setup: Setup, method: str, counts: Sequence[int] = COUNTS
             for n in sorted(counts):
                 if best[1] <= n:
                     extra = tokens[n][q.id] - tokens[setup.candidates][q.id]
+                    # The run kept fewer candidates than n: the tokens of the kept ones only.
+                    bound = "at least " if q.id in short[n] else ""
                     remedies.append(
                         Remedy(
                             "more candidates",
                             f"{best[0]} is at {pool} rank {best[1]}: within the top {n} "
-                            f"(+{extra:,} estimated input tokens for this question)",
+                            f"({bound}+{extra:,} estimated input tokens for this question)",
                             candidates=n,
                             extra_input_tokens=extra,
                         )
@@ -277,7 +280,7 @@ def remedy_summary(
     for n in sorted(counts):
         point = by_count[n]
         share = point["extra_input_tokens"] / now["input_tokens"] if now["input_tokens"] else 0.0
-        approx = "≈" if point["approximate_tokens"] else ""
+        approx = "at least " if point["approximate_tokens"] else ""
         rows.append(
             {
                 "remedy": f"more candidates ({n} of {pool})",

@@ -316,8 +316,8 @@ def candidate_sweep(
     top N (it reaches the reranker), and the estimated rerank tokens of N candidates.
 
     Reach uses each relevant document's rank in the full ranking (exact at any depth);
-    tokens need `source`'s top N ids, so a point is marked approximate when the run kept
-    fewer of them (the tokens then cover the kept ids only).
+    tokens need `source`'s top N ids, so a point lists in `approximate_tokens` the questions
+    for which the run kept fewer (the tokens then cover the kept ids only: a lower bound).
     """
     questions = len(run.results)
     points: list[dict[str, Any]] = []
@@ -456,7 +456,8 @@ def render_sweeps(data: Mapping[str, Any]) -> list[str]:
         ]
         for p in sweep["points"]:
             mark = " (this run)" if p["current"] else ""
-            approx = "≈" if p["approximate_tokens"] else ""
+            # Tokens over the kept candidates only: a lower bound.
+            approx = "≥" if p["approximate_tokens"] else ""
             change = [f"+{q}" for q in p["newly_reached"]] + [f"-{q}" for q in p["no_longer_reached"]]
             out.append(
                 f"| {p['candidates']}{mark} | {p['reached']}/{p['questions']} | {p['share']:.2f} "
@@ -472,7 +473,8 @@ def render_sweeps(data: Mapping[str, Any]) -> list[str]:
         short = sorted({q for p in sweep["points"] for q in p["approximate_tokens"]})
         if short:
             out.append(
-                f"≈: the run kept fewer {sweep['source']} candidates than the count for {len(short)} question(s)."
+                f"≥: a lower bound: the run kept fewer {sweep['source']} candidates than the count "
+                f"for {len(short)} question(s)."
             )
         out.append("")
     for sweep in data["fusion"]:

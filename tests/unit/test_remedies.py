@@ -197,6 +197,16 @@ def test_demo_proc_restauration_is_reachable_with_30_candidates(deep) -> None:  
     ]
 
 
+def test_demo_run_kept_to_20_gives_token_lower_bounds() -> None:
+    _, run, setup = demo_run(20)
+    diagnoses = diagnose(run, setup, "hybrid")
+    assert diagnoses[0].remedies[0].detail == (
+        "proc-restauration is at hybrid rank 21: within the top 30 "
+        "(at least +0 estimated input tokens for this question)"
+    )
+    assert remedy_summary(diagnoses, run, setup)[1]["cost"] == "at least +0 estimated rerank input tokens a run (+0%)"
+
+
 def test_a_method_or_pool_missing_from_the_run_is_refused() -> None:
     setup = Setup(**{**SETUP.__dict__, "candidate_sources": {"rerank": "hybrid"}})
     with pytest.raises(

@@ -191,6 +191,10 @@ def test_demo_run_kept_to_20_is_marked_approximate(shallow) -> None:  # type: ig
         (23, ["q11", "q12"]),
     ]
     lines = render_sweeps(sweeps(run, setup))
+    assert lines[6:8] == [
+        "| 30 | 22/25 | 0.88 | ≥137,136 | ≥2,467 | ≥+0 | +q11 |",
+        "| 50 | 23/25 | 0.92 | ≥137,136 | ≥2,467 | ≥+0 | +q11, +q12 |",
+    ]
     assert lines[-2] == (
         "≈: 25 question(s) could not be fused again exactly from the kept rankings "
         "(q01, q02, q03, q04, q05 …); keep first-stage rankings to depth 380 or more."
