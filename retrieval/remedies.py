@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from retrieval.fusion import DEFAULT_RRF_K
 from retrieval.run import QuestionResult, Run
 from retrieval.sweeps import (
     RRF_KS,
@@ -116,7 +117,7 @@ def _fusion_remedy(
     if not lost:
         return None
     current = setup.fusion.get(fused)
-    k_now = current.rrf_k if current else 60
+    k_now = current.rrf_k if current else DEFAULT_RRF_K
     w_now = tuple(current.weights) if current and current.weights else tuple([1.0] * len(inputs))
     lists, complete = fusion_inputs(run, setup, fused, qi)
     settings: list[dict[str, Any]] = []
@@ -215,7 +216,8 @@ def diagnose(run: Run, setup: Setup, method: str, counts: Sequence[int] = COUNTS
             remedy = _fusion_remedy(run, setup, f, qi, result, order)
             if remedy is not None:
                 remedies.append(remedy)
-        if not remedies:
+        # A fusion that lost the document but that no tried setting repairs is a finding, not a remedy.
+        if not any(r.kind != "fusion settings" or r.settings for r in remedies):
             everywhere = [r for per in ranks.values() for r in per.values() if r is not None and r <= deepest]
             mismatch = not everywhere
             if mismatch:
@@ -263,7 +265,12 @@ def remedy_summary(
         return [
             d.question_id
             for d in diagnoses
-            if any(r.kind == kind and all(getattr(r, a) == v for a, v in match.items()) for r in d.remedies)
+            if any(
+                r.kind == kind
+                and all(getattr(r, a) == v for a, v in match.items())
+                and (r.kind != "fusion settings" or r.settings)
+                for r in d.remedies
+            )
         ]
 
     now = by_count[setup.candidates]

@@ -64,6 +64,8 @@ def _run() -> Run:
         _question("q3", "z", ["b"], ["b", "c", "d", "e", *rest, "y", "z"]),
         # y is vector's 4th, hybrid's 5th (e, bm25's 4th, ties with it and comes first in the corpus).
         _question("q4", "y", ["b", "c", "d", "e"], ["b", "c", "d", "y", "e", *rest, "z"]),
+        # d is vector's 2nd, but c (bm25 2nd, vector 3rd) passes it at every tried k and weight.
+        _question("q6", "d", ["b", "c"], ["b", "d", "c", "e", *rest, "y", "z"]),
         # Not a failure: b first.
         _question("q5", "b", ["b"], ["b", "c", "d", "e", *rest, "y", "z"]),
     ]
@@ -79,7 +81,7 @@ def test_hand_built_failures_get_exact_remedies() -> None:
         ["b", "c", "d", "e", "y"],
     ]
     found = {d.question_id: d for d in diagnose(run, SETUP, "hybrid", counts=(3, 4))}
-    assert list(found) == ["q1", "q2", "q3", "q4"]
+    assert list(found) == ["q1", "q2", "q3", "q4", "q6"]
     q1 = found["q1"].remedies
     assert [r.kind for r in q1] == ["more candidates", "fusion settings"]
     # The third candidate adds "\n\n[3] id: d\ntitle: titre d\ntext: texte d" (40 characters): 10 tokens.
@@ -103,6 +105,12 @@ def test_hand_built_failures_get_exact_remedies() -> None:
         )
     ]
     assert found["q3"].ranks == {"z": {"bm25": None, "vector": 12, "hybrid": 12}}
+    q6 = found["q6"].remedies
+    assert [(r.kind, r.candidates, r.settings) for r in q6] == [
+        ("more candidates", 3, []),
+        ("fusion settings", None, []),
+    ]
+    assert q6[1].detail == "d: vector rank 2, hybrid rank 3; no tried setting keeps it in the top 2"
     assert found["q4"].remedies == [
         Remedy(
             "rewrite or enrich",
@@ -118,13 +126,13 @@ def test_hand_built_summary_rows() -> None:
     rows = remedy_summary(diagnoses, run, SETUP, counts=(3, 4))
     assert [(r["remedy"], r["questions"]) for r in rows] == [
         ("reorder (hybrid top 2)", ["q2"]),
-        ("more candidates (3 of hybrid)", ["q1"]),
-        ("more candidates (4 of hybrid)", ["q1"]),
+        ("more candidates (3 of hybrid)", ["q1", "q6"]),
+        ("more candidates (4 of hybrid)", ["q1", "q6"]),
         ("fusion settings (hybrid)", ["q1"]),
         ("query rewriting or document enrichment", ["q3", "q4"]),
     ]
     assert rows[-1]["cost"] == (
-        "rewriting: +1 LLM call per question (5 a run); "
+        "rewriting: +1 LLM call per question (6 a run); "
         "enrichment: 1 LLM call per document at indexing, once (12 documents)"
     )
 
@@ -227,17 +235,18 @@ def test_token_estimates_calibrate_on_the_rerankers_measured_tokens() -> None:
     ]
     chars = sum(len(p) for p in prompts)
     usage = Usage()
-    usage.add(5, 589, 50)  # the provider counted 589 input tokens: 5 characters per token
+    usage.add(6, 589, 50)  # the provider counted 589 input tokens: 6 characters per token
     run = Run("hand", "f", {}, ["bm25", "vector", "hybrid", "rerank"], results, {"rerank": usage})
-    assert chars == 2945 and measured_chars_per_token(run, setup, "rerank") == 5.0
+    assert chars == 3534 and measured_chars_per_token(run, setup, "rerank") == 6.0
     assert token_ratio(run, setup, "hybrid") == (
-        5.0,
-        "estimated: rendered rerank prompt characters / 5.00, the characters per token measured "
+        6.0,
+        "estimated: rendered rerank prompt characters / 6.00, the characters per token measured "
         "on this run's rerank calls (589 input tokens)",
     )
-    # The third candidate's 40 characters cost 8 tokens at 5 characters per token (10 at 4).
+    # q1's prompt grows from 589 to 629 characters with a third candidate: ceil(629 / 6) - ceil(589 / 6)
+    # = 6 tokens at 6 characters per token (10 at 4).
     q1 = diagnose(run, setup, "rerank", counts=(3, 4))[0].remedies[0]
-    assert (q1.kind, q1.candidates, q1.extra_input_tokens) == ("more candidates", 3, 8)
+    assert (q1.kind, q1.candidates, q1.extra_input_tokens) == ("more candidates", 3, 6)
     (sweep,) = sweeps(run, setup)["candidates"]
     assert (sweep["chars_per_token"], sweep["token_rule"]) == token_ratio(run, setup, "hybrid")
     # Without measured tokens: Gemini's documented 4 characters per token.
