@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", dest="rerank_model", help="reranker model; overrides MODEL and the profile")
     p.add_argument("--workers", type=int, dest="rerank_workers", help="concurrent rerank calls (default 8)")
     p.add_argument("--all-metrics", action="store_true", help="also hit rate@k and nDCG@10")
+    p.add_argument(
+        "--what-if",
+        dest="what_if",
+        action="store_true",
+        help="add the what-if sweeps (candidates, RRF k, weights) to the report; always in --format json",
+    )
     p.add_argument("--format", choices=["markdown", "json"], default="markdown")
     p.add_argument("--output", help="write the report to this file instead of standard output")
     p.add_argument("--log", help="write the per-question run log (JSONL) to this file")
@@ -113,8 +119,7 @@ def _main(args: argparse.Namespace) -> int:
         problem = incompatibility(entry, run, profile) if entry else None
         if problem:
             notice = f"the changes shown are against a baseline that is not comparable: {problem}"
-    documents = {d.id: d.content for d in dataset.documents}
-    report = build_report(run, documents, settings.prices, extra=args.all_metrics)
+    report = build_report(run, dataset.documents, settings.prices, extra=args.all_metrics, what_if=args.what_if)
     text = render_json(report) if args.format == "json" else render_markdown(report, compared, notice)
     if args.output:
         _write(args.output, text)

@@ -29,6 +29,7 @@ from retrieval.providers.base import ReplayMissError
 from retrieval.ranking import Ranking, rank_of
 from retrieval.recording import CassetteError, Mode, Recorder
 from retrieval.run import MethodResult, QuestionResult, Run
+from retrieval.sweeps import keep_depths
 
 __all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate"]
 
@@ -175,7 +176,19 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
     context.usage[declared.name] = usage
 
 
-def _results(context: Context, chosen: Plan, keep: int) -> list[QuestionResult]:
+def _kept(chosen: Plan, settings: Settings) -> dict[str, int]:
+    """How many ids of each ranking the run keeps: enough for every metric (recall@k, MRR@10)
+    and the candidate pool, and, for what the what-if sweeps fuse again or widen, enough for
+    their results to be exact."""
+    base = max(LOG_DEPTH, settings.candidates, settings.k, MRR_DEPTH)
+    deeper = keep_depths(
+        {m: d.requires for m, d in chosen.declarations.items()},
+        {m: d.candidate_source for m, d in chosen.declarations.items()},
+    )
+    return {m: min(max(base, deeper.get(m, 0)), settings.depth) for m in chosen.declarations}
+
+
+def _results(context: Context, chosen: Plan, kept: dict[str, int]) -> list[QuestionResult]:
     ids = context.dataset.doc_ids
     position = {doc_id: i for i, doc_id in enumerate(ids)}
     results = []
@@ -183,6 +196,7 @@ def _results(context: Context, chosen: Plan, keep: int) -> list[QuestionResult]:
         per_method = {}
         for name in chosen.declarations:
             ranking = context.rankings[name][qi]
+            keep = kept[name]
             top = ranking.indices[:keep]
             per_method[name] = MethodResult(
                 ids=[ids[i] for i in top],
@@ -298,13 +312,13 @@ def evaluate(
         recorder.discard()
         raise
     embedding_model = profile.embedding_model or None
+    kept = _kept(chosen, settings)
     run = Run(
         dataset=dataset.name,
         fingerprint=dataset.fingerprint,
         config=_configuration(settings, chosen),
         methods=chosen.wanted,
-        # Enough of each ranking for every metric (recall@k, MRR@10) and the candidate pool.
-        results=_results(context, chosen, max(LOG_DEPTH, settings.candidates, settings.k, MRR_DEPTH)),
+        results=_results(context, chosen, kept),
         usage=context.usage,
         skipped=chosen.unavailable,
         mode=mode,
@@ -315,6 +329,7 @@ def evaluate(
             QUERY_EMBEDDINGS: embedding_model,
             **{name: d.cost_model for name, d in chosen.declarations.items()},
         },
+        kept=kept,
     )
     if mode == "record":
         _refuse_unreplayable(context, recorder)

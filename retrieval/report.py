@@ -8,14 +8,17 @@ summary or the README. With a baseline, each figure shows its change against it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from retrieval.cost import Usage, estimate_cost
+from retrieval.dataset import Document
 from retrieval.failures import Failure, RelevantTrace, best_method, failures_at_rank_1
 from retrieval.metrics import MethodScores, score_run
+from retrieval.remedies import diagnose, remedy_summary, render_diagnosis
 from retrieval.run import Run
+from retrieval.sweeps import Setup, candidate_pools, render_sweeps, setup_for, sweeps
 
 __all__ = ["Report", "build_report", "render_json", "render_markdown"]
 
@@ -54,6 +57,12 @@ class Report:
     failures: list[Failure]
     cost: list[CostRow]
     indexing: dict[str, Any]
+    # Per diagnosed method (the best one, and the list a reranker reads): each failure's
+    # remedies and the summary table (retrieval.remedies).
+    remedies: list[dict[str, Any]]
+    # What-if sweeps from the recorded rankings (retrieval.sweeps); in the Markdown with what_if.
+    sweeps: dict[str, Any]
+    what_if: bool = False
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
@@ -89,15 +98,33 @@ def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[Cost
     return rows
 
 
+def _remedies(run: Run, setup: Setup, best: str) -> list[dict[str, Any]]:
+    """Diagnose the best method and every candidate pool (what a reranker reads) it is not."""
+    present = set(run.methods)
+    pools = candidate_pools(setup.requires, setup.candidate_sources)
+    out = []
+    for method in dict.fromkeys([best, *(p for p in pools if p in present)]):
+        found = diagnose(run, setup, method)
+        out.append({"method": method, "diagnoses": found, "summary": remedy_summary(found, run, setup)})
+    return out
+
+
 def build_report(
-    run: Run, documents: Mapping[str, str], prices: Mapping[str, Mapping[str, float]], *, extra: bool = False
+    run: Run,
+    documents: Sequence[Document],
+    prices: Mapping[str, Mapping[str, float]],
+    *,
+    extra: bool = False,
+    what_if: bool = False,
 ) -> Report:
-    """Everything the report shows, as plain data. `documents` maps doc id -> indexed content."""
+    """Everything the report shows, as plain data. `documents` is the corpus, in dataset order;
+    `what_if` puts the sweeps in the Markdown (they are always in the data and the JSON)."""
     k = int(run.config.get("k", 5))
     candidates = int(run.config.get("candidates", 20))
     scores = score_run(run, k, extra)
     best = best_method(scores, k) if scores else ""
     index = run.usage.get(INDEXING)
+    setup = setup_for(run, [(d.id, d.title, d.text) for d in documents])
     return Report(
         dataset=run.dataset,
         fingerprint=run.fingerprint,
@@ -109,9 +136,11 @@ def build_report(
         scores=scores,
         degraded={m: run.degraded(m) for m in run.methods},
         skipped=run.skipped,
-        fallbacks={m: run.declared(m).candidate_source or m for m in run.methods if run.declared(m).degradable},
+        fallbacks={
+            m: run.declared(m).candidate_source or m for m in run.methods if run.declared(m).degradable
+        },
         best=best,
-        failures=failures_at_rank_1(run, best, documents, candidates) if best else [],
+        failures=failures_at_rank_1(run, best, {d.id: d.content for d in documents}, candidates) if best else [],
         cost=_cost_rows(run, prices),
         indexing={
             **(index.as_dict() if index else {}),
@@ -119,6 +148,9 @@ def build_report(
         }
         if index
         else {},
+        remedies=_remedies(run, setup, best) if best else [],
+        sweeps=sweeps(run, setup),
+        what_if=what_if,
     )
 
 
@@ -221,6 +253,21 @@ def _failures(report: Report) -> list[str]:
     return [*out, "", f"{recall_n} recall failure(s), {len(report.failures) - recall_n} ranking failure(s)."]
 
 
+def _remedies_section(report: Report) -> list[str]:
+    out = []
+    for diagnosed in report.remedies:
+        out += ["", f"### Which remedy could reach each failure of {diagnosed['method']}", ""]
+        out += render_diagnosis(diagnosed["diagnoses"], diagnosed["summary"])
+    return out
+
+
+def _what_if(report: Report) -> list[str]:
+    if not report.what_if:
+        return []
+    lines = render_sweeps(report.sweeps)
+    return ["", "### What if (from the recorded rankings, no model call)", "", *lines] if lines else []
+
+
 def _chart(report: Report) -> list[str]:
     names = list(report.scores)
     values = ", ".join(_fmt(report.scores[m].overall["mrr"]) for m in names)
@@ -280,6 +327,8 @@ def render_markdown(
         *_figures_table(report, baseline),
         *_skipped_and_degraded(report),
         *_failures(report),
+        *_remedies_section(report),
+        *_what_if(report),
         *_chart(report),
         *_cost(report),
     ]

@@ -63,6 +63,8 @@ class Run:
     declarations: dict[str, dict[str, Any]] = field(default_factory=dict)
     # stage -> the model whose price applies to its usage.
     cost_models: dict[str, str | None] = field(default_factory=dict)
+    # method -> how many ids of each ranking the run kept (deeper for what the sweeps re-fuse).
+    kept: dict[str, int] = field(default_factory=dict)
 
     def declared(self, method: str) -> Declaration:
         """What a method declared (defaults for a log that did not record it)."""
@@ -101,6 +103,7 @@ def run_log(run: Run) -> str:
         "recorded_usage": run.recorded_usage,
         "declarations": run.declarations,
         "cost_models": run.cost_models,
+        "kept": run.kept,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
     }
@@ -164,4 +167,5 @@ def load_run(path: str | Path) -> Run:
         header.get("recorded_usage", {}),
         header.get("declarations", {}),
         header.get("cost_models", {}),
+        header.get("kept", {}),
     )

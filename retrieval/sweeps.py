@@ -51,6 +51,7 @@ __all__ = [
     "Fused",
     "FusionSettings",
     "Setup",
+    "candidate_pools",
     "candidate_sweep",
     "estimate_tokens",
     "fuse_top",
@@ -62,6 +63,7 @@ __all__ = [
     "render_sweeps",
     "required_depth",
     "rerank_tokens",
+    "setup_for",
     "sweeps",
     "token_ratio",
 ]
@@ -253,6 +255,44 @@ def required_depth(
     return depth
 
 
+def candidate_pools(requires: Mapping[str, Sequence[str]], candidate_sources: Mapping[str, str | None]) -> list[str]:
+    """The rankings a reranker reads: the declared candidate sources, or, when no method of the
+    run declares one (a profile without a reranker), every fused method, the list a reranker
+    would read."""
+    declared = [s for s in candidate_sources.values() if s]
+    if declared:
+        return list(dict.fromkeys(declared))
+    first_stage = {m for m, needs in requires.items() if not needs}
+    return [m for m, inputs in requires.items() if len(inputs) >= 2 and all(i in first_stage for i in inputs)]
+
+
+def setup_for(run: Run, documents: Sequence[tuple[str, str, str]]) -> Setup:
+    """The Setup of a run from what it recorded: its methods' declarations, its configuration
+    (a method's `<name>.rrf_k` and `<name>.weights` make it a fused method's settings), how deep
+    it kept each ranking; `documents` is (id, title, text) in corpus order."""
+    names = list(run.declarations)
+    requires = {m: run.declared(m).requires for m in names}
+    fusion = {
+        m: FusionSettings(int(run.config[f"{m}.rrf_k"]), _weights_of(run.config.get(f"{m}.weights")))
+        for m in names
+        if f"{m}.rrf_k" in run.config
+    }
+    return Setup(
+        requires=requires,
+        candidate_sources={m: run.declared(m).candidate_source for m in names},
+        documents={doc_id: (title, text) for doc_id, title, text in documents},
+        candidates=int(run.config.get("candidates", 20)),
+        fusion=fusion,
+        kept=dict(run.kept),
+        depth=int(run.config.get("depth", 1000)),
+        k=int(run.config.get("k", 5)),
+    )
+
+
+def _weights_of(value: Any) -> tuple[float, ...] | None:
+    return tuple(float(w) for w in value) if value else None
+
+
 def keep_depths(
     requires: Mapping[str, Sequence[str]],
     candidate_sources: Mapping[str, str | None],
@@ -271,9 +311,8 @@ def keep_depths(
         if len(inputs) >= 2 and all(i in first_stage for i in inputs):
             for i in inputs:
                 depths[i] = max(depths.get(i, 0), fused_depth)
-    for source in candidate_sources.values():
-        if source:
-            depths[source] = max(depths.get(source, 0), max(counts))
+    for source in candidate_pools(requires, candidate_sources):
+        depths[source] = max(depths.get(source, 0), max(counts))
     return depths
 
 
@@ -425,11 +464,11 @@ def fusion_sweep(
 
 
 def sweeps(run: Run, setup: Setup) -> dict[str, Any]:
-    """Every sweep the run allows, JSON-ready: one candidate sweep per declared candidate
-    source present in the run, one fusion sweep per fused method."""
+    """Every sweep the run allows, JSON-ready: one candidate sweep per candidate pool present
+    in the run (see `candidate_pools`), one fusion sweep per fused method."""
     present = {m for r in run.results for m in r.methods}
     candidates = []
-    for source in dict.fromkeys(s for s in setup.candidate_sources.values() if s):
+    for source in candidate_pools(setup.requires, setup.candidate_sources):
         if source in present:
             ratio, rule = token_ratio(run, setup, source)
             candidates.append(candidate_sweep(run, setup, source, chars_per_token=ratio, token_rule=rule))

@@ -20,11 +20,12 @@ then corpus position (the lower index first, as retrieval.ranking.top_k breaks t
 matching documents are returned, at most context.depth per question.
 
 Queries. plainto_tsquery ANDs every word of a natural-language question and matches almost
-nothing (on the demo: 1 question of 25 matches a document; recall@5 0.04). The question is analysed with to_tsvector (the documents' configuration: stemmed,
-stop words removed) and its distinct lexemes are ORed into a tsquery. On the demo this gives
-the same recall@5 and MRR as websearch_to_tsquery over the words joined by " or " (measured:
-same figures, 23 of 25 rankings identical); it is kept because it analyses a question exactly
-as a document (hyphenated compounds included) and needs no escaping of websearch operators.
+nothing (on the demo: 1 question of 25 matches a document; recall@5 0.04). The question is
+analysed with to_tsvector (the documents' configuration: stemmed, stop words removed) and its
+distinct lexemes are ORed into a tsquery. On the demo this gives the same recall@5 and MRR as
+websearch_to_tsquery over the words joined by " or " (measured: same figures, 23 of 25 rankings
+identical); it is kept because it analyses a question exactly as a document (hyphenated
+compounds included) and needs no escaping of websearch operators.
 
 Identifiers. The default parser reads "HEL-4040" as the word "hel" and the signed integer
 "-4040", while "hel 4040" gives "4040" and "HEL4040" one word "hel4040": they would not

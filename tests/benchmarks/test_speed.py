@@ -182,7 +182,7 @@ def test_full_replayed_evaluation_demo_set(benchmark: BenchmarkFixture, monkeypa
     def run() -> str:
         dataset = load_dataset(settings.dataset)
         result = evaluate(dataset, settings, mode="replay")
-        report = build_report(result, {d.id: d.content for d in dataset.documents}, settings.prices)
+        report = build_report(result, dataset.documents, settings.prices)
         return render_markdown(report)
 
     benchmark.group = "full evaluation, demo set (replayed)"

@@ -1,28 +1,23 @@
-"""The demo evaluated in replay mode from the committed cassettes, with rankings kept deep.
+"""The demo evaluated in replay mode from the committed cassettes, kept to a given depth.
 
-Stands for the change proposed to the lead: the Run keeps first-stage rankings (and the
-reranker's candidate source) deeper than today's top 20. Here the evaluator's keep depth
-is raised for the duration of the evaluation; with 64 documents, 100 keeps them all.
+The evaluator keeps first-stage rankings deep enough for exact sweeps (retrieval.sweeps.
+keep_depths); `demo_run(20)` cuts every ranking to the top 20, as a run log written before
+that change would hold, to show what the sweeps say of a shallow run.
 """
 
 from __future__ import annotations
 
-import importlib
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
-
-import pytest
 
 from retrieval.config import load_settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
-from retrieval.run import Run
-from retrieval.sweeps import FusionSettings, Setup
+from retrieval.run import QuestionResult, Run
+from retrieval.sweeps import Setup, setup_for
 
 ROOT = Path(__file__).resolve().parents[2]
-# The built-in methods' declarations (method contract, issue 10), as plain data.
-REQUIRES = {"bm25": (), "vector": (), "hybrid": ("bm25", "vector"), "rerank": ("hybrid",)}
-CANDIDATE_SOURCES = {"rerank": "hybrid"}
 
 
 @cache
@@ -30,21 +25,15 @@ def demo_run(kept: int) -> tuple[Dataset, Run, Setup]:
     """The demo run (replay, local profile) with every ranking kept to `kept`, and its Setup.
 
     Cached: the tests only read it."""
-    evaluate_module = importlib.import_module("retrieval.evaluate")
     settings = load_settings(ROOT, environ={})
+    settings = replace(settings, cassettes=str(ROOT / settings.cassettes), methods=("bm25", "vector", "hybrid"))
     dataset = load_dataset(ROOT / "data/demo")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(ROOT)
-        patch.setattr(evaluate_module, "LOG_DEPTH", kept)
-        run = evaluate(dataset, settings)
-    setup = Setup(
-        requires=REQUIRES,
-        candidate_sources=CANDIDATE_SOURCES,
-        documents={d.id: (d.title, d.text) for d in dataset.documents},
-        candidates=settings.candidates,
-        fusion={"hybrid": FusionSettings(settings.rrf_k)},
-        kept={m: kept for m in run.methods},
-        depth=settings.depth,
-        k=settings.k,
-    )
-    return dataset, run, setup
+    run = evaluate(dataset, settings)
+    run.results = [
+        QuestionResult(
+            r.question, {m: replace(res, ids=res.ids[:kept], scores=res.scores[:kept]) for m, res in r.methods.items()}
+        )
+        for r in run.results
+    ]
+    run.kept = {m: min(kept, depth) for m, depth in run.kept.items()}
+    return dataset, run, setup_for(run, [(d.id, d.title, d.text) for d in dataset.documents])

@@ -155,11 +155,11 @@ def test_a_reranker_is_diagnosed_through_its_candidate_source() -> None:
 
 
 @pytest.fixture(scope="module")
-def deep():  # type: ignore[no-untyped-def]
+def deep():
     return demo_run(100)
 
 
-def test_demo_proc_restauration_is_reachable_with_30_candidates(deep) -> None:  # type: ignore[no-untyped-def]
+def test_demo_proc_restauration_is_reachable_with_30_candidates(deep) -> None:
     _, run, setup = deep
     diagnoses = diagnose(run, setup, "hybrid")
     assert [d.question_id for d in diagnoses] == [

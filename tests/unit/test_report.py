@@ -10,7 +10,7 @@ import pytest
 
 from retrieval.baseline import entry_for
 from retrieval.cost import Usage
-from retrieval.dataset import Question
+from retrieval.dataset import Document, Question
 from retrieval.metrics import score_run
 from retrieval.report import Report, build_report, render_json, render_markdown
 from retrieval.run import MethodResult, QuestionResult, Run
@@ -31,6 +31,10 @@ DOCUMENTS = {
     "x1": "Tarifs\nGrille tarifaire.",
     "x2": "Jetons\nRotation des jetons.",
 }
+# The corpus as the report reads it: title on the first line, then the text.
+CORPUS = [
+    Document(doc_id, content.partition("\n")[0], content.partition("\n")[2]) for doc_id, content in DOCUMENTS.items()
+]
 QUESTIONS = [
     Question("q1", "J'obtiens HEL-4040", "identifiant", ("HEL-4040",)),
     Question("q2", "Revenir à l'état d'hier", "paraphrase", ("proc-restauration",)),
@@ -109,7 +113,7 @@ PRICES = {"emb-model": {"input": 1.0}}  # per million tokens
 
 
 def _report(run: Run | None = None) -> Report:
-    return build_report(run or _run(), DOCUMENTS, PRICES)
+    return build_report(run or _run(), CORPUS, PRICES)
 
 
 def _table(markdown: str) -> list[str]:
@@ -198,7 +202,7 @@ def test_cost_section() -> None:
 
 
 def test_unpriced_model_shows_n_a() -> None:
-    report = build_report(_run(), DOCUMENTS, prices={})
+    report = build_report(_run(), CORPUS, prices={})
     vector = next(c for c in report.cost if c.method == "vector")
     assert vector.cost is None
     assert f"| vector | vector | 1 | 200 | 0 | 0.20 | {DASH} | n/a | n/a |" in render_markdown(report)

@@ -29,13 +29,13 @@ ORDER = {"a": 0, "b": 1, "c": 2, "d": 3}
 
 
 @pytest.fixture(scope="module")
-def deep():  # type: ignore[no-untyped-def]
+def deep():
     """The demo run with every ranking kept (64 documents, kept to 100)."""
     return demo_run(100)
 
 
 @pytest.fixture(scope="module")
-def shallow():  # type: ignore[no-untyped-def]
+def shallow():
     """The demo run as the evaluator keeps it today: top 20."""
     return demo_run(20)
 
@@ -104,7 +104,7 @@ def test_estimate_tokens_and_rerank_tokens_follow_the_rendered_prompt() -> None:
     assert rerank_tokens("Q ?", ["a"], docs) == (0, 0)
 
 
-def test_demo_sweep_at_the_runs_own_settings_reproduces_its_hybrid_figures(deep) -> None:  # type: ignore[no-untyped-def]
+def test_demo_sweep_at_the_runs_own_settings_reproduces_its_hybrid_figures(deep) -> None:
     _, run, setup = deep
     sweep = fusion_sweep(run, setup, "hybrid")
     (own,) = [p for p in sweep["points"] if p["current"]]
@@ -118,7 +118,7 @@ def test_demo_sweep_at_the_runs_own_settings_reproduces_its_hybrid_figures(deep)
     assert len(sweep["points"]) == 24 and all(p["approximate"] == [] for p in sweep["points"])
 
 
-def test_demo_candidate_sweep_reaches_proc_restauration_at_30(deep) -> None:  # type: ignore[no-untyped-def]
+def test_demo_candidate_sweep_reaches_proc_restauration_at_30(deep) -> None:
     _, run, setup = deep
     sweep = candidate_sweep(run, setup, "hybrid")
     rows = [
@@ -134,7 +134,7 @@ def test_demo_candidate_sweep_reaches_proc_restauration_at_30(deep) -> None:  # 
     assert [p["approximate_tokens"] for p in sweep["points"]] == [[], [], [], []]
 
 
-def test_demo_sweeps_render(deep) -> None:  # type: ignore[no-untyped-def]
+def test_demo_sweeps_render(deep) -> None:
     _, run, setup = deep
     data = sweeps(run, setup)
     assert json.loads(json.dumps(data)) == data  # JSON-ready as it is
@@ -158,7 +158,7 @@ def test_demo_sweeps_render(deep) -> None:  # type: ignore[no-untyped-def]
     ]
 
 
-def test_demo_run_kept_to_20_is_marked_approximate(shallow) -> None:  # type: ignore[no-untyped-def]
+def test_demo_run_kept_to_20_is_marked_approximate(shallow) -> None:
     _, run, setup = shallow
     sweep = fusion_sweep(run, setup, "hybrid")
     # Only q19 (bm25 matched 1 document, so its list is complete) is exact at some settings: the
@@ -201,7 +201,7 @@ def test_demo_run_kept_to_20_is_marked_approximate(shallow) -> None:  # type: ig
     )
 
 
-def test_a_run_without_the_fused_methods_inputs_has_no_fusion_sweep(deep) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_without_the_fused_methods_inputs_has_no_fusion_sweep(deep) -> None:
     _, run, setup = deep
     only_vector = Run(
         run.dataset,
@@ -216,4 +216,5 @@ def test_a_run_without_the_fused_methods_inputs_has_no_fusion_sweep(deep) -> Non
 def test_keep_depths_for_the_builtin_declarations() -> None:
     requires = {"bm25": (), "vector": (), "hybrid": ("bm25", "vector"), "rerank": ("hybrid",)}
     assert keep_depths(requires, {"rerank": "hybrid"}) == {"bm25": 380, "vector": 380, "hybrid": 50}
-    assert keep_depths(requires, {}, weight_grid=((1.0, 1.0),)) == {"bm25": 140, "vector": 140}
+    # No reranker declared (the local profile): hybrid is the list a reranker would read.
+    assert keep_depths(requires, {}, weight_grid=((1.0, 1.0),)) == {"bm25": 140, "vector": 140, "hybrid": 50}
