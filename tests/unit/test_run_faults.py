@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,33 @@ def test_a_method_degraded_on_every_question_fails_the_cli(
     )
     assert "| fallback |" in (tmp_path / "report.md").read_text()  # the report is still written
     assert os.path.getsize(tmp_path / "report.md") > 0
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "expected"),
+    [
+        (
+            "cassettes/local/corpus-embeddings.json",
+            b'{"version": 1, "interactions": [',
+            "damaged cassette (invalid JSON",
+        ),
+        ("cassettes/local/question-embeddings.json", b"", "damaged cassette (invalid JSON at line 1"),
+        ("cassettes/local/recording.json", b"\xff", "damaged recording metadata ("),
+        ("baselines/metrics.json", b"[]", "expected a JSON object, got list"),
+        ("baselines/metrics.json", b'{"format": ', "invalid JSON (Expecting value)"),
+    ],
+    ids=["truncated cassette", "empty cassette", "non-UTF-8 metadata", "baseline a list", "baseline invalid JSON"],
+)
+def test_a_damaged_committed_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, content: bytes, expected: str
+) -> None:
+    for folder in ("cassettes", "baselines"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    (tmp_path / file).write_bytes(content)
+    assert main(["--dataset", str(ROOT / "data" / "demo"), "--methods", "bm25,vector", "--baseline"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {file}") and expected in err
+    assert err.count("\n") == 1
