@@ -1,14 +1,43 @@
-"""Writing a file so that a crash leaves the old content or the new, never a part of either."""
+"""Writing files so that a crash leaves the old content or the new, never a part of either.
+
+`atomic_write` replaces one file. `replace_files` replaces a set of files in one folder
+(a profile's cassettes and their metadata) as one: the new set is built in a sibling folder,
+then the two folders are exchanged in one step (Linux `renameat2(RENAME_EXCHANGE)`), or, where
+that is unavailable, by two renames with a rollback. `recover_directory` finishes or undoes a
+swap a killed process left half done, and removes the staging folders and temporary files of
+processes that no longer run.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import re
+import shutil
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_write_text"]
+__all__ = [
+    "STALE_SECONDS",
+    "AtomicSetError",
+    "atomic_write",
+    "atomic_write_text",
+    "clean_stale",
+    "recover_directory",
+    "replace_files",
+    "staging_directory",
+]
+
+# A leftover whose process id cannot be checked (or could have been reused) is stale after a day.
+STALE_SECONDS = 24 * 3600
+
+
+class AtomicSetError(OSError):
+    """A set of files could not be replaced; the message says which set is in place."""
 
 
 def _read_umask() -> int:
@@ -25,11 +54,13 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
     """Call `write` on a temporary file beside `path`, flush it to disk, then rename it over `path`.
 
     The file gets the permissions a plain `open` would give (mkstemp's 0600 would hide a
-    committed baseline from other users); on any error the temporary file is removed.
+    committed baseline from other users); on any error the temporary file is removed. The
+    temporary file's name carries the process id, so `clean_stale` can tell a killed writer's
+    leftover from a concurrent writer's file in progress.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
@@ -50,3 +81,179 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         handle.write(data)
 
     atomic_write(path, write)
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+# ".<target>.<pid>-<random>.tmp" (atomic_write), ".<target>.staging-<pid>-<random>" (staging_directory),
+# ".<target>.old-<pid>-<random>" (a swap in progress).
+_PID_IN_NAME = re.compile(r"\.(?:staging-|old-)?(\d+)-[A-Za-z0-9_]+(?:\.tmp)?$")
+
+
+def _is_stale(path: Path, now: float) -> bool:
+    """A leftover is stale when the process named in it is gone, or when it is older than a day."""
+    try:
+        age = now - path.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age > STALE_SECONDS:
+        return True
+    match = _PID_IN_NAME.search(path.name)
+    return match is not None and not _pid_running(int(match.group(1)))
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def clean_stale(directory: str | Path, name: str) -> list[Path]:
+    """Remove the leftovers of killed runs beside `directory/name`: temporary files of
+    `atomic_write` and staging folders of `replace_files` / `staging_directory`. Returns them."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        return []
+    now = time.time()
+    removed = []
+    for path in folder.glob(f".{name}.*"):
+        if _is_stale(path, now):
+            _remove(path)
+            removed.append(path)
+    return removed
+
+
+def staging_directory(target: str | Path) -> Path:
+    """A new, empty folder beside `target` (same file system, so its files can be renamed into
+    place), named after the process so that a killed run's folder is found and removed later."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-{os.getpid()}-"))
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    errno = ctypes.get_errno()
+    # Kernel or file system without the flag: fall back to renames. Anything else is a real error.
+    if errno in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP
+        return False
+    raise OSError(errno, os.strerror(errno), str(b))
+
+
+def recover_directory(target: str | Path) -> list[Path]:
+    """Undo a swap a killed process left half done (the folder renamed away, the new one not yet
+    in place: the old set is put back), then remove stale leftovers. Returns what was removed."""
+    target = Path(target)
+    if not target.exists():
+        olds = sorted(target.parent.glob(f".{target.name}.old-*")) if target.parent.is_dir() else []
+        if olds:
+            os.rename(olds[-1], target)
+    removed = clean_stale(target.parent, target.name)
+    if target.exists():
+        # Once the target is in place an ".old" folder is only the previous set, never needed again.
+        for old in target.parent.glob(f".{target.name}.old-*"):
+            _remove(old)
+            removed.append(old)
+    return removed
+
+
+def replace_files(target: str | Path, files: Mapping[str, bytes], *, keep: bool = True) -> None:
+    """Make folder `target` hold `files` (name -> content), all of them or none of them.
+
+    With `keep`, the files of `target` not in `files` are carried over. On any error the
+    previous folder is in place and no staging folder is left behind; the error says so.
+    """
+    target = Path(target)
+    recover_directory(target)
+    new = staging_directory(target)
+    try:
+        if keep and target.is_dir():
+            for path in target.iterdir():
+                if path.is_file() and path.name not in files and not path.name.startswith("."):
+                    shutil.copy2(path, new / path.name)
+        for name, data in files.items():
+            with open(new / name, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(new / name, 0o666 & ~_UMASK)
+        os.chmod(new, 0o777 & ~_UMASK)
+        _fsync_directory(new)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    _swap(target, new)
+
+
+def _swap(target: Path, new: Path) -> None:
+    if not target.exists():
+        try:
+            os.rename(new, target)
+        except BaseException:
+            shutil.rmtree(new, ignore_errors=True)
+            raise
+        _fsync_directory(target.parent)
+        return
+    try:
+        exchanged = _exchange(new, target)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if exchanged:
+        # `new` now holds the previous set.
+        shutil.rmtree(new, ignore_errors=True)
+        _fsync_directory(target.parent)
+        return
+    old = target.parent / f".{target.name}.old-{os.getpid()}-{new.name.rsplit('-', 1)[-1]}"
+    try:
+        os.rename(target, old)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    try:
+        os.rename(new, target)
+    except BaseException as exc:
+        try:
+            os.rename(old, target)
+        except OSError as undo:
+            shutil.rmtree(new, ignore_errors=True)
+            # The previous set is intact under `old`; recover_directory puts it back on the next run.
+            raise AtomicSetError(
+                f"{target}: the new files could not be moved into place ({exc}) nor the previous ones put "
+                f"back ({undo}); the previous set is intact in {old} and the next run restores it."
+            ) from exc
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    _fsync_directory(target.parent)

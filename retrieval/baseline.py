@@ -9,7 +9,7 @@ rounded to 4 decimals so that a diff of the file reads as a diff of the metrics.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,8 @@ class Check:
     current: float
     tolerance: float
     worse_questions: list[str]
+    # A count such as "degraded" (reranker calls that fell back) gets worse when it rises.
+    lower_is_better: bool = False
 
     @property
     def delta(self) -> float:
@@ -54,13 +56,16 @@ class Check:
 
     @property
     def ok(self) -> bool:
+        if self.lower_is_better:
+            return round(self.current, DIGITS) <= round(self.baseline + self.tolerance, DIGITS)
         return round(self.current, DIGITS) >= round(self.baseline - self.tolerance, DIGITS)
 
     def message(self) -> str:
         """What a failing check says: figures, delta, the questions that got worse."""
         worse = ", ".join(self.worse_questions) or "none individually (a mean moved)"
+        moved = "rose above" if self.lower_is_better else "fell below"
         return (
-            f"{self.method} {self.metric} fell below the baseline: baseline {self.baseline:.4f}, "
+            f"{self.method} {self.metric} {moved} the baseline: baseline {self.baseline:.4f}, "
             f"current {self.current:.4f}, delta {self.delta:+.4f} (tolerance {self.tolerance}). "
             f"Questions that got worse: {worse}. If this change is intended, accept it with "
             "`pytest --update-baseline --allow-regression` and say why in the PR."
@@ -68,19 +73,87 @@ class Check:
 
 
 def load_baseline(path: str | Path) -> dict[str, Any]:
-    """The whole baseline file ({"format", "profiles"}); an empty one when the file does not exist."""
+    """The whole baseline file ({"format", "profiles"}), checked; an empty one when the file does
+    not exist. BaselineError naming the file, the profile and the value otherwise."""
     path = Path(path)
     if not path.exists():
         return {"format": FORMAT, "profiles": {}}
+    restore = f"Restore it with `git checkout -- {path}` or rewrite it with `pytest --update-baseline`."
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start}). {restore}") from exc
     except json.JSONDecodeError as exc:
-        raise BaselineError(
-            f"{path}:{exc.lineno}: invalid JSON ({exc.msg}). Restore it with `git checkout {path}`."
-        ) from exc
+        raise BaselineError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}). {restore}") from exc
+    except OSError as exc:
+        raise BaselineError(f"{path}: unreadable ({exc.strerror or exc}).") from exc
+    if not isinstance(data, dict):
+        raise BaselineError(f"{path}: expected a JSON object, got {type(data).__name__}. {restore}")
     if data.get("format") != FORMAT:
         raise BaselineError(f"{path}: format {data.get('format')!r}, expected {FORMAT!r}.")
+    profiles = data.get("profiles")
+    if not isinstance(profiles, dict):
+        raise BaselineError(f'{path}: "profiles" must be an object (profile -> entry). {restore}')
+    for name, entry in profiles.items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise BaselineError(f"{path}: profile {name!r}: {problem}. {restore}")
     return data
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def _figures_problem(figures: Mapping[str, Any], where: str) -> str | None:
+    for key, value in figures.items():
+        if not _is_number(value):
+            return f"{where}{key} is {value!r}, not a number"
+    return None
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """What is wrong with one profile's baseline entry, or None."""
+    if not isinstance(entry, dict):
+        return f"expected an object, got {type(entry).__name__}"
+    tolerance = entry.get("tolerance", 0.0)
+    if not _is_number(tolerance) or tolerance < 0:
+        return f"tolerance is {tolerance!r}, expected a number >= 0 (e.g. 0.01)"
+    methods = entry.get("methods")
+    if not isinstance(methods, dict):
+        return '"methods" must be an object (method -> figures)'
+    for method, figures in methods.items():
+        if not isinstance(figures, dict):
+            return f"method {method!r}: expected an object of figures, got {type(figures).__name__}"
+        if "mrr" not in figures or not any(key.startswith("recall@") for key in figures):
+            return f"method {method!r}: missing {'mrr' if 'mrr' not in figures else 'recall@k'}"
+        flat = {k: v for k, v in figures.items() if k not in {"by_type", "reciprocal_ranks", "recall_per_question"}}
+        for part in ("reciprocal_ranks", "recall_per_question"):
+            if not isinstance(figures.get(part, {}), dict):
+                return f"method {method!r}: {part} must be an object (question -> figure)"
+        if not isinstance(figures.get("by_type", {}), dict) or not all(
+            isinstance(v, dict) for v in figures.get("by_type", {}).values()
+        ):
+            return f"method {method!r}: by_type must be an object (type -> figures)"
+        problem = _figures_problem(flat, f"method {method!r}: ") or next(
+            (
+                p
+                for part in ("reciprocal_ranks", "recall_per_question")
+                if (p := _figures_problem(figures.get(part, {}), f"method {method!r}: {part} of "))
+            ),
+            None,
+        )
+        problem = problem or next(
+            (
+                p
+                for qtype, values in figures.get("by_type", {}).items()
+                if (p := _figures_problem(values, f"method {method!r}: by_type[{qtype}] "))
+            ),
+            None,
+        )
+        if problem:
+            return problem
+    return None
 
 
 def _r(x: float) -> float:
@@ -102,6 +175,8 @@ def entry_for(run: Run, scores: Mapping[str, MethodScores], k: int, tolerance: f
                 "by_type": {t: {recall: _r(v[recall])} for t, v in sorted(s.by_type.items())},
                 "reciprocal_ranks": {q: _r(v["mrr"]) for q, v in sorted(s.per_question.items())},
                 "recall_per_question": {q: _r(v[recall]) for q, v in sorted(s.per_question.items())},
+                # Questions where the method fell back (a reranker's failed calls): gated, must not rise.
+                "degraded": len(run.degraded(method)) if method in run.methods else 0,
             }
             for method, s in sorted(scores.items())
         },
@@ -131,11 +206,17 @@ def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | N
 
 
 def compare(
-    entry: Mapping[str, Any], scores: Mapping[str, MethodScores], k: int, types: Mapping[str, str]
+    entry: Mapping[str, Any],
+    scores: Mapping[str, MethodScores],
+    k: int,
+    types: Mapping[str, str],
+    degraded: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Check]:
     """Every gated figure of every method present in both the baseline and the run.
 
-    `types` maps question id -> type, to name the questions behind a per-type drop.
+    `types` maps question id -> type, to name the questions behind a per-type drop. `degraded`
+    (method -> the question ids where it fell back, `Run.degraded`) gates the degraded count
+    of the methods whose baseline records one: it fails when the count rises.
     """
     recall = f"recall@{k}"
     tolerance = float(entry.get("tolerance", 0.0))
@@ -168,6 +249,11 @@ def compare(
                         worse(rc, recall, qtype),
                     )
                 )
+        if degraded is not None and "degraded" in base:
+            fell_back = list(degraded.get(method, ()))
+            checks.append(
+                Check(method, "degraded", base["degraded"], len(fell_back), 0.0, fell_back, lower_is_better=True)
+            )
     return checks
 
 
@@ -196,7 +282,8 @@ def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[s
             lowered.append(f"{name} (removed)")
         elif now != was:
             lines.append(f"  {name}: {was:.4f} -> {now:.4f} ({now - was:+.4f})")
-            if now < was:
+            # A degraded count is worse when it rises; every other figure when it falls.
+            if (now > was) if name.endswith(" degraded") else (now < was):
                 lowered.append(name)
     if old and old.get("fingerprint") != new["fingerprint"]:
         lines.append(f"  dataset fingerprint: {old.get('fingerprint')} -> {new['fingerprint']}")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from retrieval.atomic import atomic_write_text
 from retrieval.baseline import BaselineError, incompatibility, load_baseline
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
@@ -15,7 +17,7 @@ from retrieval.gate import BASELINE_PATH
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
 from retrieval.report import build_report, render_json, render_markdown
-from retrieval.run import RunLogError, load_run, run_log
+from retrieval.run import Run, RunLogError, load_run, run_log
 
 __all__ = ["main"]
 
@@ -71,9 +73,23 @@ def _progress(total: int, label: str) -> object:
 
 
 def _write(path: str, text: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    # Atomic: an interrupted run leaves the previous report or log, never half of one.
+    atomic_write_text(path, text)
+
+
+def _all_degraded(run: Run) -> list[str]:
+    """One warning per method that fell back on every question (its figures are not its own)."""
+    warnings = []
+    for method in run.methods:
+        reasons = run.degraded(method) if run.results and all(method in r.methods for r in run.results) else {}
+        if reasons and len(reasons) == len(run.results):
+            common = Counter(reasons.values()).most_common(1)[0][0]
+            warnings.append(
+                f"warning: every {method} call degraded ({len(reasons)} of {len(run.results)} questions; "
+                f"most often: {common}): its figures are those of its fallback. Check the model, the key "
+                "and the endpoint, then run again."
+            )
+    return warnings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,4 +141,8 @@ def _main(args: argparse.Namespace) -> int:
         _write(args.output, text)
     else:
         sys.stdout.write(text)
-    return 0
+    # After the report, so that it is still written: a method that degraded everywhere fails the run.
+    degraded = _all_degraded(run)
+    for line in degraded:
+        print(line, file=sys.stderr)
+    return 1 if degraded else 0

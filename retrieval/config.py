@@ -45,6 +45,10 @@ class Profile:
     rerank_base_url: str = ""
     rerank_workers: int = 8
     json_schema: bool = True
+    # Texts longer than this many characters (0: no limit) are cut to it ("truncate", counted in
+    # the usage) or refused naming the text ("refuse"). A character count, not tokens: see defaults.toml.
+    max_input_chars: int = 0
+    long_inputs: str = "truncate"
 
     @property
     def has_reranker(self) -> bool:
@@ -158,6 +162,10 @@ def _build_profile(name: str, table: Mapping[str, Any], where: str) -> Profile:
     for key in ("timeout", "retry_backoff"):
         if key in table and table[key] <= 0:
             raise ConfigError(f"{where}: profile {name!r}: {key} must be positive, got {table[key]}.")
+    if table.get("max_input_chars", 0) < 0:
+        raise ConfigError(f"{where}: profile {name!r}: max_input_chars must be 0 (no limit) or more.")
+    if table.get("long_inputs", "truncate") not in {"truncate", "refuse"}:
+        raise ConfigError(f'{where}: profile {name!r}: long_inputs must be "truncate" or "refuse".')
     return Profile(name=name, **table)
 
 

@@ -17,15 +17,20 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     seconds: float = 0.0
+    # Inputs cut to the model's limit (the profile's max_input_chars) before being sent.
+    truncated: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, calls: int = 1, input_tokens: int = 0, output_tokens: int = 0, seconds: float = 0.0) -> None:
+    def add(
+        self, calls: int = 1, input_tokens: int = 0, output_tokens: int = 0, seconds: float = 0.0, truncated: int = 0
+    ) -> None:
         """Count one (or more) calls and their token usage."""
         with self._lock:
             self.calls += calls
             self.input_tokens += input_tokens
             self.output_tokens += output_tokens
             self.seconds += seconds
+            self.truncated += truncated
 
     def as_dict(self) -> dict[str, float | int]:
         """The counters as plain data (run log, recording metadata, JSON report)."""
@@ -34,6 +39,8 @@ class Usage:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "seconds": round(self.seconds, 3),
+            # Only when something was cut: logs and recordings of runs without long inputs stay as they were.
+            **({"truncated": self.truncated} if self.truncated else {}),
         }
 
 

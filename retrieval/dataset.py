@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +56,8 @@ class Dataset:
     documents: tuple[Document, ...]
     questions: tuple[Question, ...]
     fingerprint: str
+    # BEIR: queries judged in the qrels with score 0 only (no relevant document), left out.
+    dropped_questions: int = 0
 
     @property
     def doc_ids(self) -> list[str]:
@@ -75,10 +79,11 @@ def load_dataset(path: str | Path) -> Dataset:
     if not corpus_path.is_file():
         raise DatasetError(f"{corpus_path}: missing. A dataset folder needs corpus.jsonl.")
     documents = _load_corpus(corpus_path)
+    dropped = 0
     if (root / "questions.jsonl").is_file():
         questions = _load_native_questions(root / "questions.jsonl", documents)
     elif (root / "queries.jsonl").is_file():
-        questions = _load_beir_questions(root, documents)
+        questions, dropped = _load_beir_questions(root, documents)
     else:
         raise DatasetError(f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/test.tsv (BEIR).")
     return Dataset(
@@ -86,14 +91,23 @@ def load_dataset(path: str | Path) -> Dataset:
         documents=tuple(documents.values()),
         questions=tuple(questions),
         fingerprint=_fingerprint(documents.values(), questions),
+        dropped_questions=dropped,
     )
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _read_text(path: Path) -> str:
+    """A file's text: UTF-8, a byte order mark ignored; DatasetError naming the file otherwise."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 ({exc.reason}). Re-save the file as UTF-8.") from exc
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise DatasetError(
+            f"{path}:{line}: not UTF-8 ({exc.reason} at byte {exc.start}). Re-save the file as UTF-8."
+        ) from exc
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    lines = _read_text(path).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -118,7 +132,19 @@ def _text_field(record: dict[str, Any], key: str, where: str, *, required: bool 
         raise DatasetError(f'{where}: missing field "{key}". Add "{key}": "..." to this line.')
     if not isinstance(value, str | int) or isinstance(value, bool):
         raise DatasetError(f'{where}: field "{key}" must be a string. Quote the value.')
-    return str(value)
+    return _valid_unicode(str(value), where, key)
+
+
+def _valid_unicode(value: str, where: str, key: str) -> str:
+    # A JSON escape such as "\ud800" gives a lone surrogate: no encoder, HTTP body or hash takes it.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DatasetError(
+            f'{where}: field "{key}" holds a lone surrogate ({value[exc.start]!r} at character {exc.start}), '
+            "which is not text. Fix the \\u escape."
+        ) from exc
+    return value
 
 
 def _record_id_and_text(
@@ -177,12 +203,16 @@ def _load_native_questions(path: Path, documents: dict[str, Document]) -> list[Q
     for number, record in _jsonl(path):
         where = f"{path}:{number}"
         qid, text = _record_id_and_text(record, where, number, "question", seen)
-        qtype = _text_field(record, "type", where).strip()
+        qtype = _question_type(_text_field(record, "type", where), where)
         relevant = record.get("relevant")
         if relevant is None:
             raise DatasetError(f'{where}: missing field "relevant". Add "relevant": ["doc-id", ...].')
         if not isinstance(relevant, list) or not all(isinstance(r, str) for r in relevant):
             raise DatasetError(f'{where}: "relevant" must be a list of document ids (strings).')
+        # Stripped as the corpus ids are, so " HEL-4040" finds HEL-4040.
+        relevant = [_valid_unicode(r, where, "relevant").strip() for r in relevant]
+        if "" in relevant:
+            raise DatasetError(f'{where}: an empty id in "relevant". Remove it or give the document id.')
         _check_relevant(relevant, documents, where, qid)
         questions.append(Question(qid, text, qtype, tuple(dict.fromkeys(relevant))))
     if not questions:
@@ -190,7 +220,14 @@ def _load_native_questions(path: Path, documents: dict[str, Document]) -> list[Q
     return questions
 
 
-def _load_beir_questions(root: Path, documents: dict[str, Document]) -> list[Question]:
+def _question_type(value: str, where: str) -> str:
+    qtype = value.strip()
+    if not qtype:
+        raise DatasetError(f'{where}: empty "type". Give the question a type (a report column), e.g. "paraphrase".')
+    return qtype
+
+
+def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[list[Question], int]:
     queries_path = root / "queries.jsonl"
     qrels_path = root / "qrels" / "test.tsv"
     if not qrels_path.is_file():
@@ -201,11 +238,13 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> list[Que
         where = f"{queries_path}:{number}"
         qid, text = _record_id_and_text(record, where, number, "query", seen)
         metadata: dict[str, Any] = record["metadata"] if isinstance(record.get("metadata"), dict) else {}
-        qtype = str(record.get("type") or metadata.get("type") or "all")
+        source = record if "type" in record else metadata
+        qtype = _question_type(_text_field(source, "type", where), where) if "type" in source else "all"
         texts[qid] = (text, qtype, where)
 
     relevant: dict[str, list[str]] = {}
-    with qrels_path.open(encoding="utf-8", newline="") as handle:
+    judged: set[str] = set()
+    with io.StringIO(_read_text(qrels_path), newline="") as handle:
         for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
             if not row or (number == 1 and row[0] in {"query-id", "query_id", "qid"}):
                 continue
@@ -217,8 +256,13 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> list[Que
                 graded = float(score)
             except ValueError as exc:
                 raise DatasetError(f'{where}: score "{score}" is not a number.') from exc
+            if not math.isfinite(graded):
+                raise DatasetError(
+                    f'{where}: score "{score}" is not a finite number. Use 0 (not relevant) or a positive grade.'
+                )
             if qid not in texts:
                 raise DatasetError(f'{where}: query "{qid}" is not in queries.jsonl.')
+            judged.add(qid)
             if graded > 0:
                 _check_relevant([doc_id], documents, where, qid)
                 relevant.setdefault(qid, []).append(doc_id)
@@ -230,7 +274,7 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> list[Que
     ]
     if not questions:
         raise DatasetError(f"{qrels_path}: no query with a relevant document (score > 0).")
-    return questions
+    return questions, len(judged - set(relevant))
 
 
 def _fingerprint(documents: Any, questions: list[Question]) -> str:

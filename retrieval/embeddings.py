@@ -40,6 +40,17 @@ def embed_texts(
             batch = missing[start : start + provider.batch_size]
             batch_texts = [texts[i] for i in batch]
             embedded = provider.embed(batch_texts, kind)
+            if vectors is not None and found and embedded.shape[1] != vectors.shape[1]:
+                # The server changed its vector size since the cache was filled (a profile without
+                # `dimensions`): the cached vectors cannot be mixed with the new ones; embed everything.
+                assert cache is not None
+                cache.discard_all(
+                    f"cached vectors have {vectors.shape[1]} dimensions, the model now returns {embedded.shape[1]}"
+                )
+                if bar:
+                    bar.close()
+                    bar = None
+                return embed_texts(provider, texts, kind, cache, progress)
             if vectors is None:
                 vectors = np.zeros((len(texts), embedded.shape[1]), dtype=np.float32)
             vectors[batch] = embedded

@@ -15,14 +15,13 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from retrieval.atomic import atomic_write_text
+from retrieval.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
 from retrieval.network import cause_of
 
 __all__ = [
@@ -32,6 +31,7 @@ __all__ = [
     "find_secrets",
     "is_replay_miss",
     "record_command",
+    "scan_cassettes",
 ]
 
 Mode = Literal["replay", "live", "record"]
@@ -39,13 +39,19 @@ Mode = Literal["replay", "live", "record"]
 # Headers that carry credentials whatever the service (a user's retriever too); each provider
 # declares its own on top of these (retrieval.providers.PROVIDERS).
 FILTERED_HEADERS = ("authorization", "x-api-key", "api-key", "cookie", "set-cookie")
-MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "body")
+# "loopback_port" instead of vcrpy's "port": a local server may get another port than the one
+# it was recorded on, and the committed local cassettes must still match.
+MATCH_ON = ("method", "scheme", "host", "loopback_port", "path", "query", "body")
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _SECRET_PATTERNS = (
     re.compile(r"AIza[0-9A-Za-z_-]{30,}"),
     re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
-    re.compile(r'"(x-goog-api-key|authorization)"\s*:', re.IGNORECASE),
-    re.compile(r"[?&]key=[^&\"\s]{8,}"),
+    # Credential headers, in a cassette's headers or inside a JSON body (quotes escaped there).
+    re.compile(r'\\?"(x-goog-api-key|authorization|api-key|x-api-key|proxy-authorization)\\?"\s*:', re.IGNORECASE),
+    re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", re.IGNORECASE),
+    re.compile(r"(?:[?&]|%3F|%26)(?:api[_-]?)?key(?:=|%3D)[^&\"\s\\]{8,}", re.IGNORECASE),
 )
+_UNICODE_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})")
 META_FILE = "recording.json"
 
 
@@ -69,9 +75,69 @@ def is_replay_miss(exc: BaseException) -> bool:
 def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
     """What in a cassette looks like a credential: key patterns, auth headers, and the values
     of `keys` (variable name -> value, e.g. the environment's API keys)."""
-    found = [m.group(0)[:12] + "…" for p in _SECRET_PATTERNS for m in p.finditer(text)]
-    found += [f"value of ${name}" for name, value in (keys or {}).items() if value and value in text]
+    # JSON may spell any character as \\uXXXX (once per level of nesting: a body is JSON in JSON).
+    decoded = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+    found = list(
+        dict.fromkeys(m.group(0)[:12] + "…" for t in (text, decoded) for p in _SECRET_PATTERNS for m in p.finditer(t))
+    )
+    found += [
+        f"value of ${name}" for name, value in (keys or {}).items() if value and (value in text or value in decoded)
+    ]
     return found
+
+
+def scan_cassettes(directory: str | Path, keys: Mapping[str, str] | None = None) -> list[str]:
+    """Every secret in the cassettes under `directory`, one line each ("<file>: <what>"); a file
+    that cannot be read as UTF-8 is reported too (it cannot be shown to be clean).
+    `keys` defaults to the API keys of the environment."""
+    if keys is None:
+        from retrieval.providers import PROVIDERS
+
+        names = dict.fromkeys(name for declared in PROVIDERS.values() for name in declared.key_variables)
+        keys = {name: os.environ.get(name, "") for name in names}
+    found = []
+    for path in sorted(Path(directory).rglob("*.json")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            found.append(f"{path}: cannot be scanned ({exc}); re-record or delete it")
+            continue
+        found += [f"{path}: {secret}" for secret in find_secrets(text, keys)]
+    return found
+
+
+def _loopback_port(r1: Any, r2: Any) -> None:
+    # vcrpy matchers raise AssertionError on a mismatch.
+    if r1.port != r2.port and not (r1.host in LOOPBACK_HOSTS and r2.host in LOOPBACK_HOSTS):
+        raise AssertionError(f"port {r1.port} != {r2.port}")
+
+
+def _damaged(path: Path, reason: str, profile: str) -> CassetteError:
+    return CassetteError(
+        f"{path}: damaged cassette ({reason}). Restore it with `git checkout -- {path}` "
+        f"or re-record with `{record_command(profile)}`."
+    )
+
+
+def read_cassette(path: Path, profile: str) -> dict[str, Any]:
+    """A cassette file, checked to be vcrpy's JSON shape; CassetteError naming the file otherwise."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _damaged(path, f"not UTF-8: {exc.reason} at byte {exc.start}", profile) from exc
+    except json.JSONDecodeError as exc:
+        raise _damaged(path, f"invalid JSON at line {exc.lineno}: {exc.msg}", profile) from exc
+    except OSError as exc:
+        raise _damaged(path, f"unreadable: {exc.strerror or exc}", profile) from exc
+    if not isinstance(data, dict):
+        raise _damaged(path, f"expected a JSON object, got {type(data).__name__}", profile)
+    interactions = data.get("interactions")
+    if not isinstance(interactions, list) or not all(
+        isinstance(i, dict) and isinstance(i.get("request"), dict) and isinstance(i.get("response"), dict)
+        for i in interactions
+    ):
+        raise _damaged(path, '"interactions" must be a list of {"request": ..., "response": ...}', profile)
+    return data
 
 
 def _upper_method(request: Any) -> Any:
@@ -111,7 +177,10 @@ class Recorder:
 
     def _staged(self, name: str) -> Path:
         if self._staging is None:
-            self._staging = Path(tempfile.mkdtemp(prefix=f"cassettes-{self.profile}-"))
+            # Beside the committed folder: same file system, so the commit is a rename; a
+            # killed run's staging folder is found there and removed by the next one.
+            recover_directory(self.directory)
+            self._staging = staging_directory(self.directory)
         self._recorded.append(name)
         return self._staging / name
 
@@ -143,9 +212,9 @@ class Recorder:
                     walk(v)
 
         if self.has(stage):
-            for interaction in json.loads(self.path(stage).read_text(encoding="utf-8")).get("interactions", []):
+            for interaction in read_cassette(self.path(stage), self.profile)["interactions"]:
                 try:
-                    walk(json.loads(interaction["request"]["body"] or "null"))
+                    walk(json.loads(interaction["request"].get("body") or "null"))
                 except (KeyError, TypeError, ValueError):
                     continue
         return found
@@ -166,6 +235,7 @@ class Recorder:
             if not self.has(stage):
                 raise CassetteError(f"no cassette {self.path(stage)}: record it with `{self.record_command}`")
             path, record_mode = self.path(stage), "none"
+            read_cassette(path, self.profile)
         else:
             path, record_mode = self._staged(f"{stage}.json"), "all"
         recorder = vcr.VCR(
@@ -179,7 +249,13 @@ class Recorder:
             before_record_response=_clean_response,
             record_on_exception=False,
         )
-        with recorder.use_cassette(str(path)):
+        recorder.register_matcher("loopback_port", _loopback_port)
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(recorder.use_cassette(str(path)))
+            except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+                # Whatever vcrpy's own loader trips on is a damaged file, not a bug to show as a traceback.
+                raise _damaged(path, f"{type(exc).__name__}: {exc}", self.profile) from exc
             yield
 
     def rankings_path(self, channel: str) -> Path:
@@ -208,37 +284,59 @@ class Recorder:
     def metadata(self) -> dict[str, Any]:
         """What the last recording wrote beside its cassettes (dataset fingerprint, config, usage)."""
         path = self.directory / META_FILE
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        if not path.is_file():
+            return {}
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+            raise CassetteError(
+                f"{path}: damaged recording metadata ({exc}). Restore it with `git checkout -- {path}` "
+                f"or re-record with `{record_command(self.profile)}`."
+            ) from exc
+        if not isinstance(data, dict):
+            raise CassetteError(
+                f"{path}: damaged recording metadata (expected a JSON object). Restore it with "
+                f"`git checkout -- {path}` or re-record with `{record_command(self.profile)}`."
+            )
+        return data
 
     def commit(self, metadata: dict[str, Any]) -> list[Path]:
-        """Record mode: check every new cassette, then move them and `metadata` into place atomically."""
+        """Record mode: check every new cassette, then replace the profile's cassettes and
+        `metadata` as one set (all or none, see `retrieval.atomic.replace_files`)."""
         if self.mode != "record" or self._staging is None:
             return []
         keys = {name: os.environ.get(name, "") for name in self.key_variables}
-        for name in self._recorded:
-            staged = self._staging / name
-            text = staged.read_text(encoding="utf-8") if staged.is_file() else ""
-            data = json.loads(text) if text else {}
-            if not (data.get("interactions") or data.get("rankings")):
-                raise CassetteError(
-                    f"recording {name} produced no interaction: every call failed (error answers are not "
-                    "recorded) or the HTTP client was not intercepted. Nothing was replaced."
-                )
-            secrets = find_secrets(text, keys)
-            if secrets:
-                raise CassetteError(f"recording {name} holds secrets ({', '.join(secrets)}). Nothing was replaced.")
-        # Each file is replaced atomically; the checks above ran first, so a failure here is an
-        # I/O error, not a bad recording.
-        written = []
-        for name in self._recorded:
-            atomic_write_text(self.directory / name, (self._staging / name).read_text(encoding="utf-8"))
-            written.append(self.directory / name)
-        previous = self.metadata()
-        # Stages not re-recorded this time keep the usage measured when they were.
-        meta = {**previous, **metadata, "usage": {**previous.get("usage", {}), **metadata.get("usage", {})}}
-        atomic_write_text(
-            self.directory / META_FILE, json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        )
+        kept = f"The cassettes in {self.directory} were kept as they were; the recording was discarded."
+        files: dict[str, bytes] = {}
+        try:
+            for name in self._recorded:
+                staged = self._staging / name
+                text = staged.read_text(encoding="utf-8") if staged.is_file() else ""
+                data = json.loads(text) if text else {}
+                if not (data.get("interactions") or data.get("rankings")):
+                    raise CassetteError(
+                        f"recording {name} produced no interaction: every call failed (error answers are not "
+                        "recorded) or the HTTP client was not intercepted. Nothing was replaced."
+                    )
+                secrets = find_secrets(text, keys)
+                if secrets:
+                    raise CassetteError(f"recording {name} holds secrets ({', '.join(secrets)}). Nothing was replaced.")
+                files[name] = text.encode("utf-8")
+            previous = self.metadata()
+            # Stages not re-recorded this time keep the usage measured when they were.
+            meta = {**previous, **metadata, "usage": {**previous.get("usage", {}), **metadata.get("usage", {})}}
+            files[META_FILE] = (json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+            replace_files(self.directory, files)
+        except CassetteError:
+            self.discard()
+            raise
+        except AtomicSetError as exc:
+            self.discard()
+            raise CassetteError(f"recording not saved: {exc}") from exc
+        except OSError as exc:
+            self.discard()
+            raise CassetteError(f"recording not saved: {exc}. {kept}") from exc
+        written = [self.directory / name for name in self._recorded]
         self.discard()
         return written
 

@@ -136,9 +136,7 @@ def build_report(
         scores=scores,
         degraded={m: run.degraded(m) for m in run.methods},
         skipped=run.skipped,
-        fallbacks={
-            m: run.declared(m).candidate_source or m for m in run.methods if run.declared(m).degradable
-        },
+        fallbacks={m: run.declared(m).candidate_source or m for m in run.methods if run.declared(m).degradable},
         best=best,
         failures=failures_at_rank_1(run, best, {d.id: d.content for d in documents}, candidates) if best else [],
         cost=_cost_rows(run, prices),

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrieval.atomic import atomic_write_text
 from retrieval.cost import Usage
 from retrieval.dataset import Question
 from retrieval.methods.base import Declaration
@@ -84,9 +85,8 @@ class Run:
 
 
 def save_run(run: Run, path: str | Path) -> None:
-    """Write the run log (see `run_log`) to a file."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(run_log(run), encoding="utf-8")
+    """Write the run log (see `run_log`) to a file, atomically: a crash leaves no half log."""
+    atomic_write_text(path, run_log(run))
 
 
 def run_log(run: Run) -> str:
@@ -97,6 +97,8 @@ def run_log(run: Run) -> str:
         "fingerprint": run.fingerprint,
         "config": run.config,
         "methods": run.methods,
+        # How many question lines follow: a log cut short is refused, not reported on.
+        "questions": len(run.results),
         "mode": run.mode,
         "skipped": run.skipped,
         "pipelines": run.pipelines,
@@ -133,27 +135,50 @@ class RunLogError(ValueError):
 
 
 def load_run(path: str | Path) -> Run:
-    """Read a run log written by `save_run`."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    """Read a run log written by `save_run`; RunLogError naming the file and the line when it is
+    not one, is damaged, or holds fewer question lines than its header says (cut short)."""
+    again = "Write it again with --log."
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunLogError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start}): not a run log. {again}") from exc
+    lines = text.splitlines()
     try:
         header = json.loads(lines[0]) if lines else {}
     except json.JSONDecodeError as exc:
         raise RunLogError(f"{path}:1: not a run log ({exc.msg}). Write one with --log.") from exc
     if not isinstance(header, dict) or header.get("format") != RUN_FORMAT:
         raise RunLogError(f"{path}:1: not a run log (expected format {RUN_FORMAT!r}). Write one with --log.")
+    required = ("dataset", "fingerprint", "config", "methods", "usage", "questions")
+    missing = [key for key in required if key not in header]
+    if missing:
+        raise RunLogError(f"{path}:1: the header lacks {', '.join(missing)} (damaged or older log). {again}")
+    expected = header["questions"]
+    if not isinstance(expected, int) or isinstance(expected, bool):
+        raise RunLogError(f"{path}:1: questions is {expected!r}, not a count (damaged log). {again}")
+    if text and not text.endswith("\n"):
+        raise RunLogError(f"{path}:{len(lines)}: the last line is cut short (the log was truncated). {again}")
     results = []
     for number, line in enumerate(lines[1:], start=2):
         try:
             row = json.loads(line)
             question = Question(row["question"], row["text"], row["type"], tuple(row["relevant"]))
             methods = {name: MethodResult(**m) for name, m in row["methods"].items()}
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise RunLogError(f"{path}:{number}: unreadable run log line ({exc}).") from exc
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise RunLogError(f"{path}:{number}: unreadable run log line ({exc}). {again}") from exc
         results.append(QuestionResult(question, methods))
+    if len(results) != expected:
+        raise RunLogError(
+            f"{path}:{len(lines) + 1}: the log holds {len(results)} question lines, its header says {expected} "
+            f"(the log was cut short or edited). {again}"
+        )
     usage = {}
-    for stage, u in header["usage"].items():
-        usage[stage] = Usage()
-        usage[stage].add(u["calls"], u["input_tokens"], u["output_tokens"], u["seconds"])
+    try:
+        for stage, u in header["usage"].items():
+            usage[stage] = Usage()
+            usage[stage].add(u["calls"], u["input_tokens"], u["output_tokens"], u["seconds"], u.get("truncated", 0))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise RunLogError(f"{path}:1: unreadable usage in the header ({exc}). {again}") from exc
     return Run(
         header["dataset"],
         header["fingerprint"],

@@ -20,7 +20,25 @@ from retrieval.cost import Usage
 from retrieval.providers.base import Kind, MissingKeyError, ProviderError, normalize
 from retrieval.providers.http import RetryPolicy, post_json
 
-__all__ = ["OpenAIEmbeddings"]
+__all__ = ["OpenAIEmbeddings", "limit_inputs"]
+
+
+def limit_inputs(texts: Sequence[str], profile: Profile, kind: Kind) -> tuple[list[str], int]:
+    """Texts cut to the profile's `max_input_chars` and how many were cut; with
+    `long_inputs = "refuse"`, ProviderError naming the first text over the limit instead."""
+    limit = profile.max_input_chars
+    if not limit:
+        return list(texts), 0
+    long = [t for t in texts if len(t) > limit]
+    if long and profile.long_inputs == "refuse":
+        what = "document" if kind == "document" else "question"
+        start = " ".join(long[0].split())[:60].rstrip()
+        raise ProviderError(
+            f"{what} «{start}» has {len(long[0])} characters, over max_input_chars = {limit} of profile "
+            f'{profile.name!r}. Shorten or split it, or set long_inputs = "truncate" in the profile.',
+            "config",
+        )
+    return [t[:limit] for t in texts], len(long)
 
 
 class OpenAIEmbeddings:
@@ -53,6 +71,7 @@ class OpenAIEmbeddings:
         if len(texts) > self.batch_size:
             raise ValueError(f"{len(texts)} texts in one call; the profile's batch_size is {self.batch_size}")
         p = self._profile
+        texts, truncated = limit_inputs(texts, p, kind)
         prefix = p.query_prefix if kind == "query" else p.document_prefix
         body: dict[str, object] = {"model": self.model, "input": [prefix + t for t in texts]}
         if p.input_type:
@@ -77,7 +96,7 @@ class OpenAIEmbeddings:
                 "config",
             )
         tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
-        self.usage.add(input_tokens=tokens, seconds=time.perf_counter() - started)
+        self.usage.add(input_tokens=tokens, seconds=time.perf_counter() - started, truncated=truncated)
         return normalize(vectors)
 
     @staticmethod

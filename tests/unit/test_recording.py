@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import tempfile
+import os
 from pathlib import Path
 
 import httpx
@@ -21,15 +21,6 @@ STAGE = "corpus-embeddings"
 TEXTS = ["Restaurer une sauvegarde", "Purger le cache"]
 FIXTURE_KEY = "sk-fixture0000000000000000000000"  # a test fixture, not a credential
 FAST = RetryPolicy(attempts=3, backoff=0.001, max_wait=0.01)
-
-
-@pytest.fixture(autouse=True)
-def staging_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Recorder stages cassettes in a temporary folder: keep it under tmp_path, even when a
-    test fails before commit() or discard()."""
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(staging))
 
 
 @pytest.fixture
@@ -62,13 +53,15 @@ def test_record_writes_the_cassette_only_on_commit(
     recorder, _ = _record(embeddings_server, directory)
     assert not recorder.has(STAGE)  # still in staging
     assert not directory.exists()
-    assert [p.name for p in (tmp_path / "staging").glob("*/*")] == [f"{STAGE}.json"]
+    # Staged beside the profile's folder, in a hidden folder named after the process.
+    staged = list((tmp_path / "cassettes").glob(f".fixture.staging-{os.getpid()}-*/*"))
+    assert [p.name for p in staged] == [f"{STAGE}.json"]
     written = recorder.commit({"fingerprint": "sha256:fixture", "usage": {STAGE: {"calls": 1}}})
     assert written == [directory / f"{STAGE}.json"]
     assert recorder.has(STAGE)
     assert recorder.metadata()["fingerprint"] == "sha256:fixture"
     assert sorted(p.name for p in directory.iterdir()) == [f"{STAGE}.json", "recording.json"]
-    assert list((tmp_path / "staging").iterdir()) == []  # the staging folder is gone
+    assert [p.name for p in (tmp_path / "cassettes").iterdir()] == ["fixture"]  # the staging folder is gone
     interactions = json.loads((directory / f"{STAGE}.json").read_text())["interactions"]
     assert len(interactions) == 1
     assert json.loads(interactions[0]["request"]["body"])["input"] == TEXTS

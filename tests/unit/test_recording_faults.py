@@ -1,0 +1,197 @@
+"""Cassettes under faults: a failed commit keeps the committed set, damaged files are named in one
+line, local cassettes replay on any port, the secret scan sees escaped and header-borne keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_embeddings import FakeEmbeddingsServer, make_profile
+from vcr.request import Request
+
+from retrieval import atomic
+from retrieval.atomic import STALE_SECONDS
+from retrieval.providers.http import RetryPolicy
+from retrieval.providers.openai_embeddings import OpenAIEmbeddings
+from retrieval.recording import CassetteError, Recorder, _loopback_port, find_secrets, scan_cassettes
+
+CORPUS, QUESTIONS = "corpus-embeddings", "question-embeddings"
+FAST = RetryPolicy(attempts=1)
+FIX = "Restore it with `git checkout -- {path}` or re-record with `pytest --record --profile fixture`."
+
+
+def _embed(recorder: Recorder, stage: str, url: str, texts: list[str]) -> np.ndarray:
+    embedder = OpenAIEmbeddings(make_profile(url), replay=recorder.mode == "replay", retry=FAST)
+    try:
+        with recorder.stage(stage):
+            return embedder.embed(texts, "document")
+    finally:
+        embedder.close()
+
+
+def _record_set(server: FakeEmbeddingsServer, directory: Path, texts: list[str]) -> Recorder:
+    recorder = Recorder("record", directory, "fixture")
+    _embed(recorder, CORPUS, server.url, texts)
+    _embed(recorder, QUESTIONS, server.url, [t + " ?" for t in texts])
+    return recorder
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+@pytest.mark.parametrize("step", ["exchange", "copy", "write"])
+def test_a_commit_failing_at_any_step_keeps_the_committed_set_and_no_staging(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    _record_set(embeddings_server, directory, ["premier"]).commit({"fingerprint": "sha256:one"})
+    (directory / "rerank-m.json").write_text('{"interactions": []}')  # a stage this run does not re-record
+    before = _files(directory)
+    second = _record_set(embeddings_server, directory, ["second"])
+
+    def fail(*args: object, **kwargs: object) -> bool:
+        raise OSError(5, "Input/output error (injected)")
+
+    target = {"exchange": (atomic, "_exchange"), "copy": (atomic.shutil, "copy2"), "write": (atomic.os, "fsync")}
+    monkeypatch.setattr(*target[step], fail)
+    with pytest.raises(CassetteError) as caught:
+        second.commit({"fingerprint": "sha256:two"})
+    monkeypatch.undo()
+    assert str(caught.value) == (
+        f"recording not saved: [Errno 5] Input/output error (injected). The cassettes in {directory} were kept "
+        "as they were; the recording was discarded."
+    )
+    assert _files(directory) == before
+    assert [p.name for p in directory.parent.iterdir()] == ["fixture"]  # no staging left
+
+
+def test_a_commit_replaces_every_cassette_and_the_metadata_together(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    _record_set(embeddings_server, directory, ["premier"]).commit({"fingerprint": "sha256:one"})
+    written = _record_set(embeddings_server, directory, ["second"]).commit({"fingerprint": "sha256:two"})
+    assert written == [directory / f"{CORPUS}.json", directory / f"{QUESTIONS}.json"]
+    corpus = json.loads((directory / f"{CORPUS}.json").read_text())["interactions"]
+    questions = json.loads((directory / f"{QUESTIONS}.json").read_text())["interactions"]
+    assert json.loads(corpus[0]["request"]["body"])["input"] == ["second"]
+    assert json.loads(questions[0]["request"]["body"])["input"] == ["second ?"]
+    assert json.loads((directory / "recording.json").read_text())["fingerprint"] == "sha256:two"
+
+
+def test_a_killed_recordings_staging_is_removed_by_the_next_recording(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    dead = tmp_path / "cassettes" / ".fixture.staging-999999999-abcd1234"  # its process no longer runs
+    old = tmp_path / "cassettes" / f".fixture.staging-{os.getpid()}-old00000"  # our pid, but two days old
+    for folder in (dead, old):
+        folder.mkdir(parents=True)
+        (folder / f"{CORPUS}.json").write_text("{}")
+    two_days_ago = time.time() - 2 * STALE_SECONDS
+    os.utime(old, (two_days_ago, two_days_ago))
+    _record_set(embeddings_server, directory, ["premier"]).commit({})
+    assert [p.name for p in (tmp_path / "cassettes").iterdir()] == ["fixture"]
+
+
+def test_local_cassettes_replay_on_another_port(embeddings_server: FakeEmbeddingsServer, tmp_path: Path) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder = Recorder("record", directory, "fixture")
+    recorded = _embed(recorder, CORPUS, embeddings_server.url, ["premier"])
+    recorder.commit({})
+    moved = "http://127.0.0.1:1"  # nothing listens there; the cassette answers
+    replayed = _embed(Recorder("replay", directory, "fixture"), CORPUS, moved, ["premier"])
+    assert replayed.tolist() == recorded.tolist()
+
+
+def test_the_port_still_matters_off_loopback() -> None:
+    same = Request("POST", "http://127.0.0.1:8765/v1/embeddings", b"", {})
+    other = Request("POST", "http://localhost:9000/v1/embeddings", b"", {})
+    _loopback_port(same, other)  # loopback: any port
+    with pytest.raises(AssertionError, match="port 8765 != 9000"):
+        _loopback_port(
+            Request("POST", "http://10.0.0.1:8765/v1/embeddings", b"", {}),
+            Request("POST", "http://10.0.0.1:9000/v1/embeddings", b"", {}),
+        )
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b'{"version": 1, "interactions": [{"request": {', "invalid JSON at line 1: Expecting property name"),
+        (b"", "invalid JSON at line 1: Expecting value"),
+        (b'{"interactions": ["caf\xe9"]}', "not UTF-8: invalid continuation byte at byte 22"),
+        (b"[]", "expected a JSON object, got list"),
+        (b'{"interactions": 3}', '"interactions" must be a list of {"request": ..., "response": ...}'),
+        (
+            b'{"version": 1, "interactions": [{"request": {}, "response": {}}]}',
+            "TypeError: Request.__init__() missing 4 required positional arguments",
+        ),
+    ],
+    ids=["truncated", "empty", "latin-1", "a list", "interactions not a list", "vcrpy cannot load it"],
+)
+def test_a_damaged_cassette_is_one_line_naming_it(tmp_path: Path, content: bytes, reason: str) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    directory.mkdir(parents=True)
+    path = directory / f"{CORPUS}.json"
+    path.write_bytes(content)
+    recorder = Recorder("replay", directory, "fixture")
+    with pytest.raises(CassetteError) as caught, recorder.stage(CORPUS):
+        pass
+    message = str(caught.value)
+    assert message.startswith(f"{path}: damaged cassette (")
+    assert reason in message
+    assert message.endswith(FIX.format(path=path))
+    assert "\n" not in message
+
+
+def test_damaged_metadata_and_recorded_strings_are_named(tmp_path: Path) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    directory.mkdir(parents=True)
+    (directory / "recording.json").write_bytes(b'{"fingerprint": ')
+    (directory / f"{CORPUS}.json").write_bytes(b"\xff\xfe")
+    recorder = Recorder("replay", directory, "fixture")
+    with pytest.raises(CassetteError, match=r"recording\.json: damaged recording metadata \(Expecting value"):
+        recorder.metadata()
+    with pytest.raises(CassetteError, match=rf"{CORPUS}\.json: damaged cassette \(not UTF-8"):
+        recorder.recorded_strings(CORPUS)
+
+
+GOOGLE = "AIza" + "Sy" + "F" * 33  # FIXTURE: the shape of a Google key, not one
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (json.dumps({"body": json.dumps({"key": "\\u0041" + GOOGLE[1:]})}), ["AIzaSyFFFFFF…"]),
+        (json.dumps({"headers": {"api-key": ["abc"]}}), ['"api-key":…']),
+        (json.dumps({"headers": {"X-Api-Key": ["abc"]}}), ['"X-Api-Key":…']),
+        (json.dumps({"body": '{"auth": "Bearer abcdefgh12345678"}'}), ["Bearer abcde…"]),
+        (json.dumps({"uri": "https://x.test/v1?alt=json&key=abcdefgh1234"}), ["&key=abcdefg…"]),
+        (json.dumps({"uri": "https://x.test/v1?API_KEY=abcdefgh1234"}), ["?API_KEY=abc…"]),
+    ],
+    ids=["json-escaped google key", "api-key header", "x-api-key header", "bearer in body", "key=", "api_key="],
+)
+def test_find_secrets_catches(text: str, expected: list[str]) -> None:
+    assert find_secrets(text) == expected
+
+
+def test_scan_cassettes_names_each_file(tmp_path: Path) -> None:
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "clean.json").write_text('{"interactions": []}')
+    (tmp_path / "local" / "leak.json").write_text(json.dumps({"headers": {"x-api-key": ["v"]}}))
+    (tmp_path / "local" / "binary.json").write_bytes(b"\xff")
+    assert scan_cassettes(tmp_path, keys={}) == [
+        f"{tmp_path / 'local' / 'binary.json'}: cannot be scanned ('utf-8' codec can't decode byte 0xff in "
+        "position 0: invalid start byte); re-record or delete it",
+        f'{tmp_path / "local" / "leak.json"}: "x-api-key":…',
+    ]
+
+
+def test_the_committed_cassettes_scan_clean() -> None:
+    assert scan_cassettes(Path(__file__).resolve().parents[2] / "cassettes", keys={}) == []

@@ -1,0 +1,155 @@
+"""Run logs and reports under faults: a log cut short is refused naming the line, files are written
+atomically, a method that degraded on every question fails the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from retrieval import atomic
+from retrieval.cli import main
+from retrieval.run import RunLogError, load_run
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BEIR = str(FIXTURES / "fixture_beir")
+AGAIN = "Write it again with --log."
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A run log of the BEIR fixture (2 questions, bm25)."""
+    path = tmp_path / "run.jsonl"
+    assert main(["--dataset", BEIR, "--methods", "bm25", "--log", str(path)]) == 0
+    capsys.readouterr()
+    return path
+
+
+def test_the_header_records_the_question_count(log: Path) -> None:
+    assert json.loads(log.read_text().splitlines()[0])["questions"] == 2
+    assert len(load_run(log).results) == 2
+
+
+def test_a_log_missing_its_last_question_is_refused(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:-1]))
+    assert main(["--dataset", BEIR, "--from-log", str(log)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {log}:3: the log holds 1 question lines, its header says 2 (the log was cut short or edited). "
+        f"{AGAIN}\n"
+    )
+
+
+def test_a_log_cut_in_the_middle_of_a_line_is_refused(log: Path) -> None:
+    log.write_bytes(log.read_bytes()[:-40])
+    with pytest.raises(RunLogError) as caught:
+        load_run(log)
+    assert str(caught.value) == f"{log}:3: the last line is cut short (the log was truncated). {AGAIN}"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda text: text.encode("latin-1").replace(b"{", b"\xe9{", 1), "not UTF-8 (invalid continuation byte"),
+        (lambda text: text.replace('"questions": 2, ', "", 1).encode(), ":1: the header lacks questions"),
+        (lambda text: text.replace('"questions": 2', '"questions": "2"', 1).encode(), ":1: questions is '2'"),
+        (lambda text: text.replace('"usage": {', '"usage": [', 1).encode(), ":1: not a run log"),
+    ],
+    ids=["latin-1", "no count", "count a string", "header not JSON"],
+)
+def test_a_damaged_log_is_one_line(log: Path, damage: object, message: str) -> None:
+    log.write_bytes(damage(log.read_text()))  # type: ignore[operator]
+    with pytest.raises(RunLogError) as caught:
+        load_run(log)
+    assert str(caught.value).startswith(f"{log}")
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def _failing_replace(src: object, dst: object) -> None:
+    raise OSError(28, "No space left on device (injected)", str(dst))
+
+
+@pytest.mark.parametrize("flag", ["--log", "--output"])
+def test_log_and_report_are_written_atomically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    target = tmp_path / "out.txt"
+    target.write_text("previous\n")
+    monkeypatch.setattr(atomic.os, "replace", _failing_replace)
+    assert main(["--dataset", BEIR, "--methods", "bm25", flag, str(target)]) == 2
+    assert capsys.readouterr().err == f"error: cannot write or read {target}: No space left on device (injected)\n"
+    assert target.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+DEGRADING = '''
+from retrieval.ranking import Ranking
+
+
+class Fallback:
+    """A fixture reranker whose every call failed: bm25's order, marked degraded."""
+
+    name = "fallback"
+    requires = ("bm25",)
+    needs_vectors = False
+
+    def rank(self, context):
+        return [Ranking(r.indices, r.scores, "degraded: timeout") for r in context.rankings["bm25"]]
+
+
+def factory(settings):
+    return Fallback()
+'''
+
+
+def test_a_method_degraded_on_every_question_fails_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "degrading.py").write_text(DEGRADING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["--dataset", BEIR, "--methods", "bm25,degrading:factory", "--output", "report.md"])
+    assert code == 1
+    assert capsys.readouterr().err == (
+        "warning: every fallback call degraded (2 of 2 questions; most often: timeout): its figures are those of "
+        "its fallback. Check the model, the key and the endpoint, then run again.\n"
+    )
+    assert "| fallback |" in (tmp_path / "report.md").read_text()  # the report is still written
+    assert os.path.getsize(tmp_path / "report.md") > 0
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "expected"),
+    [
+        (
+            "cassettes/local/corpus-embeddings.json",
+            b'{"version": 1, "interactions": [',
+            "damaged cassette (invalid JSON",
+        ),
+        ("cassettes/local/question-embeddings.json", b"", "damaged cassette (invalid JSON at line 1"),
+        ("cassettes/local/recording.json", b"\xff", "damaged recording metadata ("),
+        ("baselines/metrics.json", b"[]", "expected a JSON object, got list"),
+        ("baselines/metrics.json", b'{"format": ', "invalid JSON (Expecting value)"),
+    ],
+    ids=["truncated cassette", "empty cassette", "non-UTF-8 metadata", "baseline a list", "baseline invalid JSON"],
+)
+def test_a_damaged_committed_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, content: bytes, expected: str
+) -> None:
+    for folder in ("cassettes", "baselines"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    (tmp_path / file).write_bytes(content)
+    assert main(["--dataset", str(ROOT / "data" / "demo"), "--methods", "bm25,vector", "--baseline"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {file}") and expected in err
+    assert err.count("\n") == 1
