@@ -309,9 +309,9 @@ def test_enrich_is_hybrid_over_the_enriched_documents() -> None:
 def test_a_failed_enrichment_indexes_the_document_as_written_and_degrades_every_question() -> None:
     def reply(prompt: str) -> str | BaseException:
         if prompt_document(prompt) == "Purger le cache":
-            return ProviderError("fixture outage", "http 500")
-        if prompt_document(prompt) == "Diagnostic":
             return "not json"
+        if prompt_document(prompt) == "Diagnostic":  # after the unparseable one, named first: no answer recorded
+            return ProviderError("fixture outage", "http 500")
         return fixture_llm_answer(prompt)
 
     context = make_context()
