@@ -41,13 +41,14 @@ from retrieval.prompts.enrich import ENRICH_SCHEMA, ENRICH_VERSION, QUESTIONS, p
 from retrieval.providers.base import GenerationProvider, MissingKeyError, ProviderError, ReplayMissError
 from retrieval.ranking import Ranking
 
-__all__ = ["ENRICHED_EMBEDDINGS", "ENRICHMENT", "EnrichMethod", "enriched_document", "factory"]
+__all__ = ["ENRICHED_EMBEDDINGS", "ENRICHMENT", "INDEXING_STAGES", "EnrichMethod", "enriched_document", "factory"]
 
 log = logging.getLogger(__name__)
 
 # Usage stages of the indexing, shown once (like "corpus embeddings"), not in any pipeline.
 ENRICHMENT = "enrichment (indexing)"
 ENRICHED_EMBEDDINGS = "enriched corpus embeddings (indexing)"
+INDEXING_STAGES = (ENRICHMENT, ENRICHED_EMBEDDINGS)
 SCHEMA_NAME = "questions"
 
 

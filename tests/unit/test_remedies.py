@@ -55,6 +55,7 @@ from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_chat import OpenAIChat
 from retrieval.ranking import Ranking, rank_of
+from retrieval.recording import record_command
 
 ROOT = Path(__file__).resolve().parents[2]
 DIMENSIONS = 8
@@ -394,6 +395,7 @@ REMEDIES = ["rewrite", "rewrite_rerank", "enrich"]
 
 
 def test_a_profile_without_an_llm_makes_them_unavailable() -> None:
+    assert record_command("gemini").startswith("GEMINI_API_KEY=... pytest --record --")
     settings = load_settings(ROOT)
     assert settings.profile.name == "local"
     assert settings.methods == ("bm25", "vector", "hybrid", "rerank")  # not in the default list
@@ -401,7 +403,7 @@ def test_a_profile_without_an_llm_makes_them_unavailable() -> None:
     assert chosen.wanted == ["bm25"]
     assert chosen.unavailable == {
         name: f"profile 'local' has no LLM (rerank_provider, rerank_model): add {name} to `methods` and record "
-        "it with the gemini profile, `GEMINI_API_KEY=... pytest --record --profile gemini`"
+        f"it with the gemini profile, `{record_command('gemini')}`"
         for name in REMEDIES
     }
 
@@ -412,7 +414,7 @@ def test_in_replay_a_method_never_recorded_is_unavailable_and_says_how_to_record
     assert chosen.wanted == []
     assert chosen.unavailable["rewrite"] == (
         f"not recorded ({tmp_path}/fixture-gemini/rewrite-gemini-3.5-flash.json is missing): add rewrite to "
-        "`methods` and record it, `pytest --record --profile fixture-gemini`"
+        f"`methods` and record it, `{record_command('fixture-gemini')}`"
     )
     assert sorted(chosen.unavailable) == sorted(REMEDIES)
 
