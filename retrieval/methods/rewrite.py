@@ -24,6 +24,7 @@ import numpy as np
 
 from retrieval.config import Settings
 from retrieval.cost import Usage
+from retrieval.dataset import Question
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.llm_methods import channel_for, generator_or_unavailable, map_in_order
 from retrieval.methods.base import Context
@@ -102,7 +103,7 @@ class RewriteMethod:
             rankings.append(Ranking(fused.indices, fused.scores, status))
         return rankings
 
-    def _rewrite(self, question: Any) -> tuple[str, str]:
+    def _rewrite(self, question: Question) -> tuple[str, str]:
         """(text to search, status): the rewrite, or the question itself with the failure's reason."""
         try:
             raw = self.generator.generate_json(render_rewrite_prompt(question.text), REWRITE_SCHEMA, SCHEMA_NAME)
