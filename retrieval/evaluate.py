@@ -7,6 +7,7 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
@@ -20,12 +21,12 @@ from retrieval.config import ConfigError, Settings
 from retrieval.cost import Usage
 from retrieval.dataset import Dataset
 from retrieval.embeddings import embed_texts
-from retrieval.methods.base import Context, Declaration, Method, ProgressFactory
+from retrieval.methods.base import Context, Declaration, Embed, Method, ProgressFactory
 from retrieval.metrics import MRR_DEPTH
 from retrieval.network import NetworkBlockedError, cause_of, closed_network, running
 from retrieval.pipeline import Plan, plan
 from retrieval.providers import credentials
-from retrieval.providers.base import ReplayMissError
+from retrieval.providers.base import EmbeddingProvider, Kind, ReplayMissError
 from retrieval.ranking import Ranking, rank_of
 from retrieval.recording import CassetteError, Mode, Recorder
 from retrieval.run import MethodResult, QuestionResult, Run
@@ -123,6 +124,29 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
         questions = [q.text for q in context.dataset.questions]
         context.question_vectors = embed_texts(embedder, questions, "query", None, context.progress)
     context.usage[QUERY_EMBEDDINGS] = embedder.usage
+    context.embed = _shared_embed(embedder, cache, mode, context)
+
+
+def _shared_embed(embedder: EmbeddingProvider, cache: EmbeddingCache | None, mode: Mode, context: Context) -> Embed:
+    """`Context.embed`: a method's own texts through the shared embedder, counted apart from the
+    shared stages. No stage of its own: the calls go to the calling method's cassette. Documents
+    follow the corpus cache policy (read live, filled when recording)."""
+    lock = threading.Lock()
+
+    def embed(texts: Sequence[str], kind: Kind) -> tuple[np.ndarray, Usage]:
+        with lock:  # the embedder's counters are swapped for the call
+            shared, embedder.usage = embedder.usage, Usage()
+            try:
+                documents = cache if kind == "document" else None
+                vectors = embed_texts(embedder, texts, kind, documents if mode == "live" else None, context.progress)
+                if documents is not None and mode == "record":
+                    documents.store(texts, vectors)
+                    documents.save()
+            finally:
+                spent, embedder.usage = embedder.usage, shared
+        return vectors, spent
+
+    return embed
 
 
 def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[Ranking]:
@@ -297,12 +321,12 @@ def evaluate(
     if not chosen.wanted:
         reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
         raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
-    context = Context(dataset=dataset, depth=settings.depth, progress=progress)
+    context = Context(dataset=dataset, depth=settings.depth, progress=progress, mode=mode)
     try:
-        with closed_network() if mode == "replay" else nullcontext():
-            with ExitStack() as stack:
-                if any(d.needs_vectors for d in chosen.declarations.values()):
-                    _embed(context, settings, mode, recorder, stack)
+        # The embedder (and the local server) stay open for methods that embed their own texts.
+        with closed_network() if mode == "replay" else nullcontext(), ExitStack() as stack:
+            if any(d.needs_vectors for d in chosen.declarations.values()):
+                _embed(context, settings, mode, recorder, stack)
             for method in chosen.methods:
                 _run_method(method, chosen.declarations[method.name], context, recorder, mode)
     except ReplayMissError as exc:
@@ -327,6 +351,7 @@ def evaluate(
         cost_models={
             INDEXING: embedding_model,
             QUERY_EMBEDDINGS: embedding_model,
+            **context.cost_models,
             **{name: d.cost_model for name, d in chosen.declarations.items()},
         },
         kept=kept,

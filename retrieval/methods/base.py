@@ -7,7 +7,7 @@ evaluator, the recorder, the failure analysis and the report read these declarat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, get_args
 
@@ -15,11 +15,16 @@ import numpy as np
 
 from retrieval.cost import Usage
 from retrieval.dataset import Dataset
+from retrieval.providers.base import Kind
 from retrieval.ranking import Ranking
 
-__all__ = ["Calls", "Context", "Declaration", "Method", "ProgressFactory", "declaration"]
+__all__ = ["Calls", "Context", "Declaration", "Embed", "Method", "ProgressFactory", "declaration"]
 
 ProgressFactory = Callable[[int, str], "Progress"]
+
+Embed = Callable[[Sequence[str], Kind], tuple[np.ndarray, Usage]]
+"""Embeds texts with the run's shared embedder: (vectors, that call's usage). Its HTTP calls go
+to the cassette of the method calling it (query rewriting embeds its rewritten questions)."""
 
 Calls = Literal["none", "http", "rankings"]
 """What a method reaches outside the process, and so how the gate replays it:
@@ -48,6 +53,11 @@ class Context:
     embeddings. `rankings` holds the output of the methods already run, in question
     order (hybrid reads its inputs there). A method that calls a model puts its
     provider's counters in `usage[its name]`.
+
+    `embed` (set when vectors are needed) embeds a method's own texts with the same embedder;
+    a method that adds usage stages of its own (enrichment at indexing) names their model in
+    `cost_models`; `mode` says whether calls are replayed, live or recorded (a method's own
+    cache is read only live, as the corpus embedding cache is).
     """
 
     dataset: Dataset
@@ -57,6 +67,9 @@ class Context:
     rankings: dict[str, list[Ranking]] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)
     progress: ProgressFactory | None = None
+    embed: Embed | None = None
+    cost_models: dict[str, str | None] = field(default_factory=dict)
+    mode: Literal["replay", "live", "record"] = "replay"
 
 
 class Method(Protocol):

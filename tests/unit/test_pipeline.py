@@ -17,7 +17,7 @@ SETTINGS = Settings(profile=Profile("fixture"))
 
 
 def test_builtins_are_the_method_modules() -> None:
-    assert BUILTIN_METHODS == ("bm25", "hybrid", "rerank", "vector")
+    assert BUILTIN_METHODS == ("bm25", "enrich", "hybrid", "rerank", "rewrite", "rewrite_rerank", "vector")
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,11 @@ def test_builtins_are_the_method_modules() -> None:
         ),
         ("plugin_mistakes:missing", "method 'plugin_mistakes:missing': cannot import it (module 'plugin_mistakes'"),
         ("no_such_module:factory", "method 'no_such_module:factory': cannot import it (No module named"),
-        ("bm42", "unknown method 'bm42': choose among bm25, hybrid, rerank, vector or give module:factory."),
+        (
+            "bm42",
+            "unknown method 'bm42': choose among bm25, enrich, hybrid, rerank, rewrite, rewrite_rerank, vector "
+            "or give module:factory.",
+        ),
     ],
 )
 def test_a_plugin_mistake_is_one_line_naming_the_spec(spec: str, message: str) -> None:
