@@ -22,7 +22,12 @@ Both engines round scores to SCORE_DECIMALS decimals before ranking. They add th
 terms in a different order, so a score can differ in its last bit, and two documents
 tied in one engine could then be one ulp apart in the other and be ordered differently.
 After rounding, ties are the same in both engines and go to the lower corpus index
-(retrieval.ranking.top_k), so the rankings are identical. (Only a last-bit difference
+(retrieval.ranking.top_k), so the rankings are identical.
+
+Exact ties (two documents with the same rounded score: duplicates, or documents matching
+the same terms with the same length) go to the lower document id: the corpus is sorted by
+id at load time (retrieval.dataset), so the lower corpus index is the lower id and the
+ranking does not depend on the order of the lines in corpus.jsonl. (Only a last-bit difference
 falling exactly across a rounding boundary could escape this; the tests would show it.)
 """
 
