@@ -79,8 +79,11 @@ def reciprocal_rank_fusion(
         start += n
         ranks = np.arange(1, n + 1, dtype=np.int64)
         contributions[row, positions] = weight / (k + ranks.astype(np.float64))
-        np.minimum.at(best_rank, positions, ranks)
-    fused = np.sort(contributions, axis=0).sum(axis=0)
+        # A ranking lists a document once, so its positions are distinct: no ufunc.at needed.
+        best_rank[positions] = np.minimum(best_rank[positions], ranks)
+    # Two terms add the same in either order (IEEE addition is commutative); three or more
+    # need the sort.
+    fused = (contributions if len(active) <= 2 else np.sort(contributions, axis=0)).sum(axis=0)
     order = np.lexsort((present, best_rank, -fused))
     if depth is not None:
         order = order[: max(depth, 0)]
