@@ -209,7 +209,8 @@ class BM25Method:
     """Ranks documents by BM25Plus score of the analysed question against the analysed documents.
 
     `engine` picks how the score is computed: "sparse" (default, fast) or "rank-bm25"
-    (the reference); both give the same rankings (see the module docstring).
+    (the reference); both give the same rankings (see the module docstring). `k1` and `b`
+    are the settings `bm25_k1` and `bm25_b`: BM25Method(k1=settings.bm25_k1, b=settings.bm25_b).
     """
 
     name = "bm25"
@@ -219,6 +220,10 @@ class BM25Method:
     def __init__(self, k1: float = K1, b: float = B, engine: Engine = "sparse") -> None:
         if engine not in _ENGINES:
             raise ValueError(f"unknown BM25 engine {engine!r}: use one of {', '.join(_ENGINES)}")
+        if not (math.isfinite(k1) and k1 >= 0):
+            raise ValueError(f"BM25 k1 must be a finite number >= 0, got {k1!r}")
+        if not 0 <= b <= 1:
+            raise ValueError(f"BM25 b must be a number from 0 to 1, got {b!r}")
         self.k1, self.b, self.engine = k1, b, engine
 
     def build_index(self, corpus: Sequence[Tokens]) -> BM25Index:

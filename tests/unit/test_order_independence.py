@@ -81,7 +81,7 @@ def test_tied_fixture_datasets_give_identical_figures_in_any_file_order(
     source = _tied_dataset(tmp_path / "source" / "data", seed)
     settings = Settings(
         dataset=str(source),
-        profile=make_profile(embeddings_server.url),
+        profile=make_profile(embeddings_server.url, batch_size=16),  # three corpus batches
         methods=("bm25", "vector", "hybrid"),
         cassettes=str(tmp_path / "cassettes"),
         cache=str(tmp_path / "cache"),
