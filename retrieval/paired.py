@@ -106,9 +106,13 @@ def compare(
     candidate_name: str,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    decimals: int | None = None,
 ) -> PairedComparison:
     """Compare two question id -> value maps of one metric over the same questions.
 
+    `decimals` rounds both sides first: the baseline keeps per-question values rounded to 4
+    decimals (retrieval.baseline.DIGITS), so compare a run against it with decimals=4, or an
+    unchanged reciprocal rank of 1/3 would count as better than the baseline's 0.3333.
     Raises ValueError when the maps do not hold the same questions (a comparison over
     different samples would not be paired), naming up to five ids missing on each side.
     """
@@ -125,6 +129,8 @@ def compare(
     qids = sorted(reference)
     ref = np.array([reference[q] for q in qids], dtype=np.float64)
     cand = np.array([candidate[q] for q in qids], dtype=np.float64)
+    if decimals is not None:
+        ref, cand = np.round(ref, decimals), np.round(cand, decimals)
     differences = cand - ref
     low, high = bootstrap_interval(differences, resamples, seed)
     return PairedComparison(

@@ -193,3 +193,23 @@ def test_demo_hybrid_against_vector_from_the_committed_baseline() -> None:
     assert summary_line(mrr) == (
         "hybrid vs vector mrr 0.75 -> 0.61 (-0.13, 95 % CI -0.24..-0.03; 1 better, 9 worse, 15 same)"
     )
+
+
+def test_a_replayed_run_against_the_committed_baseline_needs_its_rounding() -> None:
+    from dataclasses import replace
+
+    from retrieval.config import load_settings
+    from retrieval.dataset import load_dataset
+    from retrieval.evaluate import evaluate
+    from retrieval.report import score_run
+
+    settings = replace(load_settings(ROOT), cassettes=str(ROOT / "cassettes"))
+    run = evaluate(load_dataset(ROOT / "data/demo"), settings, mode="replay", methods=["vector"])
+    current = {q: v["mrr"] for q, v in score_run(run)["vector"].per_question.items()}
+    baseline = json.loads((ROOT / "baselines/metrics.json").read_text(encoding="utf-8"))
+    recorded = baseline["profiles"]["local"]["methods"]["vector"]["reciprocal_ranks"]
+    # Unrounded, q13, q14 and q18 (rank 3: 1/3 against 0.3333) and q11 (1/7 against 0.1429) "move".
+    raw = compare(recorded, current, "mrr", "baseline", "vector", resamples=100)
+    assert (raw.better, raw.worse, raw.same) == (3, 1, 21)
+    same = compare(recorded, current, "mrr", "baseline", "vector", resamples=100, decimals=4)
+    assert (same.better, same.worse, same.same, same.difference, same.low, same.high) == (0, 0, 25, 0.0, 0.0, 0.0)
