@@ -161,23 +161,31 @@ def comparison_pairs(requires: Mapping[str, Sequence[str]], baseline: Sequence[s
     return pairs
 
 
-def _signed(value: float) -> str:
-    return f"{value:+.2f}"
+def _digits(c: PairedComparison) -> int:
+    # Two decimals, unless the change would read "+0.00" although questions moved.
+    return 4 if c.difference != 0 and abs(c.difference) < 0.005 else 2
+
+
+def _signed(value: float, digits: int) -> str:
+    return f"{value:+.{digits}f}"
 
 
 def summary_line(c: PairedComparison) -> str:
     """The PR summary's compact form: 'hybrid mrr 0.61 -> 0.64 (+0.03, 95 % CI -0.01..+0.07;
-    3 better, 1 worse, 21 same)'; 'hybrid vs vector mrr ...' between two methods."""
+    3 better, 1 worse, 21 same)'; 'hybrid vs vector mrr ...' between two methods. Figures have
+    two decimals, four when the difference is not 0 but smaller than 0.005."""
     who = c.candidate if c.reference == BASELINE else f"{c.candidate} vs {c.reference}"
+    d = _digits(c)
     return (
-        f"{who} {c.metric} {c.mean_reference:.2f} -> {c.mean_candidate:.2f} "
-        f"({_signed(c.difference)}, 95 % CI {_signed(c.low)}..{_signed(c.high)}; "
+        f"{who} {c.metric} {c.mean_reference:.{d}f} -> {c.mean_candidate:.{d}f} "
+        f"({_signed(c.difference, d)}, 95 % CI {_signed(c.low, d)}..{_signed(c.high, d)}; "
         f"{c.better} better, {c.worse} worse, {c.same} same)"
     )
 
 
 def render_comparisons(comparisons: Sequence[PairedComparison]) -> list[str]:
-    """The report's Markdown section: one table row per comparison. Empty without comparisons."""
+    """The report's Markdown section: one table row per comparison (decimals as in `summary_line`).
+    Empty without comparisons."""
     if not comparisons:
         return []
     first = comparisons[0]
@@ -192,9 +200,11 @@ def render_comparisons(comparisons: Sequence[PairedComparison]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in comparisons:
+        d = _digits(c)
         lines.append(
-            f"| {c.candidate} | {c.reference} | {c.metric} | {c.mean_reference:.2f} | {c.mean_candidate:.2f} "
-            f"| {_signed(c.difference)} | {_signed(c.low)}..{_signed(c.high)} | {c.better} | {c.worse} | {c.same} |"
+            f"| {c.candidate} | {c.reference} | {c.metric} | {c.mean_reference:.{d}f} | {c.mean_candidate:.{d}f} "
+            f"| {_signed(c.difference, d)} | {_signed(c.low, d)}..{_signed(c.high, d)} "
+            f"| {c.better} | {c.worse} | {c.same} |"
         )
     lines.append("")
     return lines

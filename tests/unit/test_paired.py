@@ -213,3 +213,27 @@ def test_a_replayed_run_against_the_committed_baseline_needs_its_rounding() -> N
     assert (raw.better, raw.worse, raw.same) == (3, 1, 21)
     same = compare(recorded, current, "mrr", "baseline", "vector", resamples=100, decimals=4)
     assert (same.better, same.worse, same.same, same.difference, same.low, same.high) == (0, 0, 25, 0.0, 0.0, 0.0)
+
+
+def test_a_small_change_is_shown_with_four_decimals() -> None:
+    # The re-recording drift of the demo's vector mrr (0.7424 -> 0.7457, one question moved):
+    # at two decimals it would read "+0.00" although a question moved.
+    small = _comparison(
+        metric="mrr",
+        candidate="vector",
+        better=1,
+        worse=0,
+        same=24,
+        mean_reference=0.7423809523809524,
+        mean_candidate=0.7457142857142859,
+        difference=0.0033333333333333327,
+        low=0.0,
+        high=0.009999999999999998,
+    )
+    assert summary_line(small) == (
+        "vector mrr 0.7424 -> 0.7457 (+0.0033, 95 % CI +0.0000..+0.0100; 1 better, 0 worse, 24 same)"
+    )
+    assert (
+        render_comparisons([small])[-2]
+        == "| vector | baseline | mrr | 0.7424 | 0.7457 | +0.0033 | +0.0000..+0.0100 | 1 | 0 | 24 |"
+    )
