@@ -6,6 +6,7 @@ working directory. A profile names the models and endpoints of one evaluation se
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -67,6 +68,10 @@ class Settings:
     hybrid_inputs: tuple[str, ...] = ("bm25", "vector")
     candidates: int = 20
     depth: int = 1000
+    # BM25Plus term-frequency saturation and length normalisation: the defaults are
+    # retrieval.methods.bm25.K1 and B (a test keeps them equal; config stays free of numpy).
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
     cassettes: str = "cassettes"
     cache: str = ".cache"
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -103,6 +108,8 @@ _SETTING_KEYS = {
     "hybrid_inputs",
     "candidates",
     "depth",
+    "bm25_k1",
+    "bm25_b",
     "cassettes",
     "cache",
 }
@@ -227,4 +234,14 @@ def load_settings(
         if key in values and (not isinstance(values[key], int) or values[key] < least):
             source = f"--{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
             raise ConfigError(f"{source} must be an integer >= {least}, got {values[key]!r}.")
+    for key, highest in (("bm25_k1", math.inf), ("bm25_b", 1.0)):
+        if key not in values:
+            continue
+        value = values[key]
+        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if not number or not 0 <= value <= highest:
+            source = f"--{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
+            wanted = "a finite number >= 0" if highest == math.inf else "a number from 0 to 1"
+            raise ConfigError(f"{source} must be {wanted}, got {value!r}.")
+        values[key] = float(value)
     return Settings(profile=profile, prices=data.get("prices", {}), source=where, **values)

@@ -2,6 +2,14 @@
 
 Every error names the file, the line and the fix, and nothing is evaluated on an
 invalid dataset: loading either returns a whole `Dataset` or raises `DatasetError`.
+
+The corpus is sorted by document id at load time, whatever the order of the lines in
+corpus.jsonl. So "lower corpus index" means "lower document id" everywhere: every tie
+rule that falls back to the corpus index (retrieval.ranking.top_k, fusion) is a rule on
+ids, the embedding requests (and so the cassettes) are the same for a shuffled file, and
+the fingerprint is computed on the sorted corpus. Ids compare as Python strings (code
+point order: "HEL-4010" < "faq-sla", "doc10" < "doc9"). Questions keep the file's order:
+they are the report's rows and do not take part in any ranking.
 """
 
 from __future__ import annotations
@@ -79,6 +87,8 @@ def load_dataset(path: str | Path) -> Dataset:
     if not corpus_path.is_file():
         raise DatasetError(f"{corpus_path}: missing. A dataset folder needs corpus.jsonl.")
     documents = _load_corpus(corpus_path)
+    # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
+    documents = dict(sorted(documents.items()))
     dropped = 0
     if (root / "questions.jsonl").is_file():
         questions = _load_native_questions(root / "questions.jsonl", documents)

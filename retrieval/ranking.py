@@ -26,7 +26,8 @@ class Ranking:
 
 
 def top_k(scores: np.ndarray, depth: int | None = None) -> Ranking:
-    """Indices of the `depth` best scores, best first; ties go to the lower corpus index.
+    """Indices of the `depth` best scores, best first; ties go to the lower corpus index
+    (the lower document id: retrieval.dataset sorts the corpus by id at load time).
 
     Uses a partial sort, so ranking 1,000 of 100,000 documents does not sort them all.
     """

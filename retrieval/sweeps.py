@@ -192,7 +192,8 @@ def fuse_top(
     """Top `top` ids of the weighted RRF of `lists`, as retrieval.fusion computes it.
 
     score(d) = sum over lists, in list order, of w / (k + rank); documents in no list are
-    left out; ties go to the lower corpus position (`order`). A list not `complete` was cut
+    left out; ties go to the better rank in any single list, then to the lower corpus
+    position (`order`), as in retrieval.fusion. A list not `complete` was cut
     at its length L: a document missing from it may score up to w / (k + L + 1) there, so
     the result is exact only when no such contribution can reorder the top.
     """
@@ -216,7 +217,13 @@ def fuse_top(
                 # monotone, so the true float score cannot exceed this.
                 hi += w[j] / (k + len(lists[j]) + 1)
         low[d], high[d] = lo, hi
-    ranked = sorted(seen, key=lambda d: (-low[d], order[d]))
+    best = {
+        d: min(ranks[d] for j, ranks in enumerate(positions) if d in ranks and w[j] > 0)
+        for d in seen
+        if any(d in ranks and w[j] > 0 for j, ranks in enumerate(positions))
+    }
+    seen = [d for d in seen if d in best]  # a list of weight 0 is switched off, as in retrieval.fusion
+    ranked = sorted(seen, key=lambda d: (-low[d], best[d], order[d]))
     unseen = 0.0
     for j, ranking in enumerate(lists):
         if not complete[j]:

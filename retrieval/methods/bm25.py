@@ -22,7 +22,12 @@ Both engines round scores to SCORE_DECIMALS decimals before ranking. They add th
 terms in a different order, so a score can differ in its last bit, and two documents
 tied in one engine could then be one ulp apart in the other and be ordered differently.
 After rounding, ties are the same in both engines and go to the lower corpus index
-(retrieval.ranking.top_k), so the rankings are identical. (Only a last-bit difference
+(retrieval.ranking.top_k), so the rankings are identical.
+
+Exact ties (two documents with the same rounded score: duplicates, or documents matching
+the same terms with the same length) go to the lower document id: the corpus is sorted by
+id at load time (retrieval.dataset), so the lower corpus index is the lower id and the
+ranking does not depend on the order of the lines in corpus.jsonl. (Only a last-bit difference
 falling exactly across a rounding boundary could escape this; the tests would show it.)
 """
 
@@ -205,7 +210,8 @@ class BM25Method:
     """Ranks documents by BM25Plus score of the analysed question against the analysed documents.
 
     `engine` picks how the score is computed: "sparse" (default, fast) or "rank-bm25"
-    (the reference); both give the same rankings (see the module docstring).
+    (the reference); both give the same rankings (see the module docstring). `k1` and `b`
+    are the settings `bm25_k1` and `bm25_b`: BM25Method(k1=settings.bm25_k1, b=settings.bm25_b).
     """
 
     name = "bm25"
@@ -215,7 +221,16 @@ class BM25Method:
     def __init__(self, k1: float = K1, b: float = B, engine: Engine = "sparse") -> None:
         if engine not in _ENGINES:
             raise ValueError(f"unknown BM25 engine {engine!r}: use one of {', '.join(_ENGINES)}")
+        if not (math.isfinite(k1) and k1 >= 0):
+            raise ValueError(f"BM25 k1 must be a finite number >= 0, got {k1!r}")
+        if not 0 <= b <= 1:
+            raise ValueError(f"BM25 b must be a number from 0 to 1, got {b!r}")
         self.k1, self.b, self.engine = k1, b, engine
+
+    @property
+    def config(self) -> dict[str, float]:
+        """Recorded in the baseline configuration (`bm25.k1`, `bm25.b`): they change the figures."""
+        return {"k1": self.k1, "b": self.b}
 
     def build_index(self, corpus: Sequence[Tokens]) -> BM25Index:
         """Index an analysed corpus (one list of terms per document) with this method's engine."""
@@ -244,4 +259,4 @@ class BM25Method:
 
 def factory(settings: Settings, *, replay: bool = False) -> BM25Method:
     """The built-in bm25 method (in-process: it always runs for real, in every mode)."""
-    return BM25Method()
+    return BM25Method(k1=settings.bm25_k1, b=settings.bm25_b)

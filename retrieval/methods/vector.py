@@ -1,4 +1,10 @@
-"""Dense retrieval: cosine similarity between unit-length question and document vectors."""
+"""Dense retrieval: cosine similarity between unit-length question and document vectors.
+
+Exact ties (equal cosines after rounding to SCORE_DECIMALS: duplicated documents, or
+vectors equal to that precision) go to the lower document id: the corpus is sorted by id
+at load time (retrieval.dataset), so the lower corpus index is the lower id, whatever the
+order of the lines in corpus.jsonl.
+"""
 
 from __future__ import annotations
 

@@ -210,3 +210,65 @@ def test_profile_values_are_checked(tmp_path: Path, line: str, expected: str) ->
     with pytest.raises(ConfigError, match=expected) as caught:
         load_settings(tmp_path, environ={})
     assert str(tmp_path / "retrieval.toml") in str(caught.value)
+
+
+# --- BM25 parameters ----------------------------------------------------------------------------
+
+
+def test_bm25_parameters_default_to_the_method_constants_and_are_recorded(tmp_path: Path) -> None:
+    from retrieval.methods.bm25 import K1, B
+
+    settings = load_settings(tmp_path, environ=NO_ENV)
+    assert (settings.bm25_k1, settings.bm25_b) == (K1, B) == (1.5, 0.75)
+    # The bm25 method records them in the baseline configuration, as `bm25.k1` and `bm25.b`.
+    from retrieval.methods.bm25 import factory
+
+    assert factory(settings).config == {"k1": 1.5, "b": 0.75}
+
+
+def test_bm25_parameters_from_the_project_file(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", "bm25_k1 = 2\nbm25_b = 0.5\n")
+    settings = load_settings(tmp_path, environ=NO_ENV)
+    assert (settings.bm25_k1, settings.bm25_b) == (2.0, 0.5)
+    assert isinstance(settings.bm25_k1, float)
+    from retrieval.methods.bm25 import factory
+
+    assert factory(settings).config == {"k1": 2.0, "b": 0.5}
+    assert load_settings(tmp_path, {"bm25_b": 1}, environ=NO_ENV).bm25_b == 1.0
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("bm25_k1 = -0.1", "bm25_k1 must be a finite number >= 0, got -0.1."),
+        ("bm25_k1 = inf", "bm25_k1 must be a finite number >= 0, got inf."),
+        ("bm25_k1 = nan", "bm25_k1 must be a finite number >= 0, got nan."),
+        ('bm25_k1 = "1.2"', "bm25_k1 must be a finite number >= 0, got '1.2'."),
+        ("bm25_b = 1.5", "bm25_b must be a number from 0 to 1, got 1.5."),
+        ("bm25_b = true", "bm25_b must be a number from 0 to 1, got True."),
+    ],
+)
+def test_bad_bm25_parameters_are_refused(tmp_path: Path, line: str, message: str) -> None:
+    path = _write(tmp_path / "retrieval.toml", line + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    assert str(caught.value) == f"{path}: {message}"
+
+
+def test_a_bad_bm25_flag_is_blamed_on_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, {"bm25_b": -1}, environ=NO_ENV)
+    assert str(caught.value) == "--bm25-b must be a number from 0 to 1, got -1."
+
+
+def test_bm25_method_refuses_bad_parameters() -> None:
+    from retrieval.methods.bm25 import BM25Method
+
+    with pytest.raises(ValueError) as caught:
+        BM25Method(k1=float("inf"))
+    assert str(caught.value) == "BM25 k1 must be a finite number >= 0, got inf"
+    with pytest.raises(ValueError) as caught:
+        BM25Method(b=1.01)
+    assert str(caught.value) == "BM25 b must be a number from 0 to 1, got 1.01"
+    method = BM25Method(k1=0.9, b=0.5)
+    assert (method.k1, method.b) == (0.9, 0.5)

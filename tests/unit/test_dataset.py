@@ -44,7 +44,8 @@ def _edit_record(path: Path, number: int, **changes: object) -> None:
 def test_load_native_fixture() -> None:
     dataset = load_dataset(NATIVE)
     assert dataset.name == "fixture_native"
-    assert dataset.doc_ids == ["HEL-4040", "proc-restauration", "proc-diagnostic", "faq-masquage"]
+    # Sorted by id, not in file order (HEL-4040, proc-restauration, proc-diagnostic, faq-masquage).
+    assert dataset.doc_ids == ["HEL-4040", "faq-masquage", "proc-diagnostic", "proc-restauration"]
     assert [q.id for q in dataset.questions] == ["q1", "q2", "q3"]
     assert dataset.question_types == ["identifiant", "paraphrase", "mixte"]
     q3 = dataset.questions[2]
@@ -245,3 +246,27 @@ def test_fingerprint_changes_with_relevant_ids(tmp_path: Path) -> None:
     original = load_dataset(root).fingerprint
     _edit_record(root / "questions.jsonl", 2, relevant=["proc-restauration", "proc-diagnostic"])
     assert load_dataset(root).fingerprint != original
+
+
+# --- corpus order ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", [NATIVE, BEIR], ids=["native", "beir"])
+def test_reversed_corpus_file_loads_the_same_dataset(fixture: Path, tmp_path: Path) -> None:
+    original = load_dataset(fixture)
+    root = _copy(fixture, tmp_path)
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("\n".join(reversed(corpus.read_text(encoding="utf-8").splitlines())) + "\n", encoding="utf-8")
+    reversed_file = load_dataset(root)
+    assert reversed_file.doc_ids == sorted(original.doc_ids) == original.doc_ids
+    assert reversed_file.documents == original.documents
+    assert reversed_file.fingerprint == original.fingerprint
+
+
+def test_demo_fingerprint_is_that_of_the_sorted_corpus() -> None:
+    # The committed baseline and cassettes name this fingerprint; it changed from
+    # sha256:e11a1485dfedd5aa when the corpus started being sorted by id at load time.
+    demo = load_dataset(Path(__file__).parents[2] / "data" / "demo")
+    assert demo.fingerprint == "sha256:1ff97372b5e530b4"
+    assert demo.doc_ids[:3] == ["HEL-4010", "HEL-4020", "HEL-4030"]
+    assert demo.doc_ids[-1] == "proc-webhooks"

@@ -183,7 +183,7 @@ def test_demo_proc_restauration_is_reachable_with_30_candidates(deep) -> None:
     assert lines[start + 2 : start + 5] == [
         "  - `proc-restauration`: bm25 not ranked, vector 7, hybrid 21",
         "  - more candidates: proc-restauration is at hybrid rank 21: within the top 30 "
-        "(+2,672 estimated input tokens for this question)",
+        "(+2,699 estimated input tokens for this question)",
         "  - fusion settings: proc-restauration: vector rank 7, hybrid rank 21; kept in the fused top 20 by "
         "RRF k in {1} or weights (1, 3) at k 60",
     ]
@@ -191,9 +191,9 @@ def test_demo_proc_restauration_is_reachable_with_30_candidates(deep) -> None:
         "| Remedy | Questions it could reach | Cost |",
         "|---|---|---|",
         "| reorder (hybrid top 20) | 7: q13, q14, q15, q16, q18, q19, q25 "
-        "| a reranker over hybrid's top 20: 25 calls, ≈137,136 input tokens a run |",
-        "| more candidates (30 of hybrid) | 1: q11 | +66,308 estimated rerank input tokens a run (+48%) |",
-        "| more candidates (50 of hybrid) | 2: q11, q12 | +199,956 estimated rerank input tokens a run (+146%) |",
+        "| a reranker over hybrid's top 20: 25 calls, ≈137,141 input tokens a run |",
+        "| more candidates (30 of hybrid) | 1: q11 | +66,337 estimated rerank input tokens a run (+48%) |",
+        "| more candidates (50 of hybrid) | 2: q11, q12 | +199,941 estimated rerank input tokens a run (+146%) |",
         "| fusion settings (hybrid) | 3: q11, q12, q16 "
         "| none: no model call (check the other questions in the fusion sweep) |",
         "| query rewriting or document enrichment | 2: q17, q20 | rewriting: +1 LLM call per question (25 a run); "
