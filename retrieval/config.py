@@ -66,6 +66,8 @@ class Settings:
     k: int = 5
     rrf_k: int = 60
     hybrid_inputs: tuple[str, ...] = ("bm25", "vector")
+    # Weighted RRF: one weight per hybrid input (empty: all 1).
+    hybrid_weights: tuple[float, ...] = ()
     candidates: int = 20
     depth: int = 1000
     # BM25Plus term-frequency saturation and length normalisation: the defaults are
@@ -106,6 +108,7 @@ _SETTING_KEYS = {
     "k",
     "rrf_k",
     "hybrid_inputs",
+    "hybrid_weights",
     "candidates",
     "depth",
     "bm25_k1",
@@ -229,6 +232,21 @@ def load_settings(
         if not isinstance(inputs, list | tuple) or len(inputs) < 2 or not all(isinstance(m, str) for m in inputs):
             raise ConfigError(f"{where}: hybrid_inputs must list at least two methods, got {inputs!r}.")
         values["hybrid_inputs"] = tuple(inputs)
+    if values.get("hybrid_weights"):
+        weights = values["hybrid_weights"]
+        inputs = values.get("hybrid_inputs", Settings.hybrid_inputs)
+        if (
+            not isinstance(weights, list | tuple)
+            or len(weights) != len(inputs)
+            or not all(
+                isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w) and w >= 0 for w in weights
+            )
+        ):
+            raise ConfigError(
+                f"{where}: hybrid_weights must give one finite number >= 0 per hybrid input {list(inputs)}, "
+                f"got {weights!r}."
+            )
+        values["hybrid_weights"] = tuple(float(w) for w in weights)
     for key in ("k", "rrf_k", "candidates", "depth"):
         least = 0 if key == "rrf_k" else 1
         if key in values and (not isinstance(values[key], int) or values[key] < least):

@@ -191,3 +191,23 @@ def test_rrf_k_and_the_inputs_reach_hybrid(tmp_path: Path, dataset: Dataset, rrf
     assert run.ranked_ids("hybrid")["q01"][0] == dataset.doc_ids[first]
     assert run.config["hybrid.rrf_k"] == rrf_k and run.config["hybrid.inputs"] == ["left", "right"]
     assert run.pipelines["hybrid"] == ["left", "right", "hybrid"]
+
+
+def test_weights_reach_hybrid_and_its_recorded_configuration(tmp_path: Path, dataset: Dataset) -> None:
+    """Equal weights put document 4 (4th in both lists) first at k = 60 (see
+    test_rrf_k_and_the_inputs_reach_hybrid); weights (0, 1) switch the left list off, so the
+    right list's order comes out: document 5 first, and document 0 nowhere."""
+    lists = [Fixed("left", [0, 1, 2, 4]), Fixed("right", [5, 6, 7, 4])]
+    settings = _settings(tmp_path, hybrid_inputs=("left", "right"), hybrid_weights=(0.0, 1.0))
+    run = evaluate(dataset, settings, methods=["hybrid"], extra=lists)
+    ids = dataset.doc_ids
+    assert run.ranked_ids("hybrid")["q01"] == [ids[5], ids[6], ids[7], ids[4]]
+    assert run.config["hybrid.weights"] == [0.0, 1.0]
+
+
+def test_weights_are_checked_against_the_inputs(tmp_path: Path) -> None:
+    from retrieval.config import ConfigError, load_settings
+
+    (tmp_path / "retrieval.toml").write_text("hybrid_weights = [1.0]\n")
+    with pytest.raises(ConfigError, match=r"hybrid_weights must give one finite number >= 0 per hybrid input"):
+        load_settings(tmp_path, environ={})
