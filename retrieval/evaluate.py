@@ -249,23 +249,17 @@ def evaluate(
 
     `mode` says where model calls go: recorded cassettes (replay), the providers (live),
     or the providers with their answers recorded (record). `extra` adds user-supplied
-    Method objects. Methods that cannot run here (rerank without a reranker or without
-    its cassette) are skipped with the reason in `Run.skipped`.
+    Method objects. Methods the profile cannot provide (rerank without a reranker) are
+    skipped with the reason in `Run.skipped`; in replay, a missing cassette raises CassetteError.
     """
     profile = settings.profile
     requested = list(methods if methods is not None else settings.methods)
     recorder = Recorder(mode, Path(settings.cassettes) / profile.name, profile.name, profile.api_key_env)
     skipped: dict[str, str] = {}
-    if "rerank" in requested:
-        if not profile.has_reranker:
-            skipped["rerank"] = f"profile {profile.name!r} has no reranker (set rerank_provider and rerank_model)"
-        elif mode == "replay" and not recorder.has(rerank_stage(profile.rerank_model or "")):
-            skipped["rerank"] = (
-                f"no cassette for reranker {profile.rerank_model} in {recorder.directory}: "
-                f"record it with `{record_command(profile.name)}`"
-            )
-        if "rerank" in skipped:
-            requested.remove("rerank")
+    # Only what the profile cannot provide is skipped; a missing cassette fails in replay (CassetteError).
+    if "rerank" in requested and not profile.has_reranker:
+        skipped["rerank"] = f"profile {profile.name!r} has no reranker (set rerank_provider and rerank_model)"
+        requested.remove("rerank")
     if not requested and not extra:
         reasons = "; ".join(f"{m} skipped: {why}" for m, why in skipped.items())
         raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")

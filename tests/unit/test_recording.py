@@ -161,7 +161,7 @@ def test_missing_cassette_names_the_record_command(tmp_path: Path) -> None:
     with pytest.raises(CassetteError) as caught, replay.stage(STAGE):
         pass
     assert record_command("fixture") in str(caught.value)
-    assert "pytest --record --profile fixture" in str(caught.value)
+    assert "pytest --record --retrieval-profile fixture" in str(caught.value)
     assert f"{STAGE}.json" in str(caught.value)
 
 
