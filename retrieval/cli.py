@@ -11,7 +11,7 @@ from retrieval.baseline import BaselineError, incompatibility, load_baseline
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate
-from retrieval.gate import BASELINE_PATH
+from retrieval.gate import BASELINE_PATH, importable
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
 from retrieval.report import build_report, render_json, render_markdown
@@ -102,7 +102,8 @@ def _main(args: argparse.Namespace) -> int:
             )
     else:
         mode = "record" if args.record else "live" if args.live else "replay"
-        run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
+        with importable(settings.root):  # a `module:factory` of the project, from any subfolder
+            run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
     if args.log:
         _write(args.log, run_log(run))
     compared, notice = None, None

@@ -8,6 +8,9 @@ them from the project root.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from retrieval.report import score_run
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
 
-__all__ = ["BASELINE_PATH", "GateResult", "accept", "not_gated", "run_gate"]
+__all__ = ["BASELINE_PATH", "GateResult", "accept", "importable", "not_gated", "run_gate"]
 
 # The default of the `baseline` setting (root-relative); kept for callers that name the file.
 BASELINE_PATH = "baselines/metrics.json"
@@ -81,6 +84,22 @@ def cassettes_of(settings: Settings) -> Path:
     return Path(settings.cassettes) / settings.profile.name
 
 
+@contextmanager
+def importable(root: str | Path) -> Iterator[None]:
+    """The project root on sys.path while the block runs, so `methods = ["mymodule:factory"]`
+    imports the project's own module from pytest (whose sys.path need not hold the root) and
+    from any subfolder."""
+    entry = str(root)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
 def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     """Evaluate the profile (replaying or recording) and compare every gated figure with the baseline.
 
@@ -88,7 +107,8 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     raised; a run that cannot be compared is returned with `problem` set.
     """
     dataset = load_dataset(settings.dataset)
-    run = evaluate(dataset, settings, mode=mode)
+    with importable(settings.root):
+        run = evaluate(dataset, settings, mode=mode)
     scores = score_run(run, settings.k)
     baseline = _relative(settings.baseline, settings.root)
     entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)

@@ -252,7 +252,7 @@ class GateCollector(pytest.File):
                     changes = moved(result.snapshots[method], current[method])
                     if changes:
                         failure = (
-                            f"{method} top {TOP} moved for {len(changes)} question(s) without a figure falling: "
+                            f"{method} top {TOP} changed for {len(changes)} question(s): "
                             + "; ".join(changes)
                             + ". If intended, accept it with `pytest --update-baseline`."
                         )
@@ -340,6 +340,10 @@ class _Reporter:
             terminalreporter.write_line(f"retrieval gate FAILED: {state.session_problem}", red=True, bold=True)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _summary(state: _State) -> str:
     """The run's one summary line: what the gate compared."""
     result = state.result
@@ -355,7 +359,7 @@ def _summary(state: _State) -> str:
     matched = sum(state.outcomes.get(n) == "passed" for n in snaps)
     moved_ = sum(state.outcomes.get(n) == "failed" for n in snaps)
     line = (
-        f"retrieval gate ({where}): {len(result.run.methods)} methods, {held} figures held, {fell} fell, "
+        f"retrieval gate ({where}): {_count(len(result.run.methods), 'method')}, {held} figures held, {fell} fell, "
         f"{matched} top-{TOP} snapshots matched, {moved_} moved"
     )
     tolerance = float((result.entry or {}).get("tolerance", 0.0))

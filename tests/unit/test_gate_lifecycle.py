@@ -22,14 +22,22 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT_FILE = 'dataset = "data/demo"\nprofile = "local"\nmethods = ["bm25", "vector", "hybrid"]\nrrf_k = 60\n'
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the demo data and its recorded embeddings, with a baseline made from them."""
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the demo data and its recorded embeddings, with a baseline made from them (once)."""
+    root = tmp_path_factory.mktemp("template")
     for item in ("data/demo", "cassettes/local"):
-        shutil.copytree(ROOT / item, tmp_path / item)
-    (tmp_path / "retrieval.toml").write_text(PROJECT_FILE)
+        shutil.copytree(ROOT / item, root / item)
+    (root / "retrieval.toml").write_text(PROJECT_FILE)
+    accept(run_gate(load_settings(root, {"profile": "local"})))
+    return root
+
+
+@pytest.fixture
+def project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The template project, copied for one test (which may change anything in it)."""
+    shutil.copytree(template, tmp_path, dirs_exist_ok=True)
     monkeypatch.chdir(tmp_path)
-    accept(_gate())
     return tmp_path
 
 
