@@ -143,6 +143,8 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digest)
     current = top_rankings(result.run)
     diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression)
+    # The diff names the file as the project sees it, whatever the working directory.
+    diff = diff.replace(str(result.baseline_path), _relative(result.baseline_path, result.settings.root), 1)
     moves = [
         line
         for m in sorted(current)
