@@ -5,15 +5,21 @@ file (format, diff lines, damaged file)."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.baseline import BaselineError, Check, update_baseline
 from retrieval.baseline import unproduced as unproduced_figures
-from retrieval.recording import cassette_digest
+from retrieval.config import Settings
+from retrieval.dataset import load_dataset
+from retrieval.evaluate import evaluate
+from retrieval.recording import CassetteError, cassette_digest
 from retrieval.snapshots import load_snapshots, moved, render_snapshots, write_snapshots
 
+FIXTURES = Path(__file__).parent / "fixtures"
 # sha256 of nothing: a profile whose methods call no model has no cassette.
 EMPTY = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -120,3 +126,27 @@ def test_a_damaged_snapshot_file_is_one_line_naming_it(tmp_path: Path, text: str
     with pytest.raises(BaselineError, match=message):
         load_snapshots(path)
     assert load_snapshots(tmp_path / "none.json") == {}
+
+
+def test_a_reranker_without_its_cassette_fails_in_replay_instead_of_being_skipped(
+    tmp_path: Path, embeddings_server: FakeEmbeddingsServer
+) -> None:
+    embedder = make_profile(embeddings_server.url)
+    settings = Settings(
+        dataset=str(FIXTURES / "fixture_native"),
+        profile=replace(embedder, rerank_provider="openai", rerank_model="fixture-reranker"),
+        cassettes=str(tmp_path),
+    )
+    dataset = load_dataset(settings.dataset)
+    # The embeddings are recorded; the reranker never was.
+    evaluate(dataset, settings, mode="record", methods=["bm25", "vector", "hybrid"])
+    with pytest.raises(CassetteError) as caught:
+        evaluate(dataset, settings, mode="replay", methods=["bm25", "vector", "hybrid", "rerank"])
+    assert str(caught.value) == (
+        f"no cassette {tmp_path}/fixture/rerank-fixture-reranker.json: "
+        "record it with `pytest --record --retrieval-profile fixture`"
+    )
+    # What the profile cannot provide is the only thing left out (said once in the gate's summary).
+    run = evaluate(dataset, replace(settings, profile=embedder), methods=["bm25", "rerank"])
+    assert run.methods == ["bm25"]
+    assert run.skipped == {"rerank": "profile 'fixture' has no reranker (set rerank_provider and rerank_model)"}
