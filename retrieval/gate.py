@@ -123,10 +123,11 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     result.problem = incompatibility(entry, run, settings.profile.name)
     if result.problem is None and entry.get("cassettes") != result.digest:
         cassettes = _relative(cassettes_of(settings), settings.root)
+        recorded = entry.get("cassettes")
+        was = f"the baseline was computed from {recorded}" if recorded else "the baseline records no cassette digest"
         result.problem = (
             "the cassettes changed since the baseline: run `pytest --update-baseline` and commit "
-            f"{baseline} with {cassettes}/ (the baseline was computed from {entry.get('cassettes') or 'no digest'}, "
-            f"the cassettes are {result.digest})."
+            f"{baseline} with {cassettes}/ ({was}; the cassettes are {result.digest})."
         )
     if result.problem is None:
         types = {q.id: q.type for q in dataset.questions}

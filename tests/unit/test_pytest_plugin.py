@@ -219,9 +219,19 @@ def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_coll
     other.assert_outcomes(passed=10)
     assert (adopter / "baselines" / "rankings" / "local.json").read_bytes() == local
     assert sorted(json.loads((adopter / "baselines" / "metrics.json").read_text())["profiles"]) == ["local", "other"]
+    # A tolerance set by hand in the baseline is said in the summary line.
+    path = adopter / "baselines" / "metrics.json"
+    data = json.loads(path.read_text())
+    data["profiles"]["other"]["tolerance"] = 0.05
+    path.write_text(json.dumps(data))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RETRIEVAL_PROFILE", "other")
-        _run(pytester).stdout.fnmatch_lines(["retrieval gate (profile other, dataset qa): 2 methods, 8 figures held*"])
+        _run(pytester).stdout.fnmatch_lines(
+            [
+                "retrieval gate (profile other, dataset qa): 2 methods, 8 figures held, 0 fell, "
+                "2 top-10 snapshots matched, 0 moved, tolerance 0.05; not gated: *"
+            ]
+        )
 
 
 def test_a_figure_added_to_compare_is_gated_with_no_test_edit(
@@ -310,3 +320,16 @@ def test_cassettes_recorded_then_replayed_removed_or_edited(
     removed.stdout.fnmatch_lines(
         [f"*::gate - CassetteError: no cassette {cassette}: record it with `pytest --record --retrieval-profile fake`"]
     )
+
+
+def test_record_without_the_key_stops_before_any_call(
+    pytester: pytest.Pytester, adopter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = _run(pytester, "--record", "--retrieval-profile", "gemini")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --record with profile 'gemini' needs GEMINI_API_KEY (or GOOGLE_API_KEY); it is not set."]
+    )
+    assert not (adopter / "cassettes").exists()
