@@ -46,6 +46,7 @@ class _State:
     """What the plugin knows during one pytest session."""
 
     project_file: Path | None
+    profile: str = "?"
     selected: bool = False
     evaluated: bool = False
     result: GateResult | None = None
@@ -192,6 +193,7 @@ def _evaluate(config: pytest.Config, state: _State) -> None:
     assert state.project_file is not None
     try:
         settings = load_settings(state.project_file.parent, _overrides(config))
+        state.profile = settings.profile.name
         result = run_gate(settings, "record" if config.getoption("record") else "replay")
         state.result = result
         if config.getoption("update_baseline"):
@@ -347,7 +349,7 @@ def _count(n: int, noun: str) -> str:
 def _summary(state: _State) -> str:
     """The run's one summary line: what the gate compared."""
     result = state.result
-    profile = result.profile if result else "?"
+    profile = result.profile if result else state.profile
     where = f"profile {profile}, dataset {result.run.dataset}" if result else f"profile {profile}"
     if state.problem or result is None:
         first = (state.problem or "no result").splitlines()[0]

@@ -318,7 +318,11 @@ def test_cassettes_recorded_then_replayed_removed_or_edited(
     removed = _run(pytester)
     removed.assert_outcomes(failed=1)
     removed.stdout.fnmatch_lines(
-        [f"*::gate - CassetteError: no cassette {cassette}: record it with `pytest --record --retrieval-profile fake`"]
+        [
+            f"retrieval gate (profile fake): nothing compared: CassetteError: no cassette {cassette}: *",
+            f"*::gate - CassetteError: no cassette {cassette}: record it with "
+            "`pytest --record --retrieval-profile fake`",
+        ]
     )
 
 
