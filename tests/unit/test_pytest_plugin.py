@@ -306,6 +306,16 @@ def test_cassettes_recorded_then_replayed_removed_or_edited(
     embeddings_server.stop()
     _run(pytester).assert_outcomes(passed=15)
 
+    # A question the cassettes never saw: a replay miss, never a call to the network.
+    changed = [(i, t + " maintenant" if i == "q2" else t, y, r) for i, t, y, r in QUESTIONS]
+    _write_dataset(adopter / "data" / "qa", changed)
+    missed = _run(pytester)
+    missed.assert_outcomes(failed=1)
+    missed.stdout.fnmatch_lines(
+        ["*::gate - ReplayMissError: *question-embeddings.json was recorded: q2 «mot de passe*"]
+    )
+    _write_dataset(adopter / "data" / "qa")
+
     cassette = adopter / "cassettes" / "fake" / "question-embeddings.json"
     recorded = cassette.read_text()
     cassette.write_text(recorded.replace("\n", "\n ", 1))  # the same answers, other bytes
