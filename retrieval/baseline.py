@@ -1,7 +1,8 @@
 """The committed baseline: load, compare a run with it, update it.
 
 `baselines/metrics.json` holds, per profile, the dataset fingerprint, the configuration
-that produced the figures, a tolerance, and per method recall@k, MRR, recall@k per
+that produced the figures, the digest of the cassettes they were replayed from, a
+tolerance, and per method recall@k, MRR, recall@k per
 question type and every question's reciprocal rank. Keys are sorted and figures
 rounded to 4 decimals so that a diff of the file reads as a diff of the metrics.
 """
@@ -26,6 +27,7 @@ __all__ = [
     "entry_for",
     "incompatibility",
     "load_baseline",
+    "unproduced",
     "update_baseline",
 ]
 
@@ -160,10 +162,14 @@ def _r(x: float) -> float:
     return round(float(x), DIGITS)
 
 
-def entry_for(run: Run, scores: Mapping[str, MethodScores], k: int, tolerance: float = 0.0) -> dict[str, Any]:
-    """The baseline entry of one profile for a run and its scores."""
+def entry_for(
+    run: Run, scores: Mapping[str, MethodScores], k: int, tolerance: float = 0.0, cassettes: str | None = None
+) -> dict[str, Any]:
+    """The baseline entry of one profile for a run and its scores; `cassettes` is the digest of
+    the cassettes the run replayed (retrieval.recording.cassette_digest)."""
     recall = f"recall@{k}"
     return {
+        **({"cassettes": cassettes} if cassettes is not None else {}),
         "dataset": run.dataset,
         "fingerprint": run.fingerprint,
         "config": dict(run.config),
@@ -194,11 +200,14 @@ def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | N
             f"the dataset changed since the baseline was made (fingerprint {entry.get('fingerprint')} -> "
             f"{run.fingerprint}): metrics are not comparable. {fix}"
         )
-    current = run.config
+    before, current = entry.get("config", {}), run.config
+    # A method's own settings (`hybrid.rrf_k`) count where the method ran both times; a method
+    # added or dropped shows as figures new or no longer produced, not as a configuration change.
+    ran_both = {k.split(".")[0] for k in before if "." in k} & {k.split(".")[0] for k in current if "." in k}
     changed = [
-        f"{key}: {entry['config'].get(key)!r} -> {current.get(key)!r}"
-        for key in sorted(set(entry.get("config", {})) | set(current))
-        if entry.get("config", {}).get(key) != current.get(key)
+        f"{key}: {before.get(key)!r} -> {current.get(key)!r}"
+        for key in sorted(set(before) | set(current))
+        if before.get(key) != current.get(key) and ("." not in key or key.split(".")[0] in ran_both)
     ]
     if changed:
         return f"the configuration differs from the baseline's ({'; '.join(changed)}). {fix}"
@@ -257,6 +266,13 @@ def compare(
     return checks
 
 
+def unproduced(entry: Mapping[str, Any], checks: list[Check]) -> list[str]:
+    """Figures the baseline gates that no check compared ("vector mrr"): a method or a question
+    type the run no longer produces. Each one is a gate lowered to nothing, so the gate fails."""
+    compared = {f"{c.method} {c.metric}" for c in checks}
+    return [name for name in _figures(entry.get("methods", {})) if name not in compared]
+
+
 def _figures(methods: Mapping[str, Any]) -> dict[str, float]:
     """Every gated figure of a baseline entry, flat: "hybrid mrr", "bm25 recall@5[paraphrase]"."""
     flat = {}
@@ -270,6 +286,15 @@ def _figures(methods: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    if old and old.get("fingerprint") != new["fingerprint"]:
+        # Other questions or documents: the old figures measured something else, so nothing is
+        # lowered; the new baseline replaces the old one whole.
+        lines = [
+            f"  new dataset: {new['dataset']} (fingerprint {new['fingerprint']}) replaces "
+            f"{old.get('dataset')} (fingerprint {old.get('fingerprint')})",
+            *(f"  {name}: {value:.4f}" for name, value in _figures(new["methods"]).items()),
+        ]
+        return lines, []
     before, after = _figures((old or {}).get("methods", {})), _figures(new["methods"])
     lines, lowered = [], []
     for name in [*after, *(n for n in before if n not in after)]:
@@ -285,8 +310,8 @@ def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[s
             # A degraded count is worse when it rises; every other figure when it falls.
             if (now > was) if name.endswith(" degraded") else (now < was):
                 lowered.append(name)
-    if old and old.get("fingerprint") != new["fingerprint"]:
-        lines.append(f"  dataset fingerprint: {old.get('fingerprint')} -> {new['fingerprint']}")
+    if old and old.get("cassettes") != new.get("cassettes"):
+        lines.append(f"  cassettes: {old.get('cassettes')} -> {new.get('cassettes')}")
     for key in sorted(set((old or {}).get("config", {})) | set(new["config"])):
         was_c, now_c = (old or {}).get("config", {}).get(key), new["config"].get(key)
         if old and was_c != now_c:

@@ -13,7 +13,7 @@ from retrieval.baseline import BaselineError, incompatibility, load_baseline
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate
-from retrieval.gate import BASELINE_PATH
+from retrieval.gate import BASELINE_PATH, importable
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
 from retrieval.report import build_report, render_json, render_markdown
@@ -56,8 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--baseline",
         nargs="?",
-        const=BASELINE_PATH,
-        help=f"show each figure's change against a baseline file (default {BASELINE_PATH})",
+        const="",
+        help="show each figure's change against a baseline file (default: the project's `baseline` setting, "
+        f"{BASELINE_PATH} from the project root)",
     )
     calls = p.add_mutually_exclusive_group()
     calls.add_argument("--live", action="store_true", help="call the providers (embedding cache in .cache/)")
@@ -109,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    settings = load_settings(".", vars(args))
+    # --baseline names the file to compare with, not the project's `baseline` setting.
+    settings = load_settings(".", {k: v for k, v in vars(args).items() if k != "baseline"})
     dataset = load_dataset(settings.dataset)
     if args.from_log:
         if args.live or args.record:
@@ -122,15 +124,17 @@ def _main(args: argparse.Namespace) -> int:
             )
     else:
         mode = "record" if args.record else "live" if args.live else "replay"
-        run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
+        with importable(settings.root):  # a `module:factory` of the project, from any subfolder
+            run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
     if args.log:
         _write(args.log, run_log(run))
     compared, notice = None, None
-    if args.baseline:
-        if not Path(args.baseline).is_file():
-            raise BaselineError(f"{args.baseline}: no such baseline file.")
+    if args.baseline is not None:
+        baseline = args.baseline or settings.baseline  # a bare --baseline: the project's, wherever the cwd
+        if not Path(baseline).is_file():
+            raise BaselineError(f"{baseline}: no such baseline file.")
         profile = str(run.config.get("profile", settings.profile.name))
-        entry = load_baseline(args.baseline)["profiles"].get(profile)
+        entry = load_baseline(baseline)["profiles"].get(profile)
         compared = entry["methods"] if entry else None
         problem = incompatibility(entry, run, profile) if entry else None
         if problem:

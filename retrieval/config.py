@@ -1,7 +1,12 @@
 """Settings and profiles. Precedence: CLI flag > environment > project file > built-in default.
 
-The project file is `retrieval.toml`, else `[tool.retrieval]` in `pyproject.toml`, in the
-working directory. A profile names the models and endpoints of one evaluation setup.
+The project file is `retrieval.toml`, else `[tool.retrieval]` in `pyproject.toml`, found by
+walking up from the working directory (or the folder given); its folder is the project root.
+Every path the project file or the defaults name (dataset, cassettes, cache, baseline,
+snapshots) resolves from that root, never from the working directory, so `cd tests && pytest`
+or `python -m retrieval` from a subfolder read the same files. Paths given as flags resolve
+from the working directory, as a shell user expects. A profile names the models and
+endpoints of one evaluation setup.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "Profile", "Settings", "load_settings"]
+__all__ = ["ConfigError", "Profile", "Settings", "find_project_file", "find_project_root", "load_settings"]
 
 
 class ConfigError(ValueError):
@@ -76,6 +81,9 @@ class Settings:
     bm25_b: float = 0.75
     cassettes: str = "cassettes"
     cache: str = ".cache"
+    baseline: str = "baselines/metrics.json"
+    snapshots: str = "baselines/rankings"
+    root: str = "."
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     source: str = "built-in defaults"
 
@@ -101,8 +109,8 @@ class Settings:
 
 
 _PROFILE_FIELDS = {f.name for f in fields(Profile) if f.name != "name"}
+_PATH_KEYS = ("dataset", "cassettes", "cache", "baseline", "snapshots")
 _SETTING_KEYS = {
-    "dataset",
     "profile",
     "methods",
     "k",
@@ -113,8 +121,7 @@ _SETTING_KEYS = {
     "depth",
     "bm25_k1",
     "bm25_b",
-    "cassettes",
-    "cache",
+    *_PATH_KEYS,
 }
 
 
@@ -134,6 +141,41 @@ def _read_project_file(root: Path) -> tuple[dict[str, Any], str | None]:
                 continue
         return data, str(path)
     return {}, None
+
+
+def _declares_project(folder: Path) -> Path | None:
+    """The folder's project file: retrieval.toml, or a pyproject.toml with a [tool.retrieval] table."""
+    if (folder / "retrieval.toml").is_file():
+        return folder / "retrieval.toml"
+    pyproject = folder / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+            return pyproject if b"[tool.retrieval" in pyproject.read_bytes() else None
+        if "retrieval" in data.get("tool", {}):
+            return pyproject
+    return None
+
+
+def find_project_file(start: str | Path = ".") -> Path | None:
+    """The project file nearest to `start`, walking up to the file system root; None when there is none.
+
+    A damaged pyproject.toml that mentions [tool.retrieval] is still returned, so that reading it
+    fails with its own error instead of silently falling back to the defaults.
+    """
+    folder = Path(start).resolve()
+    for candidate in (folder, *folder.parents):
+        found = _declares_project(candidate)
+        if found is not None:
+            return found
+    return None
+
+
+def find_project_root(start: str | Path = ".") -> Path | None:
+    """The folder of the nearest project file above `start` (see find_project_file), or None."""
+    found = find_project_file(start)
+    return found.parent if found else None
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -184,12 +226,16 @@ def load_settings(
 ) -> Settings:
     """Resolve settings for a run from defaults, the project file, the environment and overrides.
 
-    `overrides` holds CLI flags already parsed (None values are ignored); `profile` selects the
-    profile. EMBEDDING_MODEL and MODEL override the profile's embedding and rerank models.
+    The project root is the folder of the nearest project file at or above `root` (`root`
+    itself when there is none); paths from the project file and the defaults resolve from it.
+    `overrides` holds CLI flags already parsed (None values are ignored; their paths resolve
+    from the working directory); `profile` selects the profile. EMBEDDING_MODEL and MODEL
+    override the profile's embedding and rerank models.
     """
     environ = os.environ if environ is None else environ
     defaults = tomllib.loads(resources.files("retrieval").joinpath("defaults.toml").read_text("utf-8"))
-    project, source = _read_project_file(Path(root))
+    project_root = find_project_root(root) or Path(root).resolve()
+    project, source = _read_project_file(project_root)
     where = source or "defaults.toml"
     unknown = set(project) - _SETTING_KEYS - {"profiles", "prices"}
     if unknown:
@@ -262,4 +308,10 @@ def load_settings(
             wanted = "a finite number >= 0" if highest == math.inf else "a number from 0 to 1"
             raise ConfigError(f"{source} must be {wanted}, got {value!r}.")
         values[key] = float(value)
-    return Settings(profile=profile, prices=data.get("prices", {}), source=where, **values)
+    for key in _PATH_KEYS:
+        if key in values:
+            if not isinstance(values[key], str) or not values[key]:
+                raise ConfigError(f"{where}: {key} must be a path (a non-empty string), got {values[key]!r}.")
+            base = Path.cwd() if key in flags else project_root
+            values[key] = str(base / Path(values[key]).expanduser())
+    return Settings(profile=profile, prices=data.get("prices", {}), source=where, root=str(project_root), **values)

@@ -1,31 +1,42 @@
 """The regression gate: evaluate a profile, compare with the committed baseline, update it.
 
-conftest.py and the CLI call these functions; the pytest suite only asserts on their
-results, so the gate behaves the same in `pytest -m regression` and in a script.
+The pytest plugin (retrieval.pytest_plugin) and the CLI call these functions; the plugin
+only turns their results into test items, so the gate behaves the same in
+`pytest -m regression` and in a script. Every path comes from the settings, which resolve
+them from the project root.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval.baseline import Check, compare, entry_for, incompatibility, load_baseline, update_baseline
+from retrieval.baseline import Check, compare, entry_for, incompatibility, load_baseline, unproduced, update_baseline
 from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.metrics import MethodScores, score_run
-from retrieval.recording import Mode, Recorder, record_command
+from retrieval.recording import Mode, cassette_digest
 from retrieval.run import Run
+from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
 
-__all__ = ["BASELINE_PATH", "GateResult", "accept", "run_gate", "skip_reason"]
+__all__ = ["BASELINE_PATH", "GateResult", "accept", "importable", "run_gate"]
 
+# The default of the `baseline` setting (root-relative); kept for callers that name the file.
 BASELINE_PATH = "baselines/metrics.json"
 
 
 @dataclass
 class GateResult:
-    """One profile's evaluation set against its baseline entry."""
+    """One profile's evaluation set against its baseline entry and its ranking snapshots.
+
+    `problem` says why nothing could be compared (no baseline entry, other dataset or
+    configuration, other cassettes); when it is None, `checks` holds every compared figure.
+    """
 
     settings: Settings
     dataset: Dataset
@@ -34,50 +45,128 @@ class GateResult:
     entry: dict[str, Any] | None
     problem: str | None
     checks: list[Check] = field(default_factory=list)
+    digest: str = ""
+    snapshots: Rankings = field(default_factory=dict)
 
     @property
     def profile(self) -> str:
         return self.settings.profile.name
 
+    @property
+    def baseline_path(self) -> Path:
+        return Path(self.settings.baseline)
 
-def skip_reason(settings: Settings, mode: Mode) -> str | None:
-    """Why a profile cannot be gated here (no cassettes to replay), or None."""
-    recorder = Recorder(mode, Path(settings.cassettes) / settings.profile.name, settings.profile.name)
-    if mode == "replay" and not recorder.has_any():
-        return (
-            f"profile {settings.profile.name!r} has no cassettes in {recorder.directory}: "
-            f"record them with `{record_command(settings.profile.name)}`"
-        )
-    return None
+    @property
+    def snapshot_path(self) -> Path:
+        return snapshot_path(self.settings.snapshots, self.profile)
+
+    def unproduced(self) -> list[str]:
+        """Baseline figures no check compared: each one fails the gate."""
+        return unproduced(self.entry or {}, self.checks)
+
+    def ungated_methods(self) -> list[str]:
+        """Methods the run evaluated that have no baseline figure: each one fails the gate."""
+        gated = (self.entry or {}).get("methods", {})
+        return [m for m in self.run.methods if m not in gated]
 
 
-def run_gate(settings: Settings, mode: Mode = "replay", baseline_path: str | Path = BASELINE_PATH) -> GateResult:
-    """Evaluate the profile (replaying or recording) and compare every gated figure with the baseline."""
+def _relative(path: str | Path, root: str | Path) -> str:
+    """A path as the user sees it in the project (relative to the root when inside it)."""
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def cassettes_of(settings: Settings) -> Path:
+    """The folder of the selected profile's cassettes."""
+    return Path(settings.cassettes) / settings.profile.name
+
+
+@contextmanager
+def importable(root: str | Path) -> Iterator[None]:
+    """The project root on sys.path while the block runs, so `methods = ["mymodule:factory"]`
+    imports the project's own module from pytest (whose sys.path need not hold the root) and
+    from any subfolder."""
+    entry = str(root)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
+def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
+    """Evaluate the profile (replaying or recording) and compare every gated figure with the baseline.
+
+    Errors that stop the evaluation (a missing cassette, a replay miss, a damaged file) are
+    raised; a run that cannot be compared is returned with `problem` set.
+    """
     dataset = load_dataset(settings.dataset)
-    run = evaluate(dataset, settings, mode=mode)
+    with importable(settings.root):
+        run = evaluate(dataset, settings, mode=mode)
     scores = score_run(run, settings.k)
-    entry = load_baseline(baseline_path)["profiles"].get(settings.profile.name)
-    result = GateResult(settings, dataset, run, scores, entry, None)
+    baseline = _relative(settings.baseline, settings.root)
+    entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)
+    result = GateResult(settings, dataset, run, scores, entry, None, digest=cassette_digest(cassettes_of(settings)))
+    result.snapshots = load_snapshots(result.snapshot_path)
     if entry is None:
         result.problem = (
-            f"{baseline_path} has no baseline for profile {settings.profile.name!r}: "
+            f"{baseline} has no baseline for profile {settings.profile.name!r}: "
             "create it with `pytest --update-baseline`."
         )
         return result
     result.problem = incompatibility(entry, run, settings.profile.name)
+    if result.problem is None and entry.get("cassettes") != result.digest:
+        cassettes = _relative(cassettes_of(settings), settings.root)
+        recorded = entry.get("cassettes")
+        was = f"the baseline was computed from {recorded}" if recorded else "the baseline records no cassette digest"
+        result.problem = (
+            "the cassettes changed since the baseline: run `pytest --update-baseline` and commit "
+            f"{baseline} with {cassettes}/ ({was}; the cassettes are {result.digest})."
+        )
     if result.problem is None:
-        types = {q.id: q.type for q in dataset.questions}
-        result.checks = compare(entry, scores, settings.k, types)
+        result.checks = _checks(result, entry)
     return result
 
 
-def accept(result: GateResult, baseline_path: str | Path = BASELINE_PATH, *, allow_regression: bool = False) -> str:
-    """Make the result the profile's new baseline; returns the diff. Refuses to lower a figure
-    unless `allow_regression` (raises BaselineError, file untouched)."""
-    entry = entry_for(result.run, result.scores, result.settings.k)
-    diff = update_baseline(baseline_path, result.profile, entry, allow_regression=allow_regression)
-    result.entry = load_baseline(baseline_path)["profiles"][result.profile]
-    result.problem = None
+def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
+    """Every figure compare() gates for this run: metrics per method and type, degraded counts."""
+    run = result.run
     types = {q.id: q.type for q in result.dataset.questions}
-    result.checks = compare(result.entry, result.scores, result.settings.k, types)
+    degraded = {m: list(run.degraded(m)) for m in run.methods}
+    return compare(entry, result.scores, result.settings.k, types, degraded)
+
+
+def accept(result: GateResult, *, allow_regression: bool = False) -> str:
+    """Make the result the profile's new baseline and ranking snapshots; returns the diff.
+
+    Refuses to lower a figure unless `allow_regression` (raises BaselineError): then neither
+    the baseline nor the snapshots are written. Only this profile's entry and snapshot file change.
+    """
+    entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digest)
+    current = top_rankings(result.run)
+    diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression)
+    # The diff names the file as the project sees it, whatever the working directory.
+    diff = diff.replace(str(result.baseline_path), _relative(result.baseline_path, result.settings.root), 1)
+    moves = [
+        line
+        for m in sorted(current)
+        for line in (
+            [f"  {m} {change}" for change in moved(result.snapshots[m], current[m])]
+            if m in result.snapshots
+            else [f"  {m}: new ({len(current[m])} questions)"]
+        )
+    ]
+    if current != result.snapshots:
+        write_snapshots(result.snapshot_path, result.profile, current)
+    shown = _relative(result.snapshot_path, result.settings.root)
+    diff += f"\nrankings {shown}:\n" + ("\n".join(moves) if moves else "  no top 10 moved")
+    result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
+    result.snapshots = current
+    result.problem = None
+    result.checks = _checks(result, result.entry)
     return diff

@@ -28,6 +28,7 @@ __all__ = [
     "CassetteError",
     "Mode",
     "Recorder",
+    "cassette_digest",
     "find_secrets",
     "is_replay_miss",
     "record_command",
@@ -62,7 +63,7 @@ class CassetteError(RuntimeError):
 def record_command(profile: str, key_variables: tuple[str, ...] = ()) -> str:
     """The command that re-records a profile's cassettes, with the key it needs, if any."""
     prefix = f"{key_variables[0]}=... " if key_variables else ""
-    return f"{prefix}pytest --record --profile {profile}"
+    return f"{prefix}pytest --record --retrieval-profile {profile}"
 
 
 def is_replay_miss(exc: BaseException) -> bool:
@@ -346,3 +347,19 @@ class Recorder:
             shutil.rmtree(self._staging, ignore_errors=True)
         self._staging = None
         self._recorded = []
+
+
+def cassette_digest(directory: str | Path) -> str:
+    """sha256 over a profile's cassettes (sorted file names and bytes; recording.json excluded,
+    it holds timings): the baseline records it, so a hand-edited cassette shows as a changed
+    digest. A profile without cassettes (no model call) has the digest of nothing."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    folder = Path(directory)
+    files = sorted(p for p in folder.glob("*.json") if p.name != META_FILE) if folder.is_dir() else []
+    for path in files:
+        data = path.read_bytes()
+        digest.update(f"{path.name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return "sha256:" + digest.hexdigest()

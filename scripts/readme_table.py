@@ -48,7 +48,7 @@ def render_table(baseline: Mapping[str, Any], profile: str = PROFILE, types: Seq
     if not entry:
         raise TableError(
             f"{BASELINE.relative_to(ROOT)} has no baseline for profile {profile!r}: "
-            f"create it with `pytest --profile {profile} --update-baseline`."
+            f"create it with `pytest --retrieval-profile {profile} --update-baseline`."
         )
     config = entry["config"]
     provider = str(config["embedding_provider"])

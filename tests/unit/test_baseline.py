@@ -227,7 +227,7 @@ def test_changed_fingerprint_is_named() -> None:
     reason = incompatibility(_entry(), _run(GOOD, fingerprint="sha256:bbbb"), "local")
     assert reason is not None
     assert "fingerprint sha256:aaaa -> sha256:bbbb" in reason
-    assert "pytest --record --profile local" in reason
+    assert "pytest --record --retrieval-profile local" in reason
 
 
 def test_changed_config_key_is_named() -> None:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from retrieval.cli import main
+from retrieval.config import load_settings
+from retrieval.dataset import load_dataset
+from retrieval.evaluate import evaluate
+from retrieval.gate import accept, run_gate
+from retrieval.report import score_run
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -31,17 +37,22 @@ def test_beir_folder_with_bm25_needs_no_model_server(capsys: pytest.CaptureFixtu
     assert {json.loads(line)["question"] for line in log[1:]} == {"b1", "b2"}
 
 
-def test_demo_replay_prints_the_three_methods_from_the_committed_cassettes(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+def test_from_a_subfolder_the_project_root_gives_the_dataset_and_settings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(ROOT)
+    # FIXTURE project: its own data and settings, none of this repository's.
+    shutil.copytree(FIXTURES / "fixture_native", tmp_path / "data" / "qa")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "adopter"\n\n[tool.retrieval]\ndataset = "data/qa"\nmethods = ["bm25"]\nk = 2\n'
+    )
+    (tmp_path / "tests" / "unit").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "tests" / "unit")
     assert main(["--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert list(report["scores"]) == ["bm25", "vector", "hybrid"]
-    assert report["mode"] == "replay" and "rerank" in report["skipped"]
-    baseline = json.loads((ROOT / "baselines/metrics.json").read_text())["profiles"]["local"]["methods"]
-    for method, scores in report["scores"].items():
-        assert round(scores["overall"]["mrr"], 4) == baseline[method]["mrr"]
+    assert list(report["scores"]) == ["bm25"] and report["k"] == 2
+    settings = load_settings(tmp_path)
+    expected = score_run(evaluate(load_dataset(settings.dataset), settings), settings.k)
+    assert report["scores"]["bm25"]["overall"] == pytest.approx(expected["bm25"].overall, abs=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -115,11 +126,11 @@ def test_user_retriever_plugs_in_as_module_factory(
 def test_a_saved_run_log_is_reported_again_without_any_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(ROOT)
     log = tmp_path / "run.jsonl"
-    assert main(["--log", str(log), "--output", str(tmp_path / "first.md")]) == 0
-    monkeypatch.chdir(tmp_path)  # no cassettes here: nothing could be replayed
-    assert main(["--dataset", str(ROOT / "data/demo"), "--from-log", str(log)]) == 0
+    native = str(FIXTURES / "fixture_native")
+    assert main(["--dataset", native, "--methods", "bm25", "--log", str(log), "--output", "first.md"]) == 0
+    # No method runs: --from-log reports the saved rankings (its own methods, k and candidates).
+    assert main(["--dataset", native, "--methods", "vector", "--from-log", str(log)]) == 0
     assert capsys.readouterr().out == (tmp_path / "first.md").read_text()
 
 
@@ -149,13 +160,24 @@ def test_from_log_refuses_a_log_of_another_dataset(tmp_path: Path, capsys: pytes
 
 
 def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.chdir(ROOT)
+    # FIXTURE project with a baseline made here, at BM25 k1 1.5; the report runs from a subfolder.
+    shutil.copytree(FIXTURES / "fixture_native", tmp_path / "data" / "qa")
+    project = 'dataset = "data/qa"\nmethods = ["bm25"]\n'
+    (tmp_path / "retrieval.toml").write_text(project)
+    accept(run_gate(load_settings(tmp_path)))
+    (tmp_path / "docs").mkdir()
+    monkeypatch.chdir(tmp_path / "docs")
+    # A setting bm25 does not read (hybrid's rrf_k) changes nothing comparable...
     assert main(["--rrf-k", "5", "--baseline"]) == 0
+    assert "not comparable" not in capsys.readouterr().out
+    # ... one it reads does.
+    (tmp_path / "retrieval.toml").write_text(project + "bm25_k1 = 1.2\n")
+    assert main(["--baseline"]) == 0
     out = capsys.readouterr().out
     assert "> **Note:** the changes shown are against a baseline that is not comparable" in out
-    assert "rrf_k: 60 -> 5" in out
+    assert "bm25.k1: 1.5 -> 1.2" in out
 
 
 def test_zero_workers_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.config import ConfigError, load_settings
+from retrieval.config import ConfigError, find_project_file, find_project_root, load_settings
 
 NO_ENV: dict[str, str] = {}
 
@@ -35,7 +35,11 @@ def _write(path: Path, text: str) -> Path:
 def test_defaults_load(tmp_path: Path) -> None:
     settings = load_settings(tmp_path, environ=NO_ENV)
     assert settings.source == "defaults.toml"
-    assert settings.dataset == "data/demo"
+    # No project file: the folder given is the root, and every path resolves from it.
+    assert settings.root == str(tmp_path)
+    assert settings.dataset == str(tmp_path / "data/demo")
+    assert settings.baseline == str(tmp_path / "baselines/metrics.json")
+    assert settings.snapshots == str(tmp_path / "baselines/rankings")
     assert settings.k == 5
     assert settings.rrf_k == 60
     assert settings.candidates == 20
@@ -59,7 +63,7 @@ def test_retrieval_toml_overrides_defaults(tmp_path: Path) -> None:
     path = _write(tmp_path / "retrieval.toml", 'profile = "custom"\n' + RETRIEVAL_TOML)
     settings = load_settings(tmp_path, environ=NO_ENV)
     assert settings.source == str(path)
-    assert (settings.dataset, settings.k, settings.rrf_k) == ("data/other", 10, 30)
+    assert (settings.dataset, settings.k, settings.rrf_k) == (str(tmp_path / "data/other"), 10, 30)
     assert settings.methods == ("bm25", "vector")
     assert settings.candidates == 20  # untouched keys keep their default
     assert settings.profile.name == "custom"
@@ -130,7 +134,7 @@ def test_cli_overrides_beat_env_and_file(tmp_path: Path) -> None:
     assert settings.profile.rerank_model == "cli-rerank"
     assert (settings.k, settings.rrf_k) == (4, 0)
     assert settings.methods == ("bm25", "hybrid")
-    assert settings.dataset == "data/other"
+    assert settings.dataset == str(tmp_path / "data/other")
 
 
 def test_cli_profile_beats_env_profile(tmp_path: Path) -> None:
@@ -272,3 +276,54 @@ def test_bm25_method_refuses_bad_parameters() -> None:
     assert str(caught.value) == "BM25 b must be a number from 0 to 1, got 1.01"
     method = BM25Method(k1=0.9, b=0.5)
     assert (method.k1, method.b) == (0.9, 0.5)
+
+
+def test_paths_resolve_from_the_project_root_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(
+        tmp_path / "pyproject.toml",
+        '[project]\nname = "x"\n\n[tool.retrieval]\ndataset = "data/mine"\nbaseline = "gate/figures.json"\n'
+        'snapshots = "gate/top"\ncassettes = "rec"\ncache = "/var/tmp/retrieval-cache"\n',
+    )
+    (tmp_path / "tests" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "tests" / "deep")
+    settings = load_settings(".", environ=NO_ENV)
+    assert settings.source == str(tmp_path / "pyproject.toml")
+    assert (
+        settings.root,
+        settings.dataset,
+        settings.baseline,
+        settings.snapshots,
+        settings.cassettes,
+        settings.cache,
+    ) == (
+        str(tmp_path),
+        str(tmp_path / "data/mine"),
+        str(tmp_path / "gate/figures.json"),
+        str(tmp_path / "gate/top"),
+        str(tmp_path / "rec"),
+        "/var/tmp/retrieval-cache",
+    )
+    # A flag is typed in the working directory: it resolves from there.
+    assert load_settings(".", {"dataset": "../other"}, environ=NO_ENV).dataset == str(tmp_path / "tests/deep/../other")
+
+
+def test_project_file_is_the_nearest_that_configures_retrieval(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", "k = 3\n")
+    inner = tmp_path / "packages" / "inner"
+    inner.mkdir(parents=True)
+    # A pyproject.toml without [tool.retrieval] is not a project file: the walk goes on up.
+    _write(inner / "pyproject.toml", '[project]\nname = "inner"\n')
+    assert find_project_file(inner) == tmp_path / "retrieval.toml"
+    assert find_project_root(inner) == tmp_path
+    assert load_settings(inner, environ=NO_ENV).k == 3
+    _write(inner / "pyproject.toml", '[project]\nname = "inner"\n[tool.retrieval]\nk = 7\n')
+    assert find_project_root(inner) == inner
+    assert load_settings(inner, environ=NO_ENV).k == 7
+
+
+def test_path_setting_must_be_a_string(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", "baseline = 3\n")
+    with pytest.raises(ConfigError, match=r"retrieval.toml: baseline must be a path \(a non-empty string\), got 3\."):
+        load_settings(tmp_path, environ=NO_ENV)

@@ -154,7 +154,7 @@ def test_missing_cassette_names_the_record_command(tmp_path: Path) -> None:
     with pytest.raises(CassetteError) as caught, replay.stage(STAGE):
         pass
     assert record_command("fixture") in str(caught.value)
-    assert "pytest --record --profile fixture" in str(caught.value)
+    assert "pytest --record --retrieval-profile fixture" in str(caught.value)
     assert f"{STAGE}.json" in str(caught.value)
 
 
@@ -164,9 +164,9 @@ def test_record_command_names_the_key_the_providers_declare() -> None:
 
     gemini = credentials(load_settings(REPO, {"profile": "gemini"}).profile)
     assert gemini.needed == ("GEMINI_API_KEY",) and gemini.auth_headers == ("x-goog-api-key",)
-    assert record_command("gemini", gemini.needed) == "GEMINI_API_KEY=... pytest --record --profile gemini"
+    assert record_command("gemini", gemini.needed) == "GEMINI_API_KEY=... pytest --record --retrieval-profile gemini"
     local = credentials(load_settings(REPO, {"profile": "local"}).profile)
-    assert record_command("local", local.needed) == "pytest --record --profile local"
+    assert record_command("local", local.needed) == "pytest --record --retrieval-profile local"
 
 
 def test_commit_refuses_an_empty_recording(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from retrieval.recording import CassetteError, Recorder, _loopback_port, find_se
 
 CORPUS, QUESTIONS = "corpus-embeddings", "question-embeddings"
 FAST = RetryPolicy(attempts=1)
-FIX = "Restore it with `git checkout -- {path}` or re-record with `pytest --record --profile fixture`."
+FIX = "Restore it with `git checkout -- {path}` or re-record with `pytest --record --retrieval-profile fixture`."
 
 
 def _embed(recorder: Recorder, stage: str, url: str, texts: list[str]) -> np.ndarray:

@@ -404,7 +404,7 @@ def test_a_profile_without_an_llm_makes_them_unavailable() -> None:
     assert chosen.wanted == ["bm25"]
     assert chosen.unavailable == {
         name: f"profile 'local' has no LLM (rerank_provider, rerank_model): not recorded; record {name} with a "
-        "profile that has one, e.g. `GEMINI_API_KEY=... pytest --record --profile gemini`"
+        "profile that has one, e.g. `GEMINI_API_KEY=... pytest --record --retrieval-profile gemini`"
         for name in REMEDIES
     }
 

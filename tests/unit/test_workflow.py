@@ -76,7 +76,7 @@ def test_triggers_and_permissions() -> None:
     assert on["push"]["branches"] == ["main"]
     assert on["workflow_dispatch"]["inputs"]["profile"]["default"] == "gemini"
     gate, record = workflow["jobs"]["gate"], workflow["jobs"]["record"]
-    assert gate["strategy"]["matrix"]["python-version"] == ["3.11", "3.12"]
+    assert gate["strategy"]["matrix"]["python-version"] == ["3.11", "3.12", "3.13"]
     # The gate replays cassettes: it must never need a secret (forks' PRs have none).
     assert "secrets." not in yaml.safe_dump(gate)
     assert record["if"] == "github.event_name == 'workflow_dispatch'"

@@ -1,0 +1,98 @@
+"""Ranking snapshots: each method's top 10 document ids per question, one file per profile.
+
+A change that moves documents without moving a metric still shows in review as a diff of
+`baselines/rankings/<profile>.json`. Ids only, no float, one question per line, so the diff
+reads as "which question's top 10 moved". The gate writes the file only when a baseline
+update is accepted, so a refused update leaves it, and every other profile's file, untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from retrieval.atomic import atomic_write_text
+from retrieval.baseline import BaselineError
+from retrieval.run import Run
+
+__all__ = [
+    "FORMAT",
+    "TOP",
+    "load_snapshots",
+    "moved",
+    "render_snapshots",
+    "snapshot_path",
+    "top_rankings",
+    "write_snapshots",
+]
+
+FORMAT = "retrieval-rankings-1"
+TOP = 10
+
+Rankings = dict[str, dict[str, list[str]]]  # method -> question id -> top document ids
+
+
+def snapshot_path(directory: str | Path, profile: str) -> Path:
+    """The snapshot file of one profile."""
+    return Path(directory) / f"{profile}.json"
+
+
+def top_rankings(run: Run, top: int = TOP) -> Rankings:
+    """Every evaluated method's top `top` document ids per question."""
+    return {method: {q: ids[:top] for q, ids in run.ranked_ids(method).items()} for method in run.methods}
+
+
+def load_snapshots(path: str | Path) -> Rankings:
+    """The snapshots of one profile; empty when the file does not exist (nothing accepted yet)."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BaselineError(
+            f"{path}:{exc.lineno}: invalid JSON ({exc.msg}). Restore it with `git checkout {path}`, "
+            "or rewrite it with `pytest --update-baseline`."
+        ) from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("methods"), dict):
+        raise BaselineError(
+            f"{path}: not a ranking snapshot file (expected format {FORMAT!r}). "
+            "Rewrite it with `pytest --update-baseline`."
+        )
+    return data["methods"]
+
+
+def render_snapshots(profile: str, rankings: Mapping[str, Mapping[str, list[str]]]) -> str:
+    """The file's text: sorted keys, one question per line."""
+    lines = ["{", f'  "format": "{FORMAT}",', f'  "profile": {json.dumps(profile)},', f'  "top": {TOP},']
+    lines.append('  "methods": {')
+    methods = sorted(rankings)
+    for mi, method in enumerate(methods):
+        lines.append(f"    {json.dumps(method, ensure_ascii=False)}: {{")
+        questions = sorted(rankings[method])
+        for qi, question in enumerate(questions):
+            ids = json.dumps(rankings[method][question], ensure_ascii=False)
+            comma = "," if qi < len(questions) - 1 else ""
+            lines.append(f"      {json.dumps(question, ensure_ascii=False)}: {ids}{comma}")
+        lines.append("    }" + ("," if mi < len(methods) - 1 else ""))
+    lines += ["  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_snapshots(path: str | Path, profile: str, rankings: Mapping[str, Mapping[str, list[str]]]) -> None:
+    """Replace the profile's snapshot file atomically."""
+    atomic_write_text(Path(path), render_snapshots(profile, rankings))
+
+
+def moved(expected: Mapping[str, list[str]], current: Mapping[str, list[str]]) -> list[str]:
+    """The questions whose top ids differ, each with its old and new top ("q03: d1 d4 -> d4 d1")."""
+    lines = []
+    for question in sorted(set(expected) | set(current)):
+        was, now = expected.get(question), current.get(question)
+        if was == now:
+            continue
+        before = " ".join(was) if was is not None else "(absent)"
+        after = " ".join(now) if now is not None else "(absent)"
+        lines.append(f"{question}: {before} -> {after}")
+    return lines

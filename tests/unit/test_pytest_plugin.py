@@ -1,0 +1,357 @@
+"""The gate as another repository meets it: a project with its own small dataset, its own
+retriever (`module:factory`), its configuration in pyproject.toml, and no test file and no
+conftest. Every run below is a real pytest session (in-process, for speed: the installed
+`pytest11` entry point loads the plugin there exactly as in a subprocess).
+
+The project's data, retriever and figures are FIXTURES of these tests, never a baseline.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from fake_embeddings import FakeEmbeddingsServer
+
+import retrieval.gate
+from retrieval.baseline import Check
+from retrieval.pipeline import builtin_methods
+
+# In-process pytester restores sys.modules after each run; a built-in method first imported
+# inside a run would be imported again in the next, and scipy's C extensions do not survive
+# that. Importing them here keeps them loaded across runs, as in a real session.
+for _name in builtin_methods():
+    importlib.import_module(f"retrieval.methods.{_name}")
+
+# FIXTURE corpus and questions (French: BM25 uses the French analyzer).
+DOCUMENTS = [
+    ("d1", "Restaurer une sauvegarde", "Ouvrez la console et lancez la restauration de la sauvegarde."),
+    ("d2", "Réinitialiser le mot de passe", "Cliquez sur mot de passe oublié pour recevoir un lien."),
+    ("d3", "Exporter les données", "Le bouton exporter produit un fichier CSV de toutes les données."),
+    ("d4", "Inviter un utilisateur", "Un administrateur invite un utilisateur par courriel."),
+    ("d5", "Supprimer un compte", "La suppression du compte efface les données après trente jours."),
+    ("d6", "Changer la langue", "La langue de l'interface se choisit dans les préférences."),
+]
+QUESTIONS = [
+    ("q1", "restaurer une sauvegarde", "exact", ["d1"]),
+    ("q2", "mot de passe oublié", "exact", ["d2"]),
+    ("q3", "lancer la restauration depuis la console", "paraphrase", ["d1"]),
+    ("q4", "inviter un administrateur", "paraphrase", ["d4"]),
+]
+
+# FIXTURE retriever: the project's own in-process ranking logic (word overlap). SIGN = -1
+# turns it into the "worse" retriever of a bad change.
+RETRIEVER = """
+import re
+
+import numpy as np
+
+from retrieval.ranking import top_k
+
+SIGN = {sign}
+WORDS = re.compile(r"\\w+")
+
+
+class Overlap:
+    name = "overlap"
+    requires = ()
+    needs_vectors = False
+
+    def rank(self, context):
+        documents = [set(WORDS.findall(d.content.lower())) for d in context.dataset.documents]
+        rankings = []
+        for question in context.dataset.questions:
+            words = set(WORDS.findall(question.text.lower()))
+            scores = np.array([SIGN * len(words & d) for d in documents], dtype=float)
+            rankings.append(top_k(scores, context.depth))
+        return rankings
+
+
+def factory(settings):
+    return Overlap()
+"""
+
+PYPROJECT = """[project]
+name = "adopter"
+version = "0"
+
+[tool.retrieval]
+dataset = "data/qa"
+methods = {methods}
+profile = "{profile}"
+"""
+
+# Each run is a fresh session; no cache between runs, full failure lines (-vv: not cut to the width).
+QUIET = ("-p", "no:cacheprovider", "-vv", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+
+
+def _write_dataset(folder: Path, questions: list[tuple[str, str, str, list[str]]] = QUESTIONS) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": i, "title": t, "text": x} for i, t, x in DOCUMENTS]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    answers = [{"id": i, "text": t, "type": y, "relevant": r} for i, t, y, r in questions]
+    (folder / "questions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in answers))
+
+
+def _retriever(project: Path, sign: str) -> None:
+    (project / "myret.py").write_text(RETRIEVER.format(sign=sign))
+    # Same second, same size would let Python reuse the stale bytecode of the old version.
+    shutil.rmtree(project / "__pycache__", ignore_errors=True)
+
+
+@pytest.fixture
+def adopter(pytester: pytest.Pytester) -> Path:
+    """FIXTURE project: data/qa, myret.py, [tool.retrieval] in pyproject.toml; no test, no conftest."""
+    project = pytester.path
+    _write_dataset(project / "data" / "qa")
+    _retriever(project, "1.0")
+    (project / "pyproject.toml").write_text(PYPROJECT.format(methods='["bm25", "myret:factory"]', profile="local"))
+    return project
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_inprocess(*QUIET, *args)
+
+
+HELD = (
+    "retrieval gate (profile local, dataset qa): 2 methods, 10 figures held, 0 fell, 2 top-10 snapshots matched, "
+    "0 moved"
+)
+
+
+def test_the_entry_point_registers_the_plugin() -> None:
+    found = [ep for ep in entry_points(group="pytest11") if ep.value == "retrieval.pytest_plugin"]
+    assert [(ep.name, ep.value) for ep in found] == [("retrieval", "retrieval.pytest_plugin")]
+
+
+def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: pytest.Pytester, adopter: Path) -> None:
+    # 1. Recording: a profile that calls no model needs no cassette; with no baseline yet, red.
+    recorded = _run(pytester, "--record")
+    recorded.assert_outcomes(failed=1)
+    recorded.stdout.fnmatch_lines(
+        [
+            "retrieval gate (profile local, dataset qa): nothing compared: baselines/metrics.json has no baseline*",
+            "FAILED pyproject.toml::retrieval-gate(local)::gate - baselines/metrics.json has no baseline for "
+            "profile 'local': create it with `pytest --update-baseline`.",
+        ]
+    )
+    # 2. Accept: one item per compared figure (2 methods x recall@5, mrr, 2 types) and per snapshot.
+    updated = _run(pytester, "--update-baseline")
+    updated.assert_outcomes(passed=12)
+    updated.stdout.fnmatch_lines(["*baseline updated*", "*overlap mrr: new 1.0000", "*overlap: new (4 questions)"])
+    assert sorted(p.name for p in (adopter / "baselines").rglob("*.json")) == ["local.json", "metrics.json"]
+    # 3. The gate: green, and the summary line says what was compared.
+    gated = _run(pytester)
+    gated.assert_outcomes(passed=12)
+    assert gated.ret == pytest.ExitCode.OK
+    gated.stdout.fnmatch_lines([HELD])
+    assert _run(pytester, "-m", "regression").parseoutcomes() == {"passed": 12}
+
+    # 4. A worse retriever: red, naming the figures and the questions.
+    _retriever(adopter, "-1.00")
+    worse = _run(pytester)
+    worse.assert_outcomes(passed=7, failed=5)
+    worse.stdout.fnmatch_lines(
+        [
+            "retrieval gate (profile local, dataset qa): 2 methods, 6 figures held, 4 fell, "
+            "1 top-10 snapshots matched, 1 moved",
+            "FAILED pyproject.toml::retrieval-gate(local)::overlap mrr - overlap mrr fell below the baseline: "
+            "baseline 1.0000, current 0.1667, delta -0.8333 (tolerance 0.0). Questions that got worse: "
+            "q1 (1.00 -> 0.17), q2 (1.00 -> 0.17), q3 (1.00 -> 0.17), q4 (1.00 -> 0.17).*",
+            "FAILED pyproject.toml::retrieval-gate(local)::overlap recall@5?paraphrase? - *: q3 (1.00 -> 0.00), "
+            "q4 (1.00 -> 0.00). If this change is intended*",
+            "FAILED pyproject.toml::retrieval-gate(local)::overlap top 10 - overlap top 10 changed for 4 question(s): "
+            "q1: d1 d2 d3 d4 d5 d6 -> d2 d3 d4 d5 d6 d1; *",
+        ]
+    )
+    # 5. From a subfolder: the same items, the same outcomes.
+    (adopter / "tests").mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(adopter / "tests")
+        _run(pytester).assert_outcomes(passed=7, failed=5)
+        _retriever(adopter, "1.0")
+        _run(pytester).assert_outcomes(passed=12)
+        # 6. No baseline: red, one item saying how to make it.
+        (adopter / "baselines" / "metrics.json").unlink()
+        _run(pytester).assert_outcomes(failed=1)
+
+
+def test_a_damaged_baseline_fails_the_gate_and_the_other_tests_still_run(
+    pytester: pytest.Pytester, adopter: Path
+) -> None:
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    (adopter / "baselines" / "metrics.json").write_text('{"format": "retrieval-baseline-1",\n "profiles": {oops}\n')
+    pytester.makepyfile(test_own="def test_own():\n    assert 1 + 1 == 2\n")
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [f"*::gate - BaselineError: {adopter}/baselines/metrics.json:2: invalid JSON (Expecting property name*"]
+    )
+
+
+def test_refused_update_writes_nothing_and_a_new_dataset_is_a_new_baseline(
+    pytester: pytest.Pytester, adopter: Path
+) -> None:
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    files = {p: p.read_bytes() for p in (adopter / "baselines").rglob("*.json")}
+    _retriever(adopter, "-1.00")
+    refused = _run(pytester, "--update-baseline")
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(
+        ["*BaselineError: refusing to lower the baseline of profile 'local': overlap recall@5*"]
+    )
+    assert {p: p.read_bytes() for p in (adopter / "baselines").rglob("*.json")} == files
+    _retriever(adopter, "1.0")
+    # Another dataset: the old figures measured something else, so nothing is "lowered".
+    _write_dataset(adopter / "data" / "qa", [*QUESTIONS, ("q5", "changer la langue", "exact", ["d6"])])
+    _run(pytester).stdout.fnmatch_lines(["*::gate - the dataset changed since the baseline was made*"])
+    accepted = _run(pytester, "--update-baseline")
+    accepted.assert_outcomes(passed=12)
+    accepted.stdout.fnmatch_lines(["  new dataset: qa (fingerprint sha256:*) replaces qa (fingerprint sha256:*)"])
+
+
+def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_collide(
+    pytester: pytest.Pytester, adopter: Path
+) -> None:
+    with (adopter / "pyproject.toml").open("a") as f:
+        f.write("\n[tool.retrieval.profiles.other]\nembedding_model = 'other-model'\n")
+    # Another plugin's --profile (pytest-profiling has one) lives beside the gate's option.
+    pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--profile', action='store_true')\n")
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    local = (adopter / "baselines" / "rankings" / "local.json").read_bytes()
+    other = _run(pytester, "--retrieval-profile", "other", "--update-baseline", "--profile")
+    other.assert_outcomes(passed=12)
+    assert (adopter / "baselines" / "rankings" / "local.json").read_bytes() == local
+    assert sorted(json.loads((adopter / "baselines" / "metrics.json").read_text())["profiles"]) == ["local", "other"]
+    # A tolerance set by hand in the baseline is said in the summary line.
+    path = adopter / "baselines" / "metrics.json"
+    data = json.loads(path.read_text())
+    data["profiles"]["other"]["tolerance"] = 0.05
+    path.write_text(json.dumps(data))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RETRIEVAL_PROFILE", "other")
+        _run(pytester).stdout.fnmatch_lines(
+            [
+                "retrieval gate (profile other, dataset qa): 2 methods, 10 figures held, 0 fell, "
+                "2 top-10 snapshots matched, 0 moved, tolerance 0.05"
+            ]
+        )
+
+
+def test_a_figure_added_to_compare_is_gated_with_no_test_edit(
+    pytester: pytest.Pytester, adopter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    compare = retrieval.gate.compare
+
+    def with_a_new_metric(*args: object, **kwargs: object) -> list[Check]:
+        return [*compare(*args, **kwargs), Check("overlap", "ndcg@10", 0.9, 0.5, 0.0, ["q3 (0.90 -> 0.50)"])]  # type: ignore[arg-type]
+
+    monkeypatch.setattr(retrieval.gate, "compare", with_a_new_metric)
+    result = _run(pytester)
+    result.assert_outcomes(passed=12, failed=1)
+    result.stdout.fnmatch_lines(["FAILED *::overlap ndcg@10 - overlap ndcg@10 fell below the baseline*q3*"])
+
+
+def test_a_baseline_figure_the_run_no_longer_produces_fails(pytester: pytest.Pytester, adopter: Path) -> None:
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    (adopter / "pyproject.toml").write_text(PYPROJECT.format(methods='["myret:factory"]', profile="local"))
+    result = _run(pytester)
+    result.assert_outcomes(passed=6, failed=6)
+    result.stdout.fnmatch_lines(["FAILED *::bm25 mrr - the baseline gates bm25 mrr but this run did not produce it*"])
+
+
+def test_never_skips_never_runs_where_not_asked(pytester: pytest.Pytester, adopter: Path) -> None:
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    pytester.makepyfile(test_own="def test_own():\n    pass\n")
+    # Deselected, or only a test file named: the gate does not run and says nothing.
+    for args in (("-m", "not regression"), ("test_own.py",)):
+        result = _run(pytester, *args)
+        assert result.parseoutcomes()["passed"] == 1 and "retrieval gate" not in result.stdout.str()
+    # ... but an update asked for and not done fails the session.
+    asked = _run(pytester, "test_own.py", "--update-baseline")
+    assert asked.ret == pytest.ExitCode.TESTS_FAILED
+    asked.stdout.fnmatch_lines(["retrieval gate FAILED: --update-baseline was given but the gate was not selected*"])
+    # A hook that skips the gate's items cannot make it pass.
+    pytester.makeconftest("import pytest\n\ndef pytest_runtest_setup(item):\n    pytest.skip('flaky')\n")
+    skipped = _run(pytester)
+    assert skipped.ret == pytest.ExitCode.TESTS_FAILED
+    skipped.stdout.fnmatch_lines(["retrieval gate FAILED: gate item(s) skipped: *The gate never skips*"])
+
+
+def test_a_repository_without_project_file_is_left_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_own="def test_own():\n    pass\n")
+    result = _run(pytester)
+    result.assert_outcomes(passed=1)
+    assert "retrieval gate" not in result.stdout.str()
+    refused = _run(pytester, "--record")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        ["ERROR: --record: no project file: add a [[]tool.retrieval] table to pyproject.toml*"]
+    )
+
+
+def test_cassettes_recorded_then_replayed_removed_or_edited(
+    pytester: pytest.Pytester, adopter: Path, embeddings_server: FakeEmbeddingsServer
+) -> None:
+    """A profile that calls an embedding model (the fake server): its cassettes are recorded,
+    the baseline records their digest, and the gate replays them with the server stopped."""
+    (adopter / "pyproject.toml").write_text(
+        PYPROJECT.format(methods='["bm25", "vector", "hybrid"]', profile="fake")
+        + "\n[tool.retrieval.profiles.fake]\nembedding_provider = 'openai'\nembedding_model = 'fixture-e5'\n"
+        f"embedding_base_url = '{embeddings_server.url}/v1'\ndimensions = 4\ninput_type = true\n"
+    )
+    _run(pytester, "--record", "--update-baseline").assert_outcomes(passed=18)
+    assert sorted(p.name for p in (adopter / "cassettes" / "fake").iterdir()) == [
+        "corpus-embeddings.json",
+        "question-embeddings.json",
+        "recording.json",
+    ]
+    embeddings_server.stop()
+    _run(pytester).assert_outcomes(passed=18)
+
+    # A question the cassettes never saw: a replay miss, never a call to the network.
+    changed = [(i, t + " maintenant" if i == "q2" else t, y, r) for i, t, y, r in QUESTIONS]
+    _write_dataset(adopter / "data" / "qa", changed)
+    missed = _run(pytester)
+    missed.assert_outcomes(failed=1)
+    missed.stdout.fnmatch_lines(
+        ["*::gate - ReplayMissError: *question-embeddings.json was recorded: q2 «mot de passe*"]
+    )
+    _write_dataset(adopter / "data" / "qa")
+
+    cassette = adopter / "cassettes" / "fake" / "question-embeddings.json"
+    recorded = cassette.read_text()
+    cassette.write_text(recorded.replace("\n", "\n ", 1))  # the same answers, other bytes
+    edited = _run(pytester)
+    edited.assert_outcomes(failed=1)
+    edited.stdout.fnmatch_lines(
+        ["*::gate - the cassettes changed since the baseline: run `pytest --update-baseline` and commit*"]
+    )
+    cassette.unlink()
+    removed = _run(pytester)
+    removed.assert_outcomes(failed=1)
+    removed.stdout.fnmatch_lines(
+        [
+            f"retrieval gate (profile fake): nothing compared: CassetteError: no cassette {cassette}: *",
+            f"*::gate - CassetteError: no cassette {cassette}: record it with "
+            "`pytest --record --retrieval-profile fake`",
+        ]
+    )
+
+
+def test_record_without_the_key_stops_before_any_call(
+    pytester: pytest.Pytester, adopter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = _run(pytester, "--record", "--retrieval-profile", "gemini")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --record with profile 'gemini' needs GEMINI_API_KEY (or GOOGLE_API_KEY); it is not set."]
+    )
+    assert not (adopter / "cassettes").exists()
