@@ -78,7 +78,9 @@ def test_before_any_recording_replay_fails_in_one_line_without_reaching_the_serv
     with pytest.raises(CassetteError) as caught:
         evaluate(dataset, _settings(tmp_path), methods=["fake_search:factory"])
     cassette = tmp_path / "cassettes" / PROFILE / "search.json"
-    assert str(caught.value) == f"no cassette {cassette}: record it with `pytest --record --retrieval-profile {PROFILE}`"
+    assert str(caught.value) == (
+        f"no cassette {cassette}: record it with `pytest --record --retrieval-profile {PROFILE}`"
+    )
     assert service.requests == []
 
 
