@@ -128,19 +128,26 @@ def _main(args: argparse.Namespace) -> int:
             run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
     if args.log:
         _write(args.log, run_log(run))
-    compared, notice = None, None
+    entry, notice = None, None
     if args.baseline is not None:
         baseline = args.baseline or settings.baseline  # a bare --baseline: the project's, wherever the cwd
         if not Path(baseline).is_file():
             raise BaselineError(f"{baseline}: no such baseline file.")
         profile = str(run.config.get("profile", settings.profile.name))
         entry = load_baseline(baseline)["profiles"].get(profile)
-        compared = entry["methods"] if entry else None
         problem = incompatibility(entry, run, profile) if entry else None
         if problem:
             notice = f"the changes shown are against a baseline that is not comparable: {problem}"
-    report = build_report(run, dataset.documents, settings.prices, extra=args.all_metrics, what_if=args.what_if)
-    text = render_json(report) if args.format == "json" else render_markdown(report, compared, notice)
+    report = build_report(
+        run,
+        dataset.documents,
+        settings.prices,
+        extra=args.all_metrics,
+        what_if=args.what_if,
+        baseline=entry,
+        dropped_questions=dataset.dropped_questions,
+    )
+    text = render_json(report) if args.format == "json" else render_markdown(report, notice=notice)
     if args.output:
         _write(args.output, text)
     else:

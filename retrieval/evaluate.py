@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from retrieval.ranking import Ranking, rank_of
 from retrieval.recording import CassetteError, Mode, Recorder
 from retrieval.run import MethodResult, QuestionResult, Run
 from retrieval.sweeps import keep_depths
+from retrieval.ties import tie_summary
 
 __all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate"]
 
@@ -212,7 +214,7 @@ def _kept(chosen: Plan, settings: Settings) -> dict[str, int]:
     return {m: min(max(base, deeper.get(m, 0)), settings.depth) for m in chosen.declarations}
 
 
-def _results(context: Context, chosen: Plan, kept: dict[str, int]) -> list[QuestionResult]:
+def _results(context: Context, chosen: Plan, kept: dict[str, int], k: int) -> list[QuestionResult]:
     ids = context.dataset.doc_ids
     position = {doc_id: i for i, doc_id in enumerate(ids)}
     results = []
@@ -228,6 +230,8 @@ def _results(context: Context, chosen: Plan, kept: dict[str, int]) -> list[Quest
                 relevant_ranks={d: rank_of(ranking, position[d]) for d in question.relevant},
                 status=ranking.status,
                 retrieved=len(ranking),
+                # On the full ranking: a tied group may reach beyond what the run keeps.
+                ties=asdict(tie_summary(ranking, [position[d] for d in question.relevant], k, context.depth)),
             )
         results.append(QuestionResult(question, per_method))
     return results
@@ -342,7 +346,7 @@ def evaluate(
         fingerprint=dataset.fingerprint,
         config=_configuration(settings, chosen),
         methods=chosen.wanted,
-        results=_results(context, chosen, kept),
+        results=_results(context, chosen, kept, settings.k),
         usage=context.usage,
         skipped=chosen.unavailable,
         mode=mode,

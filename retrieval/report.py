@@ -12,13 +12,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from retrieval.baseline import DIGITS
 from retrieval.cost import Usage, estimate_cost
 from retrieval.dataset import Document
 from retrieval.failures import Failure, RelevantTrace, best_method, failures_at_rank_1
+from retrieval.markdown import escape_cell
 from retrieval.metrics import MethodScores, score_run
+from retrieval.paired import BASELINE, PairedComparison, comparison_pairs, render_comparisons, summary_line
+from retrieval.paired import compare as paired
 from retrieval.remedies import diagnose, remedy_summary, render_diagnosis
 from retrieval.run import Run
 from retrieval.sweeps import Setup, candidate_pools, render_sweeps, setup_for, sweeps
+from retrieval.ties import TieInfo, TieSummary, render_ties, summarize_ties
 
 __all__ = ["Report", "build_report", "render_json", "render_markdown"]
 
@@ -56,12 +61,22 @@ class Report:
     best: str
     failures: list[Failure]
     cost: list[CostRow]
-    indexing: dict[str, Any]
+    # Usage stages paid once per corpus, not per question (no method's pipeline lists them):
+    # stage -> calls, tokens, seconds (and when recorded), truncated inputs.
+    indexing: dict[str, dict[str, Any]]
     # Per diagnosed method (the best one, and the list a reranker reads): each failure's
     # remedies and the summary table (retrieval.remedies).
     remedies: list[dict[str, Any]]
     # What-if sweeps from the recorded rankings (retrieval.sweeps); in the Markdown with what_if.
     sweeps: dict[str, Any]
+    # Tie exposure per method (retrieval.ties), and paired comparisons (retrieval.paired):
+    # each method against the baseline and against each method it reads.
+    ties: dict[str, TieSummary]
+    comparisons: list[PairedComparison]
+    # The baseline entry's per-method figures (the ▲/▼ cells) and its tolerance, when given.
+    baseline: dict[str, Any] | None = None
+    tolerance: float = 0.0
+    dropped_questions: int = 0
     what_if: bool = False
 
 
@@ -109,6 +124,45 @@ def _remedies(run: Run, setup: Setup, best: str) -> list[dict[str, Any]]:
     return out
 
 
+def _indexing(run: Run) -> dict[str, dict[str, Any]]:
+    in_pipelines = {stage for stages in run.pipelines.values() for stage in stages}
+    return {
+        stage: {**usage.as_dict(), "recorded_seconds": run.recorded_usage.get(stage, {}).get("seconds")}
+        for stage, usage in run.usage.items()
+        if stage not in in_pipelines and stage not in run.declarations
+    }
+
+
+def _ties(run: Run) -> dict[str, TieSummary]:
+    types = {r.question.id: r.question.type for r in run.results}
+    summaries = {}
+    for method in run.methods:
+        infos = {r.question.id: TieInfo(**ties) for r in run.results if (ties := r.methods[method].ties)}
+        if infos and len(infos) == len(run.results):  # a run log written before ties were recorded has none
+            summaries[method] = summarize_ties(infos, types)
+    return summaries
+
+
+def _comparisons(
+    run: Run, scores: Mapping[str, MethodScores], k: int, baseline: Mapping[str, Any] | None
+) -> list[PairedComparison]:
+    """Each method against the baseline (its per-question figures) and against each method it reads."""
+    metrics = ((f"recall@{k}", "recall_per_question"), ("mrr", "reciprocal_ranks"))
+    requires = {m: [d for d in run.declared(m).requires if d in scores] for m in scores}
+    out = []
+    for reference, candidate in comparison_pairs(requires, [m for m in (baseline or {}) if m in scores]):
+        for metric, stored in metrics:
+            after = {q: v[metric] for q, v in scores[candidate].per_question.items()}
+            if reference == BASELINE:
+                before = (baseline or {})[candidate].get(stored, {})
+                if set(before) == set(after):  # other questions: nothing to pair
+                    out.append(paired(before, after, metric, reference, candidate, decimals=DIGITS))
+            else:
+                before = {q: v[metric] for q, v in scores[reference].per_question.items()}
+                out.append(paired(before, after, metric, reference, candidate))
+    return out
+
+
 def build_report(
     run: Run,
     documents: Sequence[Document],
@@ -116,15 +170,18 @@ def build_report(
     *,
     extra: bool = False,
     what_if: bool = False,
+    baseline: Mapping[str, Any] | None = None,
+    dropped_questions: int = 0,
 ) -> Report:
     """Everything the report shows, as plain data. `documents` is the corpus, in dataset order;
-    `what_if` puts the sweeps in the Markdown (they are always in the data and the JSON)."""
+    `baseline` is the profile's baseline entry (figures shown with ▲/▼ against it, and paired
+    comparisons); `what_if` puts the sweeps in the Markdown (always in the data and the JSON)."""
     k = int(run.config.get("k", 5))
     candidates = int(run.config.get("candidates", 20))
     scores = score_run(run, k, extra)
     best = best_method(scores, k) if scores else ""
-    index = run.usage.get(INDEXING)
     setup = setup_for(run, [(d.id, d.title, d.text) for d in documents])
+    methods = dict(baseline["methods"]) if baseline else None
     return Report(
         dataset=run.dataset,
         fingerprint=run.fingerprint,
@@ -136,18 +193,18 @@ def build_report(
         scores=scores,
         degraded={m: run.degraded(m) for m in run.methods},
         skipped=run.skipped,
-        fallbacks={m: run.declared(m).candidate_source or m for m in run.methods if run.declared(m).degradable},
+        fallbacks={m: run.declared(m).candidate_source or "" for m in run.methods if run.declared(m).degradable},
         best=best,
         failures=failures_at_rank_1(run, best, {d.id: d.content for d in documents}, candidates) if best else [],
         cost=_cost_rows(run, prices),
-        indexing={
-            **(index.as_dict() if index else {}),
-            "recorded_seconds": run.recorded_usage.get(INDEXING, {}).get("seconds"),
-        }
-        if index
-        else {},
+        indexing=_indexing(run),
         remedies=_remedies(run, setup, best) if best else [],
         sweeps=sweeps(run, setup),
+        ties=_ties(run),
+        comparisons=_comparisons(run, scores, k, methods),
+        baseline=methods,
+        tolerance=float(baseline.get("tolerance", 0.0)) if baseline else 0.0,
+        dropped_questions=dropped_questions,
         what_if=what_if,
     )
 
@@ -192,13 +249,22 @@ def _header(report: Report, notice: str | None) -> list[str]:
         f"`{report.config.get('profile')}`, {report.mode})",
         "",
     ]
-    return out + ([f"> **Note:** {notice}", ""] if notice else [])
+    if notice:
+        out += [f"> **Note:** {notice}", ""]
+    if report.dropped_questions:
+        out += [
+            f"> {report.dropped_questions} question(s) of the dataset have no relevant document (every qrels "
+            "score is 0) and are not evaluated.",
+            "",
+        ]
+    return out
 
 
 def _figures_table(report: Report, baseline: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
     recall = f"recall@{report.k}"
     show_degraded = bool(report.fallbacks) or any(report.degraded.get(m) for m in report.scores)
-    header = ["Method", f"Recall@{report.k}", "MRR", *(f"Recall@{report.k} {t}" for t in report.types)]
+    baseline = report.baseline if baseline is None else baseline
+    header = ["Method", f"Recall@{report.k}", "MRR", *(f"Recall@{report.k} {escape_cell(t)}" for t in report.types)]
     if show_degraded:
         header.append("Degraded")
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -229,9 +295,21 @@ def _skipped_and_degraded(report: Report) -> list[str]:
     for method, reasons in report.degraded.items():
         if reasons:
             why = ", ".join(f"{q} ({r})" for q, r in reasons.items())
-            fallback = report.fallbacks.get(method, method)
-            out += ["", f"**{method}: {len(reasons)} question(s) degraded to the {fallback} order:** {why}"]
+            source = report.fallbacks.get(method)
+            kept = f" (kept the {source} order)" if source else ""
+            out += ["", f"**{method}: {len(reasons)} question(s) degraded{kept}:** {why}"]
     return out
+
+
+def _changes(report: Report) -> list[str]:
+    """For the PR summary: every figure that moved against the baseline, with its interval."""
+    if report.baseline is None:
+        return []
+    moved = [c for c in report.comparisons if c.reference == BASELINE and c.difference != 0]
+    tolerance = f" (tolerance {report.tolerance})" if report.tolerance else ""
+    if not moved:
+        return ["", f"**Against the baseline{tolerance}:** no figure moved."]
+    return ["", f"**Against the baseline{tolerance}:**", "", *(f"- {summary_line(c)}" for c in moved)]
 
 
 def _failures(report: Report) -> list[str]:
@@ -242,13 +320,24 @@ def _failures(report: Report) -> list[str]:
     for f in report.failures:
         label = "recall failure" if f.kind == "recall" else "ranking failure"
         out.append(
-            f"- **{f.question_id}** ({f.type}) {f.question}  \n  expected {f.expected}, obtained {f.obtained}  \n"
+            f"- **{f.question_id}** ({escape_cell(f.type)}) {f.question}  \n"
+            f"  expected {f.expected}, obtained {f.obtained}  \n"
             f"  **{label}** (relevant {'absent from' if f.kind == 'recall' else 'present in'} {f.pool})"
             + (f", {f.status}" if f.status != "ok" else "")
         )
         out += [f"  - {_trace(t, f.method, depth)}" for t in f.relevant]
     recall_n = sum(f.kind == "recall" for f in report.failures)
     return [*out, "", f"{recall_n} recall failure(s), {len(report.failures) - recall_n} ranking failure(s)."]
+
+
+def _ties_section(report: Report) -> list[str]:
+    lines = render_ties(report.ties, report.k)
+    return ["", *lines] if lines else []
+
+
+def _comparisons_section(report: Report) -> list[str]:
+    lines = render_comparisons(report.comparisons)
+    return ["", *lines] if lines else []
 
 
 def _remedies_section(report: Report) -> list[str]:
@@ -298,13 +387,17 @@ def _cost(report: Report) -> list[str]:
             f"| {c.method} | {' → '.join(c.stages)} | {c.calls} | {c.input_tokens} | {c.output_tokens} "
             f"| {c.seconds:.2f} | {rec} | {money} | {per} |"
         )
-    if report.indexing:
-        i = report.indexing
+    for stage, i in report.indexing.items():
+        recorded = f" ({i['recorded_seconds']:.2f} s when recorded)" if i.get("recorded_seconds") is not None else ""
+        truncated = (
+            f" {i['truncated']} input(s) were longer than the model accepts and were truncated."
+            if i.get("truncated")
+            else ""
+        )
         out += [
             "",
-            f"Indexing (corpus embeddings, once): {i['calls']} call(s), {i['input_tokens']} tokens, "
-            f"{i['seconds']:.2f} s"
-            + (f" ({i['recorded_seconds']:.2f} s when recorded)." if i.get("recorded_seconds") is not None else "."),
+            f"Indexing ({stage}, once): {i['calls']} call(s), {i['input_tokens']} tokens, "
+            f"{i['seconds']:.2f} s{recorded}.{truncated}",
         ]
     if report.mode == "replay" and any(c.calls for c in report.cost):
         out += [
@@ -323,8 +416,11 @@ def render_markdown(
     out = [
         *_header(report, notice),
         *_figures_table(report, baseline),
+        *_changes(report),
         *_skipped_and_degraded(report),
         *_failures(report),
+        *_ties_section(report),
+        *_comparisons_section(report),
         *_remedies_section(report),
         *_what_if(report),
         *_chart(report),

@@ -33,6 +33,8 @@ class MethodResult:
     # How many documents the full ranking held: a relevant document missing from a ranking
     # shorter than the run's depth was not retrieved at all (BM25 without a shared term).
     retrieved: int | None = None
+    # How the figures depend on the order of tied documents (retrieval.ties.TieInfo as a dict).
+    ties: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -256,10 +256,62 @@ def test_json_has_the_same_figures() -> None:
     assert data["failures"][1]["relevant"][0]["shared_terms"] == []
     cost = {c["method"]: c for c in data["cost"]}
     assert cost["vector"]["calls"] == 1 and cost["vector"]["cost"] == pytest.approx(0.0002)
-    assert data["indexing"]["calls"] == 2
+    assert data["indexing"] == {
+        "corpus embeddings": {
+            "calls": 2,
+            "input_tokens": 1000,
+            "output_tokens": 0,
+            "seconds": 1.5,
+            "recorded_seconds": None,
+        }
+    }
+    # Between methods: hybrid against bm25 and vector (it reads them), recall@5 then mrr.
+    assert [(c["reference"], c["candidate"], c["metric"]) for c in data["comparisons"]] == [
+        ("bm25", "hybrid", "recall@5"),
+        ("bm25", "hybrid", "mrr"),
+        ("vector", "hybrid", "recall@5"),
+        ("vector", "hybrid", "mrr"),
+    ]
+    assert data["ties"] == {}  # this hand-built run records no tie information
 
 
 def test_replay_mode_explains_recorded_time() -> None:
     markdown = render_markdown(_report(_run(mode="replay")))
     assert "Replayed calls take no time" in markdown
     assert "replay)" in markdown.splitlines()[0]
+
+
+def test_against_the_baseline_every_moved_figure_has_its_interval() -> None:
+    run = _run()
+    entry = entry_for(run, score_run(run), k=5)
+    # The baseline had hybrid's q2 first (it is 2nd now): hybrid mrr fell from 1.0 to 0.5 there.
+    entry["methods"]["hybrid"]["reciprocal_ranks"]["q2"] = 1.0
+    entry["methods"]["hybrid"]["mrr"] = 0.8125
+    entry["tolerance"] = 0.01
+    report = build_report(run, CORPUS, PRICES, baseline=entry)
+    lines = render_markdown(report).splitlines()
+    start = lines.index("**Against the baseline (tolerance 0.01):**")
+    assert lines[start + 2 :][:1] == [
+        "- hybrid mrr 0.81 -> 0.69 (-0.12, 95 % CI -0.38..+0.00; 0 better, 1 worse, 3 same)"
+    ]
+    assert lines[start + 3] == ""  # only the figure that moved
+    against = [c for c in report.comparisons if c.reference == "baseline"]
+    assert [(c.candidate, c.metric, c.difference) for c in against if c.difference] == [("hybrid", "mrr", -0.125)]
+
+
+def test_without_a_baseline_change_nothing_moved_is_said() -> None:
+    run = _run()
+    report = build_report(run, CORPUS, PRICES, baseline=entry_for(run, score_run(run), k=5))
+    assert "**Against the baseline:** no figure moved." in render_markdown(report)
+
+
+def test_types_are_escaped_and_dropped_questions_said() -> None:
+    run = _run()
+    for result in run.results:
+        object.__setattr__(
+            result.question, "type", "a|b <i>" if result.question.type == "mixte" else result.question.type
+        )
+    markdown = render_markdown(build_report(run, CORPUS, PRICES, dropped_questions=2))
+    header = next(line for line in markdown.splitlines() if line.startswith("| Method |"))
+    assert header.endswith("| Recall@5 a\\|b &lt;i&gt; |")
+    assert "> 2 question(s) of the dataset have no relevant document (every qrels score is 0)" in markdown
