@@ -97,7 +97,9 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     if mode != "replay":
         # Same model name, other server or other prefixes: other vectors, so another cache file.
         variant = hashlib.sha256(
-            f"{profile.embedding_base_url}|{profile.input_type}|{profile.document_prefix}".encode()
+            # The input limit changes what is embedded: vectors of truncated texts are other vectors.
+            f"{profile.embedding_base_url}|{profile.input_type}|{profile.document_prefix}|{profile.max_input_chars}"
+            f"|{profile.long_inputs}".encode()
         ).hexdigest()[:8]
         cache = EmbeddingCache(
             settings.cache, embedder.provider, embedder.model, embedder.dimensions, "document", variant

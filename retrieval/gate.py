@@ -20,7 +20,7 @@ from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.metrics import MethodScores, score_run
-from retrieval.recording import Mode, cassette_digest
+from retrieval.recording import Mode, cassette_digest, record_command, scan_cassettes
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
 
@@ -113,6 +113,15 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)
     result = GateResult(settings, dataset, run, scores, entry, None, digest=cassette_digest(cassettes_of(settings)))
     result.snapshots = load_snapshots(result.snapshot_path)
+    # The gate itself scans what it replays: a key must never pass review inside a cassette.
+    secrets = scan_cassettes(cassettes_of(settings))
+    if secrets:
+        shown = "; ".join(secrets[:3]) + (f" and {len(secrets) - 3} more" if len(secrets) > 3 else "")
+        result.problem = (
+            f"the cassettes hold what looks like a credential ({shown}): remove it, revoke the key, and re-record "
+            f"with `{record_command(settings.profile.name)}`."
+        )
+        return result
     if entry is None:
         result.problem = (
             f"{baseline} has no baseline for profile {settings.profile.name!r}: "

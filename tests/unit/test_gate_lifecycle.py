@@ -123,3 +123,20 @@ def test_edited_cassette_fails_until_the_baseline_is_updated(project: Path) -> N
     assert result.checks == []
     diff = accept(result)
     assert "  cassettes: sha256:" in diff and _gate().problem is None
+
+
+def test_a_cassette_holding_a_key_fails_the_gate(project: Path) -> None:
+    path = project / "cassettes/local/question-embeddings.json"
+    # A fixture key shape, JSON-escaped as a careless filter would leave it.
+    path.write_text(
+        path.read_text().replace(
+            '"interactions"', '"note": "\\\\u0041IzaSyFIXTUREFIXTUREFIXTUREFIXTURE00", "interactions"', 1
+        )
+    )
+    result = _gate()
+    assert result.problem is not None and result.problem.startswith("the cassettes hold what looks like a credential (")
+    assert (
+        "question-embeddings.json" in result.problem
+        and "re-record with `pytest --record --retrieval-profile local`" in result.problem
+    )
+    assert result.checks == []
