@@ -117,6 +117,26 @@ def test_demo_figures_live(live_dsn: str) -> None:
         np.testing.assert_array_equal(order, np.arange(len(ranking)))
 
 
+def test_recorded_live_then_replayed_without_postgres(
+    live_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine is reached through libpq, not HTTP: its rankings are recorded per question and
+    replayed with no server and no DSN, giving the same figures."""
+    from retrieval.evaluate import evaluate
+    from retrieval.metrics import score_run
+
+    dataset = load_dataset(DEMO)
+    settings = Settings(dataset=str(DEMO), methods=(), cassettes=str(tmp_path / "cassettes"))
+    spec = "retrieval.adapters.postgres:factory"
+    live = evaluate(dataset, settings, mode="record", methods=[spec])
+    assert (tmp_path / "cassettes" / "local" / "postgres.rankings.json").is_file()
+    monkeypatch.delenv(DSN_ENV)
+    replayed = evaluate(dataset, settings, methods=[spec])
+    assert replayed.ranked_ids("postgres") == live.ranked_ids("postgres")
+    figures = score_run(replayed)["postgres"].overall
+    assert figures == {"recall@5": 0.6, "mrr": 0.58}
+
+
 def test_depth_truncates_the_same_order(live_dsn: str) -> None:
     dataset = load_dataset(DEMO)
     full = PostgresMethod().rank(Context(dataset=dataset, depth=1000))
