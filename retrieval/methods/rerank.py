@@ -18,17 +18,16 @@ scores are not comparable with the model's order, so they are not reused.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
 from retrieval.config import Settings
+from retrieval.llm_methods import map_in_order
 from retrieval.methods.base import Context
-from retrieval.prompts import RERANK_SCHEMA, render_rerank_prompt
+from retrieval.prompts import RERANK_SCHEMA, answer_field, render_rerank_prompt
 from retrieval.providers.base import (
     GenerationProvider,
     MissingKeyError,
@@ -55,13 +54,7 @@ def parse_ranking(raw: str, candidate_ids: Sequence[str]) -> list[str]:
     and "no valid ids" when it names none of the candidates: an all-appended order
     would be hybrid's order passed off as a reranking.
     """
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise ProviderError(f"reranker answer is not JSON: {str(raw)[:120]!r}", "unparseable") from exc
-    ranking = data.get("ranking") if isinstance(data, dict) else None
-    if not isinstance(ranking, list):
-        raise ProviderError(f'reranker answer has no "ranking" list: {str(raw)[:120]!r}', "unparseable")
+    ranking = answer_field(raw, "ranking", list, "reranker")
     allowed = set(candidate_ids)
     ordered: dict[str, None] = {}
     for item in ranking:
@@ -120,27 +113,10 @@ class RerankMethod:
             raise ValueError(f"{self.candidate_source} has {len(source)} rankings for {len(questions)} questions")
         # The report reads the provider's counters as the method's calls and tokens.
         context.usage[self.name] = self.generator.usage
-        bar = context.progress(len(questions), "rerank") if context.progress and questions else None
-        results: list[Ranking | None] = [None] * len(questions)
-        executor = ThreadPoolExecutor(max_workers=min(self.workers, max(1, len(questions))))
-        try:
-            futures: dict[Future[Ranking], int] = {
-                executor.submit(self._rank_one, context, qi): qi for qi in range(len(questions))
-            }
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                # Completion order only drives the progress bar; results go by question index.
-                for future in sorted(done, key=futures.__getitem__):
-                    results[futures[future]] = future.result()  # re-raises fatal errors
-                    if bar:
-                        bar.update(1)
-        finally:
-            # On a fatal error (replay miss, missing key) do not send the queued calls.
-            executor.shutdown(wait=True, cancel_futures=True)
-            if bar:
-                bar.close()
-        return [r for r in results if r is not None]
+        bar = context.progress(len(questions), self.name) if context.progress and questions else None
+        # Question order whatever order the calls finish in; a fatal error (replay miss, missing
+        # key) cancels the queued calls.
+        return map_in_order(lambda qi: self._rank_one(context, qi), len(questions), self.workers, bar)
 
     def _rank_one(self, context: Context, qi: int) -> Ranking:
         hybrid = context.rankings[self.candidate_source][qi]

@@ -7,13 +7,14 @@ truncation length, the candidate layout) needs a new PROMPT_VERSION and a re-rec
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from string import Template
 from typing import Any
 
-__all__ = ["PROMPT_VERSION", "RERANK_SCHEMA", "TEXT_CHARS", "render_rerank_prompt"]
+__all__ = ["PROMPT_VERSION", "RERANK_SCHEMA", "TEXT_CHARS", "answer_field", "render_rerank_prompt"]
 
 PROMPT_VERSION = "rerank-v1"
 
@@ -67,3 +68,19 @@ def render_rerank_prompt(question: str, candidates: Sequence[tuple[str, str, str
         count=len(candidates),
         candidates="\n\n".join(blocks),
     )
+
+
+def answer_field(raw: str, field: str, kind: type, what: str) -> Any:
+    """The `field` of a model's JSON answer, of type `kind`; ProviderError "unparseable" (naming
+    `what` answered and the start of the answer) when the answer is not such a JSON object."""
+    from retrieval.providers.base import ProviderError
+
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ProviderError(f"{what} answer is not JSON: {str(raw)[:120]!r}", "unparseable") from exc
+    value = data.get(field) if isinstance(data, dict) else None
+    if not isinstance(value, kind):
+        article = "list" if kind is list else "string" if kind is str else kind.__name__
+        raise ProviderError(f'{what} answer has no "{field}" {article}: {str(raw)[:120]!r}', "unparseable")
+    return value

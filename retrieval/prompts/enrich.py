@@ -7,12 +7,12 @@ DOCUMENT_CHARS) needs a new version, which also invalidates the cached questions
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from importlib import resources
 from string import Template
 from typing import Any
 
+from retrieval.prompts import answer_field
 from retrieval.providers.base import ProviderError
 
 __all__ = [
@@ -59,13 +59,7 @@ def parse_questions(raw: str) -> list[str]:
     Raises ProviderError "unparseable" when the answer is not a JSON object with a "questions"
     list, "no questions" when no usable question is left.
     """
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise ProviderError(f"enrichment answer is not JSON: {str(raw)[:120]!r}", "unparseable") from exc
-    items = data.get("questions") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        raise ProviderError(f'enrichment answer has no "questions" list: {str(raw)[:120]!r}', "unparseable")
+    items = answer_field(raw, "questions", list, "enrichment")
     questions: dict[str, None] = {}
     for item in items:
         if isinstance(item, str):

@@ -7,12 +7,12 @@ function of the question, and anything that changes its bytes needs a new REWRIT
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from importlib import resources
 from string import Template
 from typing import Any
 
+from retrieval.prompts import answer_field
 from retrieval.providers.base import ProviderError
 
 __all__ = ["MAX_QUERY_CHARS", "REWRITE_SCHEMA", "REWRITE_VERSION", "parse_rewrite", "render_rewrite_prompt"]
@@ -48,13 +48,7 @@ def parse_rewrite(raw: str) -> str:
     reason "unparseable" otherwise, "empty query" when it is blank, "too long" beyond
     MAX_QUERY_CHARS characters: the caller then searches with the original question.
     """
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise ProviderError(f"rewrite answer is not JSON: {str(raw)[:120]!r}", "unparseable") from exc
-    query = data.get("query") if isinstance(data, dict) else None
-    if not isinstance(query, str):
-        raise ProviderError(f'rewrite answer has no "query" string: {str(raw)[:120]!r}', "unparseable")
+    query = answer_field(raw, "query", str, "rewrite")
     query = " ".join(query.split())
     if not query:
         raise ProviderError("rewrite answer is an empty query", "empty query")
