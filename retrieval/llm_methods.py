@@ -9,6 +9,7 @@ to record it: they are optional rows, not part of the default gate.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -16,9 +17,11 @@ from typing import TypeVar
 
 from retrieval.config import Settings
 from retrieval.methods.base import Progress
-from retrieval.providers.base import GenerationProvider
+from retrieval.providers.base import GenerationProvider, MissingKeyError, ProviderError, ReplayMissError
 
 __all__ = ["channel_for", "generator_or_unavailable", "map_in_order"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -68,3 +71,20 @@ def map_in_order(call: Callable[[int], T], count: int, workers: int, progress: P
         if progress:
             progress.close()
     return [results[i] for i in range(count)]
+
+
+def ask_or_degrade(ask: Callable[[], T], what: str, model: str) -> T | ProviderError:
+    """`ask()`, or the ProviderError of an outage (timeout, HTTP error after retries, empty,
+    blocked or unparseable answer): the caller degrades that one item and the run goes on.
+
+    A missing key or a replay miss is a setup problem, not an outage: raised, never degraded
+    (a replay miss names `what` was asked, e.g. "rerank of question q03", and the model)."""
+    try:
+        return ask()
+    except ReplayMissError as exc:
+        raise ReplayMissError(f"{what} ({model}): {exc}", exc.reason) from exc
+    except MissingKeyError:
+        raise
+    except ProviderError as exc:
+        log.warning("%s degraded: %s", what, exc)
+        return exc

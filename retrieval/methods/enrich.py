@@ -33,12 +33,12 @@ from retrieval.cost import Usage
 from retrieval.dataset import Document
 from retrieval.enrichment_cache import EnrichmentCache
 from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.llm_methods import channel_for, generator_or_unavailable, map_in_order
+from retrieval.llm_methods import ask_or_degrade, channel_for, generator_or_unavailable, map_in_order
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.vector import cosine_rankings
 from retrieval.prompts.enrich import ENRICH_SCHEMA, ENRICH_VERSION, QUESTIONS, parse_questions, render_enrich_prompt
-from retrieval.providers.base import GenerationProvider, MissingKeyError, ProviderError, ReplayMissError
+from retrieval.providers.base import GenerationProvider, ProviderError
 from retrieval.ranking import Ranking
 
 __all__ = ["ENRICHED_EMBEDDINGS", "ENRICHMENT", "INDEXING_STAGES", "EnrichMethod", "enriched_document", "factory"]
@@ -179,18 +179,16 @@ class EnrichMethod:
 
     def _ask(self, content: str, doc_id: str) -> tuple[list[str], str | None]:
         """(questions, None), or ([], the failure's reason)."""
-        try:
-            raw = self.generator.generate_json(render_enrich_prompt(content), ENRICH_SCHEMA, SCHEMA_NAME)
-            return parse_questions(raw), None
-        except ReplayMissError as exc:
-            raise ReplayMissError(
-                f"enrichment of document {doc_id} ({self.generator.model}): {exc}", exc.reason
-            ) from exc
-        except MissingKeyError:
-            raise
-        except ProviderError as exc:
-            log.warning("document %s indexed without enrichment: %s", doc_id, exc)
-            return [], exc.reason
+        questions = ask_or_degrade(
+            lambda: parse_questions(
+                self.generator.generate_json(render_enrich_prompt(content), ENRICH_SCHEMA, SCHEMA_NAME)
+            ),
+            f"enrichment of document {doc_id}",
+            self.generator.model,
+        )
+        if isinstance(questions, ProviderError):  # indexed as written
+            return [], questions.reason
+        return questions, None
 
 
 def _reason(reasons: list[str]) -> str:

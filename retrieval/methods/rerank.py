@@ -25,14 +25,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from retrieval.config import Settings
-from retrieval.llm_methods import map_in_order
+from retrieval.llm_methods import ask_or_degrade, map_in_order
 from retrieval.methods.base import Context
 from retrieval.prompts import RERANK_SCHEMA, answer_field, render_rerank_prompt
 from retrieval.providers.base import (
     GenerationProvider,
-    MissingKeyError,
     ProviderError,
-    ReplayMissError,
 )
 from retrieval.ranking import Ranking
 
@@ -127,20 +125,18 @@ class RerankMethod:
         question = context.dataset.questions[qi]
         candidates = [(documents[i].id, documents[i].title, documents[i].text) for i in pool]
         ids = [c[0] for c in candidates]
-        try:
-            raw = self.generator.generate_json(
-                render_rerank_prompt(question.text, candidates), RERANK_SCHEMA, SCHEMA_NAME
-            )
-            order = parse_ranking(raw, ids)
-        except ReplayMissError as exc:
-            raise ReplayMissError(
-                f"rerank of question {question.id} ({self.generator.model}): {exc}", exc.reason
-            ) from exc
-        except MissingKeyError:
-            raise
-        except ProviderError as exc:
-            log.warning("rerank degraded to hybrid order for question %s: %s", question.id, exc)
-            return Ranking(hybrid.indices, hybrid.scores, status=f"degraded: {exc.reason}")
+        order = ask_or_degrade(
+            lambda: parse_ranking(
+                self.generator.generate_json(
+                    render_rerank_prompt(question.text, candidates), RERANK_SCHEMA, SCHEMA_NAME
+                ),
+                ids,
+            ),
+            f"rerank of question {question.id}",
+            self.generator.model,
+        )
+        if isinstance(order, ProviderError):  # the candidate source's order, said degraded
+            return Ranking(hybrid.indices, hybrid.scores, status=f"degraded: {order.reason}")
         position = {doc_id: int(i) for doc_id, i in zip(ids, pool, strict=True)}
         indices = np.concatenate(
             [

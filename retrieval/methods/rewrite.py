@@ -26,12 +26,12 @@ from retrieval.config import Settings
 from retrieval.cost import Usage
 from retrieval.dataset import Question
 from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.llm_methods import channel_for, generator_or_unavailable, map_in_order
+from retrieval.llm_methods import ask_or_degrade, channel_for, generator_or_unavailable, map_in_order
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.vector import cosine_rankings
 from retrieval.prompts.rewrite import REWRITE_SCHEMA, REWRITE_VERSION, parse_rewrite, render_rewrite_prompt
-from retrieval.providers.base import GenerationProvider, MissingKeyError, ProviderError, ReplayMissError
+from retrieval.providers.base import GenerationProvider, ProviderError
 from retrieval.ranking import Ranking
 
 __all__ = ["RewriteMethod", "factory"]
@@ -105,18 +105,16 @@ class RewriteMethod:
 
     def _rewrite(self, question: Question) -> tuple[str, str]:
         """(text to search, status): the rewrite, or the question itself with the failure's reason."""
-        try:
-            raw = self.generator.generate_json(render_rewrite_prompt(question.text), REWRITE_SCHEMA, SCHEMA_NAME)
-            return parse_rewrite(raw), "ok"
-        except ReplayMissError as exc:
-            raise ReplayMissError(
-                f"rewrite of question {question.id} ({self.generator.model}): {exc}", exc.reason
-            ) from exc
-        except MissingKeyError:
-            raise
-        except ProviderError as exc:
-            log.warning("rewrite degraded to the original question %s: %s", question.id, exc)
-            return question.text, f"degraded: {exc.reason}"
+        rewritten = ask_or_degrade(
+            lambda: parse_rewrite(
+                self.generator.generate_json(render_rewrite_prompt(question.text), REWRITE_SCHEMA, SCHEMA_NAME)
+            ),
+            f"rewrite of question {question.id}",
+            self.generator.model,
+        )
+        if isinstance(rewritten, ProviderError):  # searched as written
+            return question.text, f"degraded: {rewritten.reason}"
+        return rewritten, "ok"
 
 
 def factory(settings: Settings, *, replay: bool = False) -> RewriteMethod:
