@@ -21,7 +21,6 @@ a replay miss is raised.
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 from dataclasses import replace
 from typing import Any
@@ -43,7 +42,6 @@ from retrieval.ranking import Ranking
 
 __all__ = ["ENRICHED_EMBEDDINGS", "ENRICHMENT", "INDEXING_STAGES", "EnrichMethod", "enriched_document", "factory"]
 
-log = logging.getLogger(__name__)
 
 # Usage stages of the indexing, shown once (like "corpus embeddings"), not in any pipeline.
 ENRICHMENT = "enrichment (indexing)"

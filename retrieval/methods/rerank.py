@@ -18,7 +18,6 @@ scores are not comparable with the model's order, so they are not reused.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 
@@ -36,7 +35,6 @@ from retrieval.ranking import Ranking
 
 __all__ = ["RerankMethod", "factory", "parse_ranking"]
 
-log = logging.getLogger(__name__)
 
 SCHEMA_NAME = "ranking"
 

@@ -16,7 +16,6 @@ the few embedding tokens are priced as LLM input tokens: a slight over-estimate.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from typing import Any
 
@@ -36,7 +35,6 @@ from retrieval.ranking import Ranking
 
 __all__ = ["RewriteMethod", "factory"]
 
-log = logging.getLogger(__name__)
 
 SCHEMA_NAME = "rewrite"
 
