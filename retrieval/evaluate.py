@@ -305,7 +305,8 @@ def evaluate(
     process), the providers and services (live), or those with their answers recorded
     (record). `extra` adds method objects built by the caller. A built-in the profile cannot
     provide (a reranker without a model) is left out, its reason in `Run.skipped`; a missing
-    cassette is an error, never a skip.
+    cassette is an error, never a skip. A recording first replays the committed cassettes, and
+    its drift against them (retrieval.drift) goes to `Run.drift` and recording.json.
     """
     profile = settings.profile
     requested = list(methods if methods is not None else settings.methods)
