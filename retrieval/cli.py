@@ -126,6 +126,8 @@ def _main(args: argparse.Namespace) -> int:
         mode = "record" if args.record else "live" if args.live else "replay"
         with importable(settings.root):  # a `module:factory` of the project, from any subfolder
             run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
+        for line in run.drift:  # a recording: what changed against the cassettes it replaced
+            print(line, file=sys.stderr)
     if args.log:
         _write(args.log, run_log(run))
     entry, notice = None, None

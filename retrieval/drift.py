@@ -11,31 +11,46 @@ replaces the committed cassettes, the recording flow compares:
 - the two runs (the committed cassettes replayed, the new recording): for every method, the
   questions whose top 10 changed, and every figure (overall and per question type) old and new.
 
-`render_drift` gives the printed summary, `drift_to_dict` what goes into recording.json.
+- each ranking cassette (`*.rankings.json`, methods declaring calls = "rankings"): how many
+  questions' recorded rankings changed.
+
+`render_drift` gives the printed summary, `drift_to_dict` what goes into recording.json;
+`replay_previous` and `recording_drift` are what a recording calls (retrieval.evaluate).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from retrieval.providers.base import ProviderError
+from retrieval.ranking_cassettes import FORMAT as RANKINGS_FORMAT
+from retrieval.ranking_cassettes import SUFFIX as RANKINGS_SUFFIX
 from retrieval.recording import CassetteError
 from retrieval.report import score_run
 from retrieval.run import Run
 
 __all__ = [
+    "FIRST_RECORDING",
+    "NOT_COMPARABLE",
     "CassetteDrift",
+    "Previous",
+    "RankingDrift",
     "RunDrift",
     "cassette_vectors",
     "compare_cassettes",
+    "compare_ranking_cassettes",
     "compare_runs",
     "drift_to_dict",
+    "recording_drift",
     "render_drift",
+    "replay_previous",
 ]
 
 TOP = 10
@@ -153,6 +168,47 @@ def compare_cassettes(old: str | Path, new: str | Path, stage: str | None = None
 
 
 @dataclass(frozen=True)
+class RankingDrift:
+    """One ranking cassette (a method declaring calls = "rankings"), committed against a new recording.
+
+    `changed` counts the questions in both whose recorded ranking differs (ids, scores or status).
+    """
+
+    stage: str
+    questions: int
+    changed: int
+    only_old: int = 0
+    only_new: int = 0
+
+
+def _recorded_rankings(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CassetteError(f"{path}: not a readable ranking cassette ({exc}). Re-record it.") from exc
+    wrong = CassetteError(f"{path}: not a ranking cassette (expected format {RANKINGS_FORMAT!r}). Re-record it.")
+    if not isinstance(data, dict) or data.get("format") != RANKINGS_FORMAT:
+        raise wrong
+    rankings = data.get("rankings")
+    if not isinstance(rankings, dict):
+        raise wrong
+    return rankings
+
+
+def compare_ranking_cassettes(old: str | Path, new: str | Path, stage: str | None = None) -> RankingDrift:
+    """Compare two ranking cassettes of one method, entries paired by question text."""
+    before, after = _recorded_rankings(Path(old)), _recorded_rankings(Path(new))
+    common = [text for text in before if text in after]
+    return RankingDrift(
+        stage=stage or Path(new).name.removesuffix(".json"),
+        questions=len(common),
+        changed=sum(before[text] != after[text] for text in common),
+        only_old=len(before) - len(common),
+        only_new=len(after) - len(common),
+    )
+
+
+@dataclass(frozen=True)
 class RunDrift:
     """Two runs of the same questions (old: the committed cassettes replayed; new: the recording).
 
@@ -213,22 +269,34 @@ def _moved(old: float, new: float) -> str:
     return f"{old:.4f} -> {new:.4f} ({new - old:+.4f})"
 
 
-def render_drift(cassettes: list[CassetteDrift], runs: RunDrift | None) -> list[str]:
-    """The printed summary of a re-recording, one line per cassette and per method."""
-    lines = ["Drift of this recording against the committed one:"]
-    for c in cassettes:
+def _cassette_line(c: CassetteDrift | RankingDrift) -> str:
+    if isinstance(c, RankingDrift):
         extra = "".join(
             f", {count} {what}"
-            for count, what in (
-                (c.reshaped, "of another length"),
-                (c.only_old, "texts no longer asked"),
-                (c.only_new, "new texts"),
-            )
+            for count, what in ((c.only_old, "questions no longer asked"), (c.only_new, "new questions"))
             if count
         )
-        lines.append(
-            f"  {c.stage}: {c.changed} of {c.vectors} vectors changed, largest difference {c.largest:.2g}{extra}"
+        return f"  {c.stage}: recorded rankings changed for {c.changed} of {c.questions} questions{extra}"
+    extra = "".join(
+        f", {count} {what}"
+        for count, what in (
+            (c.reshaped, "of another length"),
+            (c.only_old, "texts no longer asked"),
+            (c.only_new, "new texts"),
         )
+        if count
+    )
+    return f"  {c.stage}: {c.changed} of {c.vectors} vectors changed, largest difference {c.largest:.2g}{extra}"
+
+
+def render_drift(
+    cassettes: Sequence[CassetteDrift | RankingDrift], runs: RunDrift | None, missing: str | None = None
+) -> list[str]:
+    """The printed summary of a re-recording, one line per cassette and per method; `missing`
+    says why the figures could not be compared (first recording, committed cassettes that do
+    not replay this dataset)."""
+    lines = ["Drift of this recording against the committed one:"]
+    lines += [_cassette_line(c) for c in cassettes]
     if runs is not None:
         for method, changed in runs.top_changed.items():
             moved = [f"{name} {_moved(o, n)}" for name, (o, n) in runs.figures[method].items() if o != n]
@@ -240,13 +308,23 @@ def render_drift(cassettes: list[CassetteDrift], runs: RunDrift | None) -> list[
             lines.append(f"  {method}: new in this recording")
         for method in runs.only_old:
             lines.append(f"  {method}: no longer recorded")
+    if missing:
+        lines.append(f"  {missing}")
     return lines
 
 
-def drift_to_dict(cassettes: list[CassetteDrift], runs: RunDrift | None) -> dict[str, Any]:
+def drift_to_dict(
+    cassettes: Sequence[CassetteDrift | RankingDrift], runs: RunDrift | None, missing: str | None = None
+) -> dict[str, Any]:
     """What recording.json keeps under "drift": per cassette counts and largest difference, per
-    method the questions whose top 10 changed and the figures that moved (old, new)."""
-    result: dict[str, Any] = {"cassettes": {c.stage: asdict(c) for c in cassettes}}
+    ranking cassette the questions whose ranking changed, per method the questions whose top 10
+    changed and the figures that moved (old, new); `previous` says why nothing was compared."""
+    result: dict[str, Any] = {
+        "cassettes": {c.stage: asdict(c) for c in cassettes if isinstance(c, CassetteDrift)},
+    }
+    rankings = {c.stage: asdict(c) for c in cassettes if isinstance(c, RankingDrift)}
+    if rankings:
+        result["rankings"] = rankings
     if runs is not None:
         result["methods"] = {
             method: {
@@ -256,4 +334,67 @@ def drift_to_dict(cassettes: list[CassetteDrift], runs: RunDrift | None) -> dict
             for method, changed in runs.top_changed.items()
         }
         result["questions"] = runs.questions
+        if runs.only_new:
+            result["new_methods"] = runs.only_new
+        if runs.only_old:
+            result["dropped_methods"] = runs.only_old
+    if missing:
+        result["previous"] = missing
+    return result
+
+
+FIRST_RECORDING = "no previous recording: this is the first recording of this profile, nothing to compare"
+NOT_COMPARABLE = "no comparable previous recording"
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What the committed cassettes replay to before a recording replaces them: `run`, or, when
+    there is none to compare with, `missing` saying why (one line, no path: it is committed)."""
+
+    run: Run | None
+    missing: str | None = None
+
+
+def replay_previous(has_cassettes: bool, replay: Callable[[], Run]) -> Previous:
+    """Replay the committed cassettes (`replay` evaluates the same dataset, settings and methods
+    in replay mode). Cassettes that do not fit the new data are no error here: the recording
+    goes on, and the drift says there was nothing comparable."""
+    if not has_cassettes:
+        return Previous(None, FIRST_RECORDING)
+    try:
+        return Previous(replay())
+    except ProviderError as exc:  # a replay miss: another dataset, model or prompt
+        return Previous(None, f"{NOT_COMPARABLE}: the committed cassettes do not replay this run ({exc.reason})")
+    except CassetteError:  # a stage never recorded, or a damaged cassette
+        return Previous(None, f"{NOT_COMPARABLE}: a cassette this run needs is not committed or not readable")
+
+
+def recording_drift(
+    committed: Path, staged: Mapping[str, Path], previous: Previous, new: Run, k: int
+) -> dict[str, Any]:
+    """The drift of a recording, for recording.json: each staged cassette (file name -> staged
+    path) against the committed one of the same name in `committed`, where one exists and it
+    holds embeddings or rankings (others, a reranker's or a search service's, are left to the run
+    comparison), and `new` against the previous run. "summary" holds the printed lines."""
+    cassettes: list[CassetteDrift | RankingDrift] = []
+    for name, path in sorted(staged.items()):
+        old = committed / name
+        if not old.is_file():
+            continue
+        try:
+            if name.endswith(RANKINGS_SUFFIX):
+                cassettes.append(compare_ranking_cassettes(old, path, name.removesuffix(".json")))
+            else:
+                cassettes.append(compare_cassettes(old, path, name.removesuffix(".json")))
+        except CassetteError:
+            continue  # not an embedding cassette: its effect shows in the figures
+    runs, missing = None, previous.missing
+    if previous.run is not None:
+        try:
+            runs = compare_runs(previous.run, new, k)
+        except ValueError:
+            missing = f"{NOT_COMPARABLE}: the committed cassettes replay other questions"
+    result = drift_to_dict(cassettes, runs, missing)
+    result["summary"] = render_drift(cassettes, runs, missing)
     return result

@@ -21,6 +21,7 @@ from retrieval.cache import EmbeddingCache
 from retrieval.config import ConfigError, Settings
 from retrieval.cost import Usage
 from retrieval.dataset import Dataset
+from retrieval.drift import recording_drift, replay_previous
 from retrieval.embeddings import embed_texts
 from retrieval.methods.base import Context, Declaration, Embed, Method, ProgressFactory
 from retrieval.metrics import MRR_DEPTH
@@ -310,7 +311,8 @@ def evaluate(
     process), the providers and services (live), or those with their answers recorded
     (record). `extra` adds method objects built by the caller. A built-in the profile cannot
     provide (a reranker without a model) is left out, its reason in `Run.skipped`; a missing
-    cassette is an error, never a skip.
+    cassette is an error, never a skip. A recording first replays the committed cassettes, and
+    its drift against them (retrieval.drift) goes to `Run.drift` and recording.json.
     """
     profile = settings.profile
     requested = list(methods if methods is not None else settings.methods)
@@ -322,6 +324,14 @@ def evaluate(
         declared.key_variables,
         declared.auth_headers,
         declared.needed,
+    )
+    # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
+    previous = (
+        replay_previous(
+            recorder.has_any(), lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra)
+        )
+        if mode == "record"
+        else None
     )
     chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
     if not chosen.wanted:
@@ -364,13 +374,17 @@ def evaluate(
     )
     if mode == "record":
         _refuse_unreplayable(context, recorder)
-        recorder.commit(
+        assert previous is not None
+        written = recorder.commit(
             {
                 "fingerprint": dataset.fingerprint,
                 "config": run.config,
                 "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
-            }
+            },
+            drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k),
         )
+        if written:  # nothing recorded (bm25 alone): no drift to show
+            run.drift = recorder.metadata()["drift"]["summary"]
     elif mode == "replay":
         run.recorded_usage = recorder.metadata().get("usage", {})
     return run

@@ -333,6 +333,10 @@ class _Reporter:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         state = self.state
+        if state.result is not None and state.result.run.drift:
+            terminalreporter.section("recording drift")
+            for line in state.result.run.drift:
+                terminalreporter.write_line(line)
         if state.diff:
             terminalreporter.section("baseline updated")
             terminalreporter.write_line(state.diff)

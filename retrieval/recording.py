@@ -15,7 +15,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,9 +301,14 @@ class Recorder:
             )
         return data
 
-    def commit(self, metadata: dict[str, Any]) -> list[Path]:
+    def commit(
+        self, metadata: dict[str, Any], drift: Callable[[dict[str, Path]], dict[str, Any]] | None = None
+    ) -> list[Path]:
         """Record mode: check every new cassette, then replace the profile's cassettes and
-        `metadata` as one set (all or none, see `retrieval.atomic.replace_files`)."""
+        `metadata` as one set (all or none, see `retrieval.atomic.replace_files`).
+
+        `drift`, given the staged cassettes (file name -> staged path) while the committed ones
+        are still in place, returns what the metadata keeps under "drift" (retrieval.drift)."""
         if self.mode != "record" or self._staging is None:
             return []
         keys = {name: os.environ.get(name, "") for name in self.key_variables}
@@ -326,6 +331,10 @@ class Recorder:
             previous = self.metadata()
             # Stages not re-recorded this time keep the usage measured when they were.
             meta = {**previous, **metadata, "usage": {**previous.get("usage", {}), **metadata.get("usage", {})}}
+            # The previous recording's drift says nothing about this one.
+            meta.pop("drift", None)
+            if drift is not None:
+                meta["drift"] = drift({name: self._staging / name for name in dict.fromkeys(self._recorded)})
             files[META_FILE] = (json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
             replace_files(self.directory, files)
         except CassetteError:

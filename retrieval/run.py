@@ -68,6 +68,9 @@ class Run:
     cost_models: dict[str, str | None] = field(default_factory=dict)
     # method -> how many ids of each ranking the run kept (deeper for what the sweeps re-fuse).
     kept: dict[str, int] = field(default_factory=dict)
+    # Record mode: the drift of this recording against the committed one (retrieval.drift), printed
+    # by the CLI and the pytest plugin; kept in recording.json, not in the run log.
+    drift: list[str] = field(default_factory=list)
 
     def declared(self, method: str) -> Declaration:
         """What a method declared (defaults for a log that did not record it)."""
