@@ -6,7 +6,9 @@ Every path the project file or the defaults name (dataset, cassettes, cache, bas
 snapshots) resolves from that root, never from the working directory, so `cd tests && pytest`
 or `python -m retrieval` from a subfolder read the same files. Paths given as flags resolve
 from the working directory, as a shell user expects. A profile names the models and
-endpoints of one evaluation setup.
+endpoints of one evaluation setup, grouped by what uses them (embeddings, llm, retries); the
+project file writes them flat (`embedding_model`, FLAT_KEYS) or grouped (`[profiles.x.embeddings]`),
+and each provider module checks the group it serves (retrieval.providers.check_profile).
 """
 
 from __future__ import annotations
@@ -335,7 +337,10 @@ def _build_profile(name: str, values: _Values, spelled: Mapping[tuple[str, str],
     """The profile from its values by (group, field), checked generically and then by its providers."""
 
     def spelling(place: tuple[str, str]) -> str:
-        return spelled.get(place) or _FLAT_NAME[place]
+        # As the file wrote it; a key it left out, in the form it used for that group.
+        group, key = place
+        grouped = group and any(written.startswith(f"{group}.") for written in spelled.values())
+        return spelled.get(place) or (f"{group}.{key}" if grouped else _FLAT_NAME[place])
 
     typed = {place: _typed(name, place, value, spelling(place), where) for place, value in values.items()}
 
