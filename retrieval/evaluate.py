@@ -86,8 +86,9 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     from retrieval.providers.local_server import ensure_server
 
     profile = settings.profile
+    embedding = profile.embeddings
     if mode != "replay":
-        stack.enter_context(ensure_server(profile.server, profile.embedding_base_url))
+        stack.enter_context(ensure_server(profile.server, profile.embeddings.base_url))
     embedder = make_embedder(profile, replay=mode == "replay")
     if hasattr(embedder, "close"):
         stack.callback(embedder.close)
@@ -99,8 +100,8 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
         # Same model name, other server or other prefixes: other vectors, so another cache file.
         variant = hashlib.sha256(
             # The input limit changes what is embedded: vectors of truncated texts are other vectors.
-            f"{profile.embedding_base_url}|{profile.input_type}|{profile.document_prefix}|{profile.max_input_chars}"
-            f"|{profile.long_inputs}".encode()
+            f"{embedding.base_url}|{embedding.input_type}|{embedding.document_prefix}|{embedding.max_input_chars}"
+            f"|{embedding.long_inputs}".encode()
         ).hexdigest()[:8]
         cache = EmbeddingCache(
             settings.cache, embedder.provider, embedder.model, embedder.dimensions, "document", variant
@@ -110,7 +111,7 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     with (
         _timed(embedder.usage),
         recorder.stage(CORPUS_STAGE),
-        _naming_misses(recorder, CORPUS_STAGE, context, (profile.document_prefix,)),
+        _naming_misses(recorder, CORPUS_STAGE, context, (embedding.document_prefix,)),
     ):
         vectors = embed_texts(embedder, documents, "document", cache if mode == "live" else None, context.progress)
     if cache is not None and mode == "record":
@@ -124,7 +125,7 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     with (
         _timed(embedder.usage),
         recorder.stage(QUESTION_STAGE),
-        _naming_misses(recorder, QUESTION_STAGE, context, (profile.query_prefix,)),
+        _naming_misses(recorder, QUESTION_STAGE, context, (embedding.query_prefix,)),
     ):
         questions = [q.text for q in context.dataset.questions]
         context.question_vectors = embed_texts(embedder, questions, "query", None, context.progress)
@@ -351,7 +352,7 @@ def evaluate(
     except BaseException:
         recorder.discard()
         raise
-    embedding_model = profile.embedding_model or None
+    embedding_model = profile.embeddings.model or None
     kept = _kept(chosen, settings)
     run = Run(
         dataset=dataset.name,

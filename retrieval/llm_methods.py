@@ -38,7 +38,7 @@ def generator_or_unavailable(settings: Settings, replay: bool, method: str, pref
     from retrieval.recording import record_command
 
     profile = settings.profile
-    if not profile.has_reranker or not profile.rerank_model:
+    if not profile.llm.configured:
         # The built-in profile with an LLM is the example the message gives.
         example = record_command("gemini", PROVIDERS["gemini"].needed)
         raise MethodUnavailable(

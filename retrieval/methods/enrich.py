@@ -204,9 +204,9 @@ def factory(settings: Settings, *, replay: bool = False) -> EnrichMethod:
     return EnrichMethod(
         generator,
         rrf_k=settings.rrf_k,
-        workers=profile.rerank_workers,
+        workers=profile.llm.workers,
         cache=settings.cache,
         # Same model name behind another endpoint: other answers, so another cache file.
-        variant=hashlib.sha256(profile.rerank_base_url.encode()).hexdigest()[:8],
-        embedding_model=profile.embedding_model or None,
+        variant=hashlib.sha256(profile.llm.base_url.encode()).hexdigest()[:8],
+        embedding_model=profile.embeddings.model or None,
     )

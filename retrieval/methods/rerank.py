@@ -156,4 +156,4 @@ def factory(settings: Settings, *, replay: bool = False) -> RerankMethod:
         raise MethodUnavailable(
             f"profile {settings.profile.name!r} has no reranker (set rerank_provider and rerank_model)"
         )
-    return RerankMethod(generator, candidates=settings.candidates, workers=settings.profile.rerank_workers)
+    return RerankMethod(generator, candidates=settings.candidates, workers=settings.profile.llm.workers)

@@ -118,4 +118,4 @@ class RewriteMethod:
 def factory(settings: Settings, *, replay: bool = False) -> RewriteMethod:
     """Query rewriting with the profile's LLM; unavailable without one, or in replay when not recorded."""
     generator = generator_or_unavailable(settings, replay, "rewrite", "rewrite")
-    return RewriteMethod(generator, rrf_k=settings.rrf_k, workers=settings.profile.rerank_workers)
+    return RewriteMethod(generator, rrf_k=settings.rrf_k, workers=settings.profile.llm.workers)

@@ -29,4 +29,4 @@ class RewriteRerankMethod(RerankMethod):
 def factory(settings: Settings, *, replay: bool = False) -> RewriteRerankMethod:
     """The reranker over rewrite; unavailable without an LLM, or in replay when not recorded."""
     generator = generator_or_unavailable(settings, replay, "rewrite_rerank", "rewrite_rerank")
-    return RewriteRerankMethod(generator, candidates=settings.candidates, workers=settings.profile.rerank_workers)
+    return RewriteRerankMethod(generator, candidates=settings.candidates, workers=settings.profile.llm.workers)

@@ -61,4 +61,4 @@ class VectorMethod:
 
 def factory(settings: Settings, *, replay: bool = False) -> VectorMethod:
     """The built-in vector method over the profile's embeddings."""
-    return VectorMethod(cost_model=settings.profile.embedding_model or None)
+    return VectorMethod(cost_model=settings.profile.embeddings.model or None)

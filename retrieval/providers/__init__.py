@@ -15,7 +15,15 @@ from retrieval.config import ConfigError, Profile
 if TYPE_CHECKING:
     from retrieval.providers.base import EmbeddingProvider, GenerationProvider
 
-__all__ = ["PROVIDERS", "Credentials", "credentials", "make_embedder", "make_generator", "required_key"]
+__all__ = [
+    "PROVIDERS",
+    "Credentials",
+    "check_profile",
+    "credentials",
+    "make_embedder",
+    "make_generator",
+    "required_key",
+]
 
 
 @dataclass(frozen=True)
@@ -43,7 +51,7 @@ PROVIDERS: dict[str, Credentials] = {
 
 def credentials(profile: Profile) -> Credentials:
     """The union of the declarations of the providers a profile uses, with its own api_key_env."""
-    used = [profile.embedding_provider, *([profile.rerank_provider] if profile.has_reranker else [])]
+    used = [profile.embeddings.provider, *([profile.llm.provider] if profile.llm.configured else [])]
     own = [profile.api_key_env] if profile.api_key_env else []
     keys, needed = list(own), list(own)
     headers: list[str] = []
@@ -55,38 +63,69 @@ def credentials(profile: Profile) -> Credentials:
     return Credentials(*(tuple(dict.fromkeys(values)) for values in (keys, headers, needed)))
 
 
+_KNOWN = f"use one of {', '.join(PROVIDERS)}."
+
+
 def _unknown(profile: Profile, key: str, value: str | None) -> ConfigError:
     return ConfigError(
         f"profile {profile.name!r}: {key} = {value!r} is not a known provider; use one of {', '.join(PROVIDERS)}."
     )
 
 
+def check_profile(profile: Profile) -> list[tuple[str, str, str]]:
+    """Each group's problems as its provider sees them: (group, field, what is wrong and the fix).
+
+    The provider modules' checks are plain functions over the settings; their modules import
+    neither google-genai nor a server at load time, so a keyless run checks every profile cheaply.
+    An LLM group is checked when it names a provider; a profile without one has no LLM.
+    """
+    problems: list[tuple[str, str, str]] = []
+    embeddings = profile.embeddings
+    if embeddings.provider == "openai":
+        from retrieval.providers.openai_embeddings import check as check_embeddings
+    elif embeddings.provider == "gemini":
+        from retrieval.providers.gemini import check_embeddings
+    else:
+        return [("embeddings", "provider", f"= {embeddings.provider!r} is not a known provider; {_KNOWN}")]
+    problems += [("embeddings", key, problem) for key, problem in check_embeddings(embeddings)]
+    llm = profile.llm
+    if llm.provider is None:
+        return problems
+    if llm.provider == "openai":
+        from retrieval.providers.openai_chat import check as check_llm
+    elif llm.provider == "gemini":
+        from retrieval.providers.gemini import check_llm
+    else:
+        return [*problems, ("llm", "provider", f"= {llm.provider!r} is not a known provider; {_KNOWN}")]
+    return problems + [("llm", key, problem) for key, problem in check_llm(llm)]
+
+
 def make_embedder(profile: Profile, *, replay: bool) -> EmbeddingProvider:
     """The embedding provider the profile names; `replay` means calls are answered by cassettes."""
-    if profile.embedding_provider == "openai":
+    if profile.embeddings.provider == "openai":
         from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 
         return OpenAIEmbeddings(profile, replay=replay)
-    if profile.embedding_provider == "gemini":
+    if profile.embeddings.provider == "gemini":
         from retrieval.providers.gemini import GeminiEmbeddings
 
         return GeminiEmbeddings(profile, replay=replay)
-    raise _unknown(profile, "embedding_provider", profile.embedding_provider)
+    raise _unknown(profile, "embedding_provider", profile.embeddings.provider)
 
 
 def make_generator(profile: Profile, *, replay: bool) -> GenerationProvider | None:
     """The reranker's generation provider, or None when the profile has no reranker."""
-    if not profile.has_reranker:
+    if not profile.llm.configured:
         return None
-    if profile.rerank_provider == "openai":
+    if profile.llm.provider == "openai":
         from retrieval.providers.openai_chat import OpenAIChat
 
         return OpenAIChat(profile, replay=replay)
-    if profile.rerank_provider == "gemini":
+    if profile.llm.provider == "gemini":
         from retrieval.providers.gemini import GeminiGenerator
 
         return GeminiGenerator(profile, replay=replay)
-    raise _unknown(profile, "rerank_provider", profile.rerank_provider)
+    raise _unknown(profile, "rerank_provider", profile.llm.provider)
 
 
 def required_key(profile: Profile) -> str | None:
@@ -94,9 +133,9 @@ def required_key(profile: Profile) -> str | None:
 
     Checked before recording starts, so a run fails in one line before its first call.
     """
-    used = [profile.embedding_provider]
-    if profile.has_reranker and profile.rerank_provider:
-        used.append(profile.rerank_provider)
+    used = [profile.embeddings.provider]
+    if profile.llm.configured and profile.llm.provider:
+        used.append(profile.llm.provider)
     missing: list[str] = []
     for provider in dict.fromkeys(used):
         if provider == "gemini":

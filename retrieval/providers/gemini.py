@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from retrieval.config import Profile
+from retrieval.config import EmbeddingSettings, LLMSettings, Profile
 from retrieval.cost import Usage
 from retrieval.providers.base import (
     Kind,
@@ -32,6 +32,7 @@ from retrieval.providers.base import (
     ProviderError,
     ReplayMissError,
     normalize,
+    url_problems,
 )
 from retrieval.providers.http import RetryPolicy
 from retrieval.recording import is_replay_miss
@@ -43,6 +44,8 @@ __all__ = [
     "MAX_BATCH",
     "GeminiEmbeddings",
     "GeminiGenerator",
+    "check_embeddings",
+    "check_llm",
     "gemini_api_key",
 ]
 
@@ -95,6 +98,28 @@ def _server_root(base_url: str) -> str | None:
     if not url:
         return None
     return url.removesuffix(f"/{API_VERSION}") or None
+
+
+def check_embeddings(settings: EmbeddingSettings) -> list[tuple[str, str]]:
+    """The embeddings group's problems for Gemini, as (field, what is wrong and the fix); empty
+    when it can be used. Needs no SDK: a keyless run checks a Gemini profile without importing it."""
+    problems = url_problems("base_url", settings.base_url)
+    if not 1 <= settings.batch_size <= MAX_BATCH:
+        problems.append(
+            (
+                "batch_size",
+                f"must be from 1 to {MAX_BATCH} (Gemini embeds at most {MAX_BATCH} texts per call), "
+                f"got {settings.batch_size}.",
+            )
+        )
+    if settings.dimensions < 0:
+        problems.append(("dimensions", f"must be 0 ({DEFAULT_DIMENSIONS}) or more, got {settings.dimensions}."))
+    return problems
+
+
+def check_llm(settings: LLMSettings) -> list[tuple[str, str]]:
+    """The LLM group's problems for Gemini generation (an empty base_url is Google's endpoint)."""
+    return url_problems("base_url", settings.base_url)
 
 
 def _make_client(base_url: str, timeout: float, replay: bool, retry: RetryPolicy) -> Any:
@@ -182,14 +207,15 @@ class GeminiEmbeddings(_GeminiBase):
     """
 
     def __init__(self, profile: Profile, *, replay: bool = False, retry: RetryPolicy | None = None) -> None:
-        self.model = profile.embedding_model
+        settings = profile.embeddings
+        self.model = settings.model
         if not self.model:
             raise ValueError(f"profile {profile.name!r}: embedding_model is empty")
-        self.dimensions = profile.dimensions or DEFAULT_DIMENSIONS
-        self.batch_size = min(profile.batch_size or MAX_BATCH, MAX_BATCH)
+        self.dimensions = settings.dimensions or DEFAULT_DIMENSIONS
+        self.batch_size = min(settings.batch_size or MAX_BATCH, MAX_BATCH)
         self.usage = Usage()
         self._client = _make_client(
-            profile.embedding_base_url, profile.timeout, replay, retry or RetryPolicy.for_profile(profile)
+            settings.base_url, profile.retries.timeout, replay, retry or RetryPolicy.for_profile(profile)
         )
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
@@ -231,12 +257,12 @@ class GeminiGenerator(_GeminiBase):
     """GenerationProvider over `models.generate_content`: temperature 0, schema-constrained JSON."""
 
     def __init__(self, profile: Profile, *, replay: bool = False, retry: RetryPolicy | None = None) -> None:
-        if not profile.rerank_model:
+        if not profile.llm.model:
             raise ValueError(f"profile {profile.name!r}: rerank_model is empty")
-        self.model = profile.rerank_model
+        self.model = profile.llm.model
         self.usage = Usage()
         self._client = _make_client(
-            profile.rerank_base_url, profile.timeout, replay, retry or RetryPolicy.for_profile(profile)
+            profile.llm.base_url, profile.retries.timeout, replay, retry or RetryPolicy.for_profile(profile)
         )
 
     def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:

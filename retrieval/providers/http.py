@@ -34,7 +34,7 @@ class RetryPolicy:
     @classmethod
     def for_profile(cls, profile: Profile) -> RetryPolicy:
         """The live-call policy a profile sets (retry_attempts, retry_backoff)."""
-        return cls(attempts=profile.retry_attempts, backoff=profile.retry_backoff)
+        return cls(attempts=profile.retries.attempts, backoff=profile.retries.backoff)
 
     def wait(self, attempt: int, retry_after: str | None = None) -> float:
         if retry_after:

@@ -15,14 +15,20 @@ from typing import Any
 
 import httpx
 
-from retrieval.config import Profile
+from retrieval.config import LLMSettings, Profile
 from retrieval.cost import Usage
-from retrieval.providers.base import MissingKeyError, ProviderError
+from retrieval.providers.base import MissingKeyError, ProviderError, url_problems
 from retrieval.providers.http import RetryPolicy, post_json
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAIChat"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAIChat", "check"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def check(settings: LLMSettings) -> list[tuple[str, str]]:
+    """The LLM group's problems for an OpenAI-compatible server, as (field, what is wrong and the
+    fix); empty when it can be used. An empty base_url means OpenAI itself (DEFAULT_BASE_URL)."""
+    return url_problems("base_url", settings.base_url)
 
 
 class OpenAIChat:
@@ -44,11 +50,12 @@ class OpenAIChat:
         retry: RetryPolicy | None = None,
         client: httpx.Client | None = None,
     ) -> None:
-        if not profile.rerank_model:
+        llm = profile.llm
+        if not llm.model:
             raise ValueError(f"profile {profile.name!r}: rerank_model is empty")
-        self.model = profile.rerank_model
-        self.url = (profile.rerank_base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        self.json_schema = profile.json_schema
+        self.model = llm.model
+        self.url = (llm.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self.json_schema = llm.json_schema
         self.usage = Usage()
         # A replayed request is answered or missing, never transient: no retry.
         self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy.for_profile(profile))
@@ -59,7 +66,7 @@ class OpenAIChat:
                 raise MissingKeyError([profile.api_key_env], "openai")
             self._headers["authorization"] = f"Bearer {key}"
         self._owns_client = client is None
-        self._client = client or httpx.Client(timeout=profile.timeout)
+        self._client = client or httpx.Client(timeout=profile.retries.timeout)
 
     def _response_format(self, schema: Mapping[str, Any], schema_name: str) -> dict[str, Any]:
         if self.json_schema:

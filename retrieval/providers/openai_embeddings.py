@@ -15,22 +15,48 @@ from collections.abc import Sequence
 import httpx
 import numpy as np
 
-from retrieval.config import Profile
+from retrieval.config import EmbeddingSettings, Profile
 from retrieval.cost import Usage
-from retrieval.providers.base import Kind, MissingKeyError, ProviderError, normalize
+from retrieval.providers.base import Kind, MissingKeyError, ProviderError, normalize, url_problems
 from retrieval.providers.http import RetryPolicy, post_json
 
-__all__ = ["OpenAIEmbeddings", "limit_inputs"]
+__all__ = ["ENCODINGS", "OpenAIEmbeddings", "check", "limit_inputs"]
+
+# The vector encodings `_decode` reads.
+ENCODINGS = ("float", "base64")
+
+
+def check(settings: EmbeddingSettings) -> list[tuple[str, str]]:
+    """The embeddings group's problems for an OpenAI-compatible server, as (field, what is wrong
+    and the fix); empty when it can be used. A group without a model is not used, so not checked
+    for its URL (a bm25-only profile needs no server)."""
+    problems: list[tuple[str, str]] = []
+    if settings.model and not settings.base_url:
+        problems.append(
+            ("base_url", 'is empty: an OpenAI-compatible server needs its URL, e.g. "http://127.0.0.1:11434/v1".')
+        )
+    problems += url_problems("base_url", settings.base_url)
+    if settings.batch_size < 1:
+        problems.append(("batch_size", f"must be at least 1, got {settings.batch_size}."))
+    if settings.dimensions < 0:
+        problems.append(("dimensions", f"must be 0 (the model's own) or more, got {settings.dimensions}."))
+    if settings.encoding_format not in ENCODINGS:
+        problems.append(("encoding_format", f'must be "float" or "base64", got {settings.encoding_format!r}.'))
+    if settings.max_input_chars < 0:
+        problems.append(("max_input_chars", "must be 0 (no limit) or more."))
+    if settings.long_inputs not in {"truncate", "refuse"}:
+        problems.append(("long_inputs", 'must be "truncate" or "refuse".'))
+    return problems
 
 
 def limit_inputs(texts: Sequence[str], profile: Profile, kind: Kind) -> tuple[list[str], int]:
     """Texts cut to the profile's `max_input_chars` and how many were cut; with
     `long_inputs = "refuse"`, ProviderError naming the first text over the limit instead."""
-    limit = profile.max_input_chars
+    limit = profile.embeddings.max_input_chars
     if not limit:
         return list(texts), 0
     long = [t for t in texts if len(t) > limit]
-    if long and profile.long_inputs == "refuse":
+    if long and profile.embeddings.long_inputs == "refuse":
         what = "document" if kind == "document" else "question"
         start = " ".join(long[0].split())[:60].rstrip()
         raise ProviderError(
@@ -47,14 +73,15 @@ class OpenAIEmbeddings:
     provider = "openai"
 
     def __init__(self, profile: Profile, *, replay: bool = False, retry: RetryPolicy | None = None) -> None:
-        if not profile.embedding_base_url:
+        settings = profile.embeddings
+        if not settings.base_url:
             raise ProviderError(f"profile {profile.name!r}: embedding_base_url is empty", "config")
-        self.model = profile.embedding_model
-        self.dimensions = profile.dimensions
-        self.batch_size = profile.batch_size
+        self.model = settings.model
+        self.dimensions = settings.dimensions
+        self.batch_size = settings.batch_size
         self.usage = Usage()
         self._profile = profile
-        self._url = profile.embedding_base_url.rstrip("/") + "/embeddings"
+        self._url = settings.base_url.rstrip("/") + "/embeddings"
         # Replayed requests never leave the machine; retrying them would only repeat a miss.
         self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy.for_profile(profile))
         headers = {}
@@ -64,20 +91,21 @@ class OpenAIEmbeddings:
                 headers["authorization"] = f"Bearer {key}"
             elif not replay:
                 raise MissingKeyError([profile.api_key_env], f"profile {profile.name!r}")
-        self._client = httpx.Client(timeout=profile.timeout, headers=headers)
+        self._client = httpx.Client(timeout=profile.retries.timeout, headers=headers)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         """Embed up to `batch_size` texts in one call; unit-length float32 rows in input order."""
         if len(texts) > self.batch_size:
             raise ValueError(f"{len(texts)} texts in one call; the profile's batch_size is {self.batch_size}")
         p = self._profile
+        settings = p.embeddings
         texts, truncated = limit_inputs(texts, p, kind)
-        prefix = p.query_prefix if kind == "query" else p.document_prefix
+        prefix = settings.query_prefix if kind == "query" else settings.document_prefix
         body: dict[str, object] = {"model": self.model, "input": [prefix + t for t in texts]}
-        if p.input_type:
+        if settings.input_type:
             body["input_type"] = "query" if kind == "query" else "passage"
-        if p.encoding_format != "float":
-            body["encoding_format"] = p.encoding_format
+        if settings.encoding_format != "float":
+            body["encoding_format"] = settings.encoding_format
         started = time.perf_counter()
         data = post_json(
             self._client, self._url, body, retry=self._retry, what=f"{len(texts)} {kind} texts, {self.model}"

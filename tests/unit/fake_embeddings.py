@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.config import Profile
+from retrieval.config import Profile, flat_profile
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 
 DIMENSIONS = 4
@@ -135,4 +135,4 @@ def make_profile(url: str, **changes: Any) -> Profile:
         "timeout": 5.0,
     }
     fields.update(changes)
-    return Profile(name="fixture", **fields)
+    return flat_profile("fixture", **fields)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from retrieval.config import Profile
+from retrieval.config import Profile, flat_profile
 from retrieval.providers.http import RetryPolicy
 
 _T = TypeVar("_T")
@@ -387,7 +387,7 @@ def gemini_profile(url: str, **overrides: Any) -> Profile:
         "rerank_base_url": url,
     }
     values.update(overrides)
-    return Profile("fixture-gemini", **values)
+    return flat_profile("fixture-gemini", **values)
 
 
 def openai_profile(url: str, **overrides: Any) -> Profile:
@@ -399,4 +399,4 @@ def openai_profile(url: str, **overrides: Any) -> Profile:
         "timeout": TIMEOUT,
     }
     values.update(overrides)
-    return Profile("fixture-openai", **values)
+    return flat_profile("fixture-openai", **values)

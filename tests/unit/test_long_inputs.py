@@ -70,7 +70,7 @@ def test_the_count_is_kept_in_usage_only_when_something_was_cut() -> None:
 
 def test_the_local_profile_cuts_at_2048_characters(tmp_path: Path) -> None:
     profile = load_settings(tmp_path, environ={}).profile
-    assert (profile.max_input_chars, profile.long_inputs) == (2048, "truncate")
+    assert (profile.embeddings.max_input_chars, profile.embeddings.long_inputs) == (2048, "truncate")
 
 
 @pytest.mark.parametrize(

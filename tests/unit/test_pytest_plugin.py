@@ -218,7 +218,10 @@ def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_coll
     pytester: pytest.Pytester, adopter: Path
 ) -> None:
     with (adopter / "pyproject.toml").open("a") as f:
-        f.write("\n[tool.retrieval.profiles.other]\nembedding_model = 'other-model'\n")
+        f.write(
+            "\n[tool.retrieval.profiles.other]\nembedding_model = 'other-model'\n"
+            "embedding_base_url = 'http://127.0.0.1:9/v1'\n"
+        )
     # Another plugin's --profile (pytest-profiling has one) lives beside the gate's option.
     pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--profile', action='store_true')\n")
     _run(pytester, "--update-baseline").assert_outcomes(passed=12)

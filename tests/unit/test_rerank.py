@@ -30,7 +30,7 @@ from fake_servers import (
 )
 from fake_servers import clean_gemini_env as clean_env
 
-from retrieval.config import ConfigError, Profile
+from retrieval.config import ConfigError, Profile, flat_profile
 from retrieval.cost import Usage
 from retrieval.dataset import Dataset, Document, Question
 from retrieval.methods.base import Context
@@ -457,9 +457,9 @@ def test_factories_dispatch_on_the_profile(openai_server: FakeOpenAIServer) -> N
     chat.close()
     assert make_generator(Profile("no-reranker"), replay=True) is None
     with pytest.raises(ConfigError, match=r"'odd'.*rerank_provider = 'cohere'.*openai, gemini"):
-        make_generator(Profile("odd", rerank_provider="cohere", rerank_model="m"), replay=True)
+        make_generator(flat_profile("odd", rerank_provider="cohere", rerank_model="m"), replay=True)
     with pytest.raises(ConfigError, match=r"'odd'.*embedding_provider = 'voyage'"):
-        make_embedder(Profile("odd", embedding_provider="voyage"), replay=True)
+        make_embedder(flat_profile("odd", embedding_provider="voyage"), replay=True)
 
 
 def test_required_key_names_what_a_live_run_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
