@@ -20,7 +20,7 @@ from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.metrics import MethodScores, score_run
-from retrieval.recording import Mode, cassette_digest, record_command, scan_cassettes
+from retrieval.recording import CassetteError, Mode, cassette_digest, record_command, scan_cassettes
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
 
@@ -47,6 +47,8 @@ class GateResult:
     checks: list[Check] = field(default_factory=list)
     digest: str = ""
     snapshots: Rankings = field(default_factory=dict)
+    # What looks like a credential in the cassettes: such a result can never be accepted.
+    secrets: list[str] = field(default_factory=list)
 
     @property
     def profile(self) -> str:
@@ -114,7 +116,7 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     result = GateResult(settings, dataset, run, scores, entry, None, digest=cassette_digest(cassettes_of(settings)))
     result.snapshots = load_snapshots(result.snapshot_path)
     # The gate itself scans what it replays: a key must never pass review inside a cassette.
-    secrets = scan_cassettes(cassettes_of(settings))
+    secrets = result.secrets = scan_cassettes(cassettes_of(settings))
     if secrets:
         shown = "; ".join(secrets[:3]) + (f" and {len(secrets) - 3} more" if len(secrets) > 3 else "")
         result.problem = (
@@ -155,7 +157,10 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
 
     Refuses to lower a figure unless `allow_regression` (raises BaselineError): then neither
     the baseline nor the snapshots are written. Only this profile's entry and snapshot file change.
+    Cassettes holding a credential are never accepted (raises CassetteError).
     """
+    if result.secrets:
+        raise CassetteError(result.problem or "the cassettes hold what looks like a credential")
     entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digest)
     current = top_rankings(result.run)
     diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression)

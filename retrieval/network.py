@@ -44,25 +44,51 @@ def _address(address: Any) -> str:
     return str(address)
 
 
-def _refuse(sock: socket.socket, address: Any, *_: Any) -> Any:
+def _refuse_to(what: str) -> Any:
     _refused.append(_current)
     raise NetworkBlockedError(
-        f"{_current} tried to connect to {_address(address)} during replay, and replay is closed: "
+        f"{_current} tried to {what} during replay, and replay is closed: "
         "declare its calls (calls = 'http' or 'rankings') and record them with `pytest --record`, "
         "or run it with --live"
     )
 
 
+def _refuse(sock: socket.socket, address: Any, *_: Any) -> Any:
+    return _refuse_to(f"connect to {_address(address)}")
+
+
+def _refuse_datagram(sock: socket.socket, data: Any, *args: Any) -> Any:
+    # sendto(data, address) or sendto(data, flags, address); sendmsg(buffers, ancdata, flags, address)
+    return _refuse_to(f"send a datagram to {_address(args[-1]) if args else 'a peer'}")
+
+
+_LOOPBACK_NAMES = frozenset({None, "", "localhost", "127.0.0.1", "::1"})
+
+
+def _refuse_lookup(host: Any, *args: Any, **kwargs: Any) -> Any:
+    # A name lookup reaches a resolver (often over the network); a loopback name does not.
+    if host in _LOOPBACK_NAMES:
+        return _originals["getaddrinfo"](host, *args, **kwargs)
+    return _refuse_to(f"look up the address of {host}")
+
+
+# What leaves the process through Python's socket module: connections, datagrams sent without
+# one, and name lookups.
+_SOCKET_METHODS = {"connect": _refuse, "connect_ex": _refuse, "sendto": _refuse_datagram, "sendmsg": _refuse_datagram}
+
+
 @contextmanager
 def closed_network() -> Iterator[None]:
-    """Refuse every socket connection inside the block (re-entrant, restored on exit)."""
+    """Refuse every connection, datagram and name lookup inside the block (re-entrant, restored
+    on exit)."""
     global _depth
     with _lock:
         if _depth == 0:
-            _originals["connect"] = socket.socket.connect
-            _originals["connect_ex"] = socket.socket.connect_ex
-            socket.socket.connect = _refuse  # type: ignore[method-assign,assignment]
-            socket.socket.connect_ex = _refuse  # type: ignore[method-assign,assignment]
+            for name, replacement in _SOCKET_METHODS.items():
+                _originals[name] = getattr(socket.socket, name)
+                setattr(socket.socket, name, replacement)
+            _originals["getaddrinfo"] = socket.getaddrinfo
+            socket.getaddrinfo = _refuse_lookup
         _depth += 1
     try:
         yield
@@ -70,8 +96,9 @@ def closed_network() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                socket.socket.connect = _originals.pop("connect")  # type: ignore[method-assign]
-                socket.socket.connect_ex = _originals.pop("connect_ex")  # type: ignore[method-assign]
+                for name in _SOCKET_METHODS:
+                    setattr(socket.socket, name, _originals.pop(name))
+                socket.getaddrinfo = _originals.pop("getaddrinfo")
 
 
 @contextmanager

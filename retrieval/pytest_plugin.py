@@ -95,6 +95,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if config.getoption("allow_regression") and not config.getoption("update_baseline"):
         raise pytest.UsageError("--allow-regression only applies with --update-baseline.")
+    # pytest-xdist: workers would each evaluate (and record, and update) the gate, and the
+    # controller, which collects nothing, could not see what the gate compared. One process.
+    parallel = getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput")
+    if project_file is not None and parallel and _gate_selected_by_marks(config):
+        raise pytest.UsageError(
+            "the retrieval gate runs in one process: run it without pytest-xdist (`-n 0` or `-p no:xdist`), "
+            "or leave it out of the parallel run with `-m 'not regression'` and run `pytest -m regression -n 0`."
+        )
     if config.getoption("record") and project_file is not None:
         from retrieval.providers import required_key
 
@@ -106,6 +114,20 @@ def pytest_configure(config: pytest.Config) -> None:
         missing = required_key(settings.profile)
         if missing:
             raise pytest.UsageError(f"--record with profile {settings.profile.name!r} needs {missing}; it is not set.")
+
+
+def _gate_selected_by_marks(config: pytest.Config) -> bool:
+    """False when `-m` deselects the `regression` marker (`-m 'not regression'`)."""
+    from _pytest.mark.expression import Expression
+
+    expression = config.getoption("markexpr", "") or ""
+    if not expression:
+        return True
+
+    def regression_only(name: str, /, **_: Any) -> bool:
+        return name == "regression"
+
+    return bool(Expression.compile(expression).evaluate(regression_only))
 
 
 def _collects_a_folder(config: pytest.Config) -> bool:

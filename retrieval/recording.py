@@ -346,6 +346,11 @@ class Recorder:
         except OSError as exc:
             self.discard()
             raise CassetteError(f"recording not saved: {exc}. {kept}") from exc
+        except BaseException:
+            # Interrupted (Ctrl-C) or a bug while checking or comparing: nothing was replaced, and
+            # no staging folder is left for `git add cassettes` to pick up.
+            self.discard()
+            raise
         written = [self.directory / name for name in self._recorded]
         self.discard()
         return written

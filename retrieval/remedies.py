@@ -224,7 +224,10 @@ def diagnose(run: Run, setup: Setup, method: str, counts: Sequence[int] = COUNTS
                 detail = f"out of every list's top {deepest}: vocabulary mismatch"
             else:
                 rank, where, doc = min((r, m, d) for d, per in ranks.items() for m, r in per.items() if r is not None)
-                detail = f"{doc} is at best {where} rank {rank}, out of reach of {deepest} candidates and of the fusion"
+                detail = (
+                    f"{doc} is beyond {pool}'s top {deepest} and no fusion setting tried keeps it "
+                    f"(its best rank in any list: {where} {rank})"
+                )
             remedies.append(
                 Remedy(
                     "rewrite or enrich",

@@ -15,6 +15,7 @@ from retrieval.baseline import BaselineError
 from retrieval.config import load_settings
 from retrieval.gate import BASELINE_PATH, accept, run_gate
 from retrieval.providers.base import ReplayMissError
+from retrieval.recording import CassetteError
 
 ROOT = Path(__file__).resolve().parents[2]
 # FIXTURE: the project under test has its own settings, not this repository's [tool.retrieval],
@@ -140,3 +141,8 @@ def test_a_cassette_holding_a_key_fails_the_gate(project: Path) -> None:
         and "re-record with `pytest --record --retrieval-profile local`" in result.problem
     )
     assert result.checks == []
+    # An update must not accept them either: the baseline file stays as it was.
+    before = Path(BASELINE_PATH).read_bytes()
+    with pytest.raises(CassetteError, match="the cassettes hold what looks like a credential"):
+        accept(result)
+    assert Path(BASELINE_PATH).read_bytes() == before

@@ -358,3 +358,14 @@ def test_record_without_the_key_stops_before_any_call(
         ["ERROR: --record with profile 'gemini' needs GEMINI_API_KEY (or GOOGLE_API_KEY); it is not set."]
     )
     assert not (adopter / "cassettes").exists()
+
+
+def test_the_gate_refuses_to_run_split_across_xdist_workers(pytester: pytest.Pytester, adopter: Path) -> None:
+    # FIXTURE stand-in for pytest-xdist's option (not installed here): the plugin reads
+    # `numprocesses`, as xdist names it.
+    pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--numprocesses')\n")
+    refused = _run(pytester, "--numprocesses", "2")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["ERROR: the retrieval gate runs in one process: run it without pytest-xdist*"])
+    # Deselected by its marker, the gate lets the rest run in parallel.
+    assert _run(pytester, "--numprocesses", "2", "-m", "not regression").ret == pytest.ExitCode.NO_TESTS_COLLECTED

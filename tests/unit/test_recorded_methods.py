@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+import socket
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -213,3 +214,39 @@ def test_weights_are_checked_against_the_inputs(tmp_path: Path) -> None:
     (tmp_path / "retrieval.toml").write_text("hybrid_weights = [1.0]\n")
     with pytest.raises(ConfigError, match=r"hybrid_weights must give one finite number >= 0 per hybrid input"):
         load_settings(tmp_path, environ={})
+
+
+class Leaky:
+    """In-process by its declaration, yet it sends a datagram or looks a name up: fixtures."""
+
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+
+    def __init__(self, name: str, leak: Callable[[], object]) -> None:
+        self.name, self.leak = name, leak
+
+    def rank(self, context: Context) -> list[Ranking]:
+        self.leak()
+        n = len(context.dataset.documents)
+        return [Ranking(np.arange(n), np.arange(n, 0, -1, dtype=float)) for _ in context.dataset.questions]
+
+
+@pytest.mark.parametrize(
+    ("leak", "what"),
+    [
+        (
+            lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"q", ("127.0.0.1", 9)),
+            "send a datagram to 127.0.0.1:9",
+        ),
+        (lambda: socket.getaddrinfo("example.invalid", 80), "look up the address of example.invalid"),
+    ],
+    ids=["udp", "dns"],
+)
+def test_replay_refuses_datagrams_and_name_lookups(
+    tmp_path: Path, dataset: Dataset, leak: Callable[[], object], what: str
+) -> None:
+    with pytest.raises(CassetteError) as caught:
+        evaluate(dataset, _settings(tmp_path), methods=[], extra=[Leaky("leaky", leak)])
+    assert str(caught.value).startswith(f"method 'leaky' tried to {what} during replay, and replay is closed")
+    # Restored after the evaluation.
+    assert socket.getaddrinfo("127.0.0.1", 9)[0][4][:2] == ("127.0.0.1", 9)

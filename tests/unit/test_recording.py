@@ -226,3 +226,19 @@ def test_committed_cassettes_hold_no_secret() -> None:
         pytest.skip("no committed cassette under cassettes/ yet: nothing to scan")
     leaks = {str(path.relative_to(REPO)): find_secrets(path.read_text(encoding="utf-8")) for path in cassettes}
     assert {path: found for path, found in leaks.items() if found} == {}
+
+
+def test_an_interrupt_while_committing_leaves_no_staging_folder(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, keyed_env: None
+) -> None:
+    """Ctrl-C while the drift is computed: nothing is replaced, and no hidden staging folder is
+    left for `git add cassettes` to pick up."""
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder, _ = _record(embeddings_server, directory)
+
+    def interrupted(staged: object) -> dict[str, object]:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        recorder.commit({}, drift=interrupted)
+    assert list((tmp_path / "cassettes").iterdir()) == []

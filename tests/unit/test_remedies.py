@@ -114,7 +114,7 @@ def test_hand_built_failures_get_exact_remedies() -> None:
     assert found["q4"].remedies == [
         Remedy(
             "rewrite or enrich",
-            "y is at best vector rank 4, out of reach of 4 candidates and of the fusion: "
+            "y is beyond hybrid's top 4 and no fusion setting tried keeps it (its best rank in any list: vector 4): "
             "only query rewriting or document enrichment can help",
         )
     ]
