@@ -297,28 +297,11 @@ def _pipelines(chosen: Plan) -> dict[str, list[str]]:
     return pipelines
 
 
-def evaluate(
-    dataset: Dataset,
-    settings: Settings,
-    *,
-    mode: Mode = "replay",
-    methods: Sequence[str] | None = None,
-    extra: Sequence[Method] = (),
-    progress: ProgressFactory | None = None,
-) -> Run:
-    """Run the requested methods (and what they require) over every question.
-
-    `mode` says where calls go: recorded cassettes (replay; no connection may leave the
-    process), the providers and services (live), or those with their answers recorded
-    (record). `extra` adds method objects built by the caller. A built-in the profile cannot
-    provide (a reranker without a model) is left out, its reason in `Run.skipped`; a missing
-    cassette is an error, never a skip. A recording first replays the committed cassettes, and
-    its drift against them (retrieval.drift) goes to `Run.drift` and recording.json.
-    """
+def _recorder(settings: Settings, mode: Mode) -> Recorder:
+    """The profile's cassettes, with what its providers declare about their credentials."""
     profile = settings.profile
-    requested = list(methods if methods is not None else settings.methods)
     declared = credentials(profile)
-    recorder = Recorder(
+    return Recorder(
         mode,
         Path(settings.cassettes) / profile.name,
         profile.name,
@@ -326,35 +309,23 @@ def evaluate(
         declared.auth_headers,
         declared.needed,
     )
-    # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
-    previous = (
-        replay_previous(
-            recorder.has_any(), lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra)
-        )
-        if mode == "record"
-        else None
-    )
-    chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
-    if not chosen.wanted:
-        reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
-        raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
-    context = Context(dataset=dataset, depth=settings.depth, progress=progress, mode=mode)
-    try:
-        # The embedder (and the local server) stay open for methods that embed their own texts.
-        with closed_network() if mode == "replay" else nullcontext(), ExitStack() as stack:
-            if any(d.needs_vectors for d in chosen.declarations.values()):
-                _embed(context, settings, mode, recorder, stack)
-            for method in chosen.methods:
-                _run_method(method, chosen.declarations[method.name], context, recorder, mode)
-    except ReplayMissError as exc:
-        recorder.discard()
-        raise _explain_miss(exc, recorder, dataset) from exc
-    except BaseException:
-        recorder.discard()
-        raise
-    embedding_model = profile.embeddings.model or None
+
+
+def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode, recorder: Recorder) -> None:
+    """The shared embeddings, then every method in dependency order, each through its channel."""
+    # The embedder (and the local server) stay open for methods that embed their own texts.
+    with closed_network() if mode == "replay" else nullcontext(), ExitStack() as stack:
+        if any(d.needs_vectors for d in chosen.declarations.values()):
+            _embed(context, settings, mode, recorder, stack)
+        for method in chosen.methods:
+            _run_method(method, chosen.declarations[method.name], context, recorder, mode)
+
+
+def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Context, mode: Mode) -> Run:
+    """The Run: per-question results of every method, with what produced them."""
+    embedding_model = settings.profile.embeddings.model or None
     kept = _kept(chosen, settings)
-    run = Run(
+    return Run(
         dataset=dataset.name,
         fingerprint=dataset.fingerprint,
         config=_configuration(settings, chosen),
@@ -373,19 +344,68 @@ def evaluate(
         },
         kept=kept,
     )
-    if mode == "record":
-        _refuse_unreplayable(context, recorder)
-        assert previous is not None
-        written = recorder.commit(
-            {
-                "fingerprint": dataset.fingerprint,
-                "config": run.config,
-                "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
-            },
-            drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k),
+
+
+def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: Any, settings: Settings) -> None:
+    """Replace the profile's cassettes with this recording (all or nothing), with its drift."""
+    _refuse_unreplayable(context, recorder)
+    written = recorder.commit(
+        {
+            "fingerprint": run.fingerprint,
+            "config": run.config,
+            "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
+        },
+        drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k),
+    )
+    if written:  # nothing recorded (bm25 alone): no drift to show
+        run.drift = recorder.metadata()["drift"]["summary"]
+
+
+def evaluate(
+    dataset: Dataset,
+    settings: Settings,
+    *,
+    mode: Mode = "replay",
+    methods: Sequence[str] | None = None,
+    extra: Sequence[Method] = (),
+    progress: ProgressFactory | None = None,
+) -> Run:
+    """Run the requested methods (and what they require) over every question.
+
+    `mode` says where calls go: recorded cassettes (replay; no connection may leave the
+    process), the providers and services (live), or those with their answers recorded
+    (record). `extra` adds method objects built by the caller. A built-in the profile cannot
+    provide (a reranker without a model) is left out, its reason in `Run.skipped`; a missing
+    cassette is an error, never a skip. A recording first replays the committed cassettes, and
+    its drift against them (retrieval.drift) goes to `Run.drift` and recording.json.
+    """
+    requested = list(methods if methods is not None else settings.methods)
+    recorder = _recorder(settings, mode)
+    # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
+    previous = (
+        replay_previous(
+            recorder.has_any(), lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra)
         )
-        if written:  # nothing recorded (bm25 alone): no drift to show
-            run.drift = recorder.metadata()["drift"]["summary"]
-    elif mode == "replay":
+        if mode == "record"
+        else None
+    )
+    chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
+    if not chosen.wanted:
+        reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
+        raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
+    context = Context(dataset=dataset, depth=settings.depth, progress=progress, mode=mode)
+    try:
+        _run_pipeline(context, chosen, settings, mode, recorder)
+        run = _collect(dataset, settings, chosen, context, mode)
+        if mode == "record":
+            _commit_recording(run, context, recorder, previous, settings)
+    except ReplayMissError as exc:
+        recorder.discard()
+        raise _explain_miss(exc, recorder, dataset) from exc
+    except BaseException:
+        # Whatever stopped the run, a recording in progress replaces nothing and leaves nothing.
+        recorder.discard()
+        raise
+    if mode == "replay":
         run.recorded_usage = recorder.metadata().get("usage", {})
     return run
