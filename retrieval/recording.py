@@ -163,7 +163,8 @@ def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
 
 def _metadata_problem(data: dict[str, Any]) -> str | None:
     """What is wrong with the types of recording.json's keys (the report and drift read them), or None."""
-    for key, kind, shape in (("fingerprint", str, "a string"), ("config", dict, "an object"), ("drift", dict, "an object")):
+    typed = (("fingerprint", str, "a string"), ("config", dict, "an object"), ("drift", dict, "an object"))
+    for key, kind, shape in typed:
         if key in data and not isinstance(data[key], kind):
             return f'"{key}" is {type(data[key]).__name__}, expected {shape}'
     usage = data.get("usage", {})

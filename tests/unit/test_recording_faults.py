@@ -174,9 +174,7 @@ def test_damaged_metadata_and_recorded_strings_are_named(tmp_path: Path) -> None
     ],
     ids=["usage a list", "stage a number", "string seconds", "drift a list", "int fingerprint", "config a string"],
 )
-def test_metadata_of_the_wrong_shape_is_one_line_naming_the_file(
-    tmp_path: Path, metadata: dict, problem: str
-) -> None:
+def test_metadata_of_the_wrong_shape_is_one_line_naming_the_file(tmp_path: Path, metadata: dict, problem: str) -> None:
     directory = tmp_path / "cassettes" / "fixture"
     directory.mkdir(parents=True)
     path = directory / "recording.json"
