@@ -219,10 +219,28 @@ ROOT = Path(__file__).resolve().parents[2]
         ),
         ("cassettes/local/question-embeddings.json", b"", "damaged cassette (invalid JSON at line 1"),
         ("cassettes/local/recording.json", b"\xff", "damaged recording metadata ("),
+        (
+            "cassettes/local/recording.json",
+            b'{"usage": []}',
+            'damaged recording metadata ("usage" is list, expected an object (stage -> counters)). Restore it',
+        ),
+        (
+            "cassettes/local/recording.json",
+            b'{"usage": {"vector": []}}',
+            "damaged recording metadata (\"usage\" of 'vector' is list, expected an object of counters).",
+        ),
         ("baselines/metrics.json", b"[]", "expected a JSON object, got list"),
         ("baselines/metrics.json", b'{"format": ', "invalid JSON (Expecting value)"),
     ],
-    ids=["truncated cassette", "empty cassette", "non-UTF-8 metadata", "baseline a list", "baseline invalid JSON"],
+    ids=[
+        "truncated cassette",
+        "empty cassette",
+        "non-UTF-8 metadata",
+        "metadata usage a list",
+        "metadata stage a list",
+        "baseline a list",
+        "baseline invalid JSON",
+    ],
 )
 def test_a_damaged_committed_file_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, content: bytes, expected: str
