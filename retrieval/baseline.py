@@ -137,6 +137,11 @@ def _entry_problem(entry: Any) -> str | None:
             isinstance(v, dict) for v in figures.get("by_type", {}).values()
         ):
             return f"method {method!r}: by_type must be an object (type -> figures)"
+        # k is not known at load, so the recall@k key itself is checked by compare(); an empty
+        # entry is wrong whatever k is.
+        empty = next((t for t, v in figures.get("by_type", {}).items() if not v), None)
+        if empty is not None:
+            return f"method {method!r}: by_type[{empty}] is empty, expected its figures (e.g. recall@5)"
         problem = _figures_problem(flat, f"method {method!r}: ") or next(
             (
                 p
@@ -220,12 +225,14 @@ def compare(
     k: int,
     types: Mapping[str, str],
     degraded: Mapping[str, Sequence[str]] | None = None,
+    source: str = "the baseline",
 ) -> list[Check]:
     """Every gated figure of every method present in both the baseline and the run.
 
     `types` maps question id -> type, to name the questions behind a per-type drop. `degraded`
     (method -> the question ids where it fell back, `Run.degraded`) gates the degraded count
-    of the methods whose baseline records one: it fails when the count rises.
+    of the methods whose baseline records one: it fails when the count rises. `source` names
+    the baseline file in the BaselineError raised when a gated figure lacks recall@k.
     """
     recall = f"recall@{k}"
     tolerance = float(entry.get("tolerance", 0.0))
@@ -233,6 +240,7 @@ def compare(
     for method, base in entry["methods"].items():
         if method not in scores:
             continue
+        _require_recall(base, method, recall, source)
         s = scores[method]
         rr = base.get("reciprocal_ranks", {})
         rc = base.get("recall_per_question", {})
@@ -264,6 +272,17 @@ def compare(
                 Check(method, "degraded", base["degraded"], len(fell_back), 0.0, fell_back, lower_is_better=True)
             )
     return checks
+
+
+def _require_recall(base: Mapping[str, Any], method: str, recall: str, source: str) -> None:
+    """BaselineError naming the file and the entry when the method's figures lack `recall`."""
+    missing = [] if recall in base else [f"method {method!r}"]
+    missing += [f"method {method!r} by_type[{t}]" for t, v in base.get("by_type", {}).items() if recall not in v]
+    if missing:
+        raise BaselineError(
+            f"{source}: {missing[0]} has no {recall}: the baseline was made with another k or is damaged. "
+            f"Restore it with `git checkout -- {source}` or rewrite it with `pytest --update-baseline`."
+        )
 
 
 def unproduced(entry: Mapping[str, Any], checks: list[Check]) -> list[str]:

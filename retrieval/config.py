@@ -438,13 +438,24 @@ def load_settings(
     values.update({k: v for k, v in flags.items() if k in _SETTING_KEYS})
     if isinstance(values.get("methods"), str):
         values["methods"] = [m.strip() for m in values["methods"].split(",") if m.strip()]
-    values["methods"] = tuple(values.get("methods", ()))
+    methods = values.get("methods", ())
+    if not isinstance(methods, list | tuple) or not all(isinstance(m, str) and m for m in methods):
+        source = "--methods" if "methods" in flags else f"{where}: methods"
+        raise ConfigError(f'{source} must be a list of method names (e.g. ["bm25", "vector"]), got {methods!r}.')
+    values["methods"] = tuple(methods)
     if "hybrid_inputs" in values:
         inputs = values["hybrid_inputs"]
         if isinstance(inputs, str):
             inputs = [m.strip() for m in inputs.split(",") if m.strip()]
         if not isinstance(inputs, list | tuple) or len(inputs) < 2 or not all(isinstance(m, str) for m in inputs):
             raise ConfigError(f"{where}: hybrid_inputs must list at least two methods, got {inputs!r}.")
+        twice = sorted({m for m in inputs if list(inputs).count(m) > 1})
+        if twice:
+            # Fusing a ranking with itself only rescales it: surely a typo for another method.
+            raise ConfigError(
+                f"{where}: hybrid_inputs lists {', '.join(twice)} more than once, got {list(inputs)!r}: "
+                "list each method once."
+            )
         values["hybrid_inputs"] = tuple(inputs)
     if values.get("hybrid_weights"):
         weights = values["hybrid_weights"]
@@ -482,4 +493,22 @@ def load_settings(
                 raise ConfigError(f"{where}: {key} must be a path (a non-empty string), got {values[key]!r}.")
             base = Path.cwd() if key in flags else project_root
             values[key] = str(base / Path(values[key]).expanduser())
-    return Settings(profile=profile, prices=data.get("prices", {}), source=where, root=str(project_root), **values)
+    return Settings(
+        profile=profile, prices=_prices(data.get("prices", {}), where), source=where, root=str(project_root), **values
+    )
+
+
+def _prices(prices: Any, where: str) -> Mapping[str, Mapping[str, float]]:
+    """The price table checked: model -> {"input": USD, "output": USD} per million tokens, numbers >= 0."""
+    if not isinstance(prices, Mapping):
+        raise ConfigError(f'{where}: prices must be a table of models ([prices."MODEL"]), got {prices!r}.')
+    for model, table in prices.items():
+        if not isinstance(table, Mapping) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in table.values()
+        ):
+            raise ConfigError(
+                f'{where}: prices."{model}" must be a table of numbers >= 0 (USD per million tokens, e.g. '
+                f'[prices."{model}"] input = 0.15), got {table!r}.'
+            )
+    return prices

@@ -149,7 +149,8 @@ def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
     run = result.run
     types = {q.id: q.type for q in result.dataset.questions}
     degraded = {m: list(run.degraded(m)) for m in run.methods}
-    return compare(entry, result.scores, result.settings.k, types, degraded)
+    source = _relative(result.baseline_path, result.settings.root)
+    return compare(entry, result.scores, result.settings.k, types, degraded, source=source)
 
 
 def accept(result: GateResult, *, allow_regression: bool = False) -> str:

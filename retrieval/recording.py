@@ -161,6 +161,24 @@ def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
     return response
 
 
+def _metadata_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the types of recording.json's keys (the report and drift read them), or None."""
+    typed = (("fingerprint", str, "a string"), ("config", dict, "an object"), ("drift", dict, "an object"))
+    for key, kind, shape in typed:
+        if key in data and not isinstance(data[key], kind):
+            return f'"{key}" is {type(data[key]).__name__}, expected {shape}'
+    usage = data.get("usage", {})
+    if not isinstance(usage, dict):
+        return f'"usage" is {type(usage).__name__}, expected an object (stage -> counters)'
+    for stage, counters in usage.items():
+        if not isinstance(counters, dict):
+            return f'"usage" of {stage!r} is {type(counters).__name__}, expected an object of counters'
+        for name, value in counters.items():
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return f'"usage" of {stage!r}: {name} is {value!r}, not a number'
+    return None
+
+
 @dataclass
 class Recorder:
     """Where a profile's cassettes live, and how each stage of an evaluation uses them."""
@@ -294,9 +312,10 @@ class Recorder:
                 f"{path}: damaged recording metadata ({exc}). Restore it with `git checkout -- {path}` "
                 f"or re-record with `{record_command(self.profile)}`."
             ) from exc
-        if not isinstance(data, dict):
+        problem = "expected a JSON object" if not isinstance(data, dict) else _metadata_problem(data)
+        if problem:
             raise CassetteError(
-                f"{path}: damaged recording metadata (expected a JSON object). Restore it with "
+                f"{path}: damaged recording metadata ({problem}). Restore it with "
                 f"`git checkout -- {path}` or re-record with `{record_command(self.profile)}`."
             )
         return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,48 @@ class RunLogError(ValueError):
     """A file given as a run log is not one; the message names the file and the line."""
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _header_problem(header: Mapping[str, Any]) -> str | None:
+    """What is wrong with the types of the header's methods and kept counts, or None."""
+    if not _is_strings(header["methods"]):
+        return f"methods is {header['methods']!r}, not a list of method names"
+    kept = header.get("kept", {})
+    if not isinstance(kept, dict) or not all(_is_count(n) for n in kept.values()):
+        return f"kept is {kept!r}, not method -> a count of ids"
+    return None
+
+
+def _line_problem(row: Mapping[str, Any], methods: Mapping[str, MethodResult], listed: list[str]) -> str | None:
+    """What is wrong with one question line (types the metrics and the report rely on), or None."""
+    if not all(isinstance(row[key], str) for key in ("text", "type")):
+        return "text and type must be strings"
+    if not _is_strings(row["relevant"]) or not row["relevant"]:
+        return f"relevant is {row['relevant']!r}, not a non-empty list of document ids"
+    absent = [m for m in listed if m not in methods]
+    if absent:
+        return f"no ranking of {', '.join(absent)}, which the header lists"
+    for name, m in methods.items():
+        if not _is_strings(m.ids):
+            return f"{name} ids is {m.ids!r}, not a list of document ids"
+        if not isinstance(m.scores, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in m.scores
+        ):
+            return f"{name} scores is {m.scores!r}, not a list of numbers"
+        ranks = m.relevant_ranks
+        if not isinstance(ranks, dict) or not all(r is None or (_is_count(r) and r >= 1) for r in ranks.values()):
+            return f"{name} relevant_ranks is {ranks!r}, not document id -> a rank from 1, or null"
+        if not isinstance(m.status, str):
+            return f"{name} status is {m.status!r}, not a string"
+    return None
+
+
 def load_run(path: str | Path) -> Run:
     """Read a run log written by `save_run`; RunLogError naming the file and the line when it is
     not one, is damaged, or holds fewer question lines than its header says (cut short)."""
@@ -163,6 +206,9 @@ def load_run(path: str | Path) -> Run:
         raise RunLogError(f"{path}:1: questions is {expected!r}, not a count (damaged log). {again}")
     if text and not text.endswith("\n"):
         raise RunLogError(f"{path}:{len(lines)}: the last line is cut short (the log was truncated). {again}")
+    problem = _header_problem(header)
+    if problem:
+        raise RunLogError(f"{path}:1: {problem} (damaged log). {again}")
     results = []
     for number, line in enumerate(lines[1:], start=2):
         try:
@@ -171,6 +217,11 @@ def load_run(path: str | Path) -> Run:
             methods = {name: MethodResult(**m) for name, m in row["methods"].items()}
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise RunLogError(f"{path}:{number}: unreadable run log line ({exc}). {again}") from exc
+        if not isinstance(row["question"], str):
+            raise RunLogError(f"{path}:{number}: question is {row['question']!r}, not an id (damaged log). {again}")
+        problem = _line_problem(row, methods, header["methods"])
+        if problem:
+            raise RunLogError(f"{path}:{number}: question {question.id!r}: {problem} (damaged log). {again}")
         results.append(QuestionResult(question, methods))
     if len(results) != expected:
         raise RunLogError(

@@ -60,6 +60,14 @@ def load_snapshots(path: str | Path) -> Rankings:
             f"{path}: not a ranking snapshot file (expected format {FORMAT!r}). "
             "Rewrite it with `pytest --update-baseline`."
         )
+    for method, questions in data["methods"].items():
+        if not isinstance(questions, dict) or not all(
+            isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in questions.values()
+        ):
+            raise BaselineError(
+                f"{path}: method {method!r} must map each question id to a list of document ids (strings). "
+                f"Restore it with `git checkout {path}`, or rewrite it with `pytest --update-baseline`."
+            )
     return data["methods"]
 
 

@@ -67,6 +67,10 @@ RESTORE = "Restore it with `git checkout -- {path}` or rewrite it with `pytest -
             "profile 'local': method 'bm25': by_type[paraphrase] recall@5 is True, not a number",
         ),
         (
+            _with({"by_type": {"exact": {}}}),
+            "profile 'local': method 'bm25': by_type[exact] is empty, expected its figures (e.g. recall@5)",
+        ),
+        (
             {"format": FORMAT, "profiles": {"local": {**_valid_entry(), "tolerance": "none"}}},
             "profile 'local': tolerance is 'none', expected a number >= 0 (e.g. 0.01)",
         ),
@@ -84,6 +88,7 @@ RESTORE = "Restore it with `git checkout -- {path}` or rewrite it with `pytest -
         "null figure",
         "string per question",
         "bool per type",
+        "empty per type",
         "tolerance none",
         "methods a list",
     ],
@@ -149,3 +154,30 @@ def test_update_refuses_a_rising_degraded_count(tmp_path: Path) -> None:
     run = _degraded(_run(GOOD), "vector", {"q2"})
     with pytest.raises(BaselineError, match=r"refusing to lower the baseline of profile 'local': vector degraded\."):
         update_baseline(path, "local", entry_for(run, score_run(run), k=5))
+
+
+def test_a_by_type_entry_without_recall_at_k_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    # Loads (k is not known at load: mrr is a number), then compare() names the file and the entry.
+    path = _file(tmp_path, _with({"by_type": {"identifiant": {"recall@5": 1.0}, "paraphrase": {"mrr": 1.0}}}))
+    entry = load_baseline(path)["profiles"]["local"]
+    with pytest.raises(BaselineError) as caught:
+        compare(entry, score_run(_run(GOOD)), 5, TYPES, source=str(path))
+    assert str(caught.value) == (
+        f"{path}: method 'bm25' by_type[paraphrase] has no recall@5: the baseline was made with another k "
+        f"or is damaged. {RESTORE.format(path=path)}"
+    )
+
+
+def test_a_method_without_recall_at_k_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    data = _with({})
+    data["profiles"]["local"]["methods"]["vector"]["recall@10"] = data["profiles"]["local"]["methods"]["vector"].pop(
+        "recall@5"
+    )
+    path = _file(tmp_path, data)
+    entry = load_baseline(path)["profiles"]["local"]
+    with pytest.raises(BaselineError) as caught:
+        compare(entry, score_run(_run(GOOD)), 5, TYPES, source=str(path))
+    assert str(caught.value) == (
+        f"{path}: method 'vector' has no recall@5: the baseline was made with another k "
+        f"or is damaged. {RESTORE.format(path=path)}"
+    )

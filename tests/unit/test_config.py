@@ -327,3 +327,64 @@ def test_path_setting_must_be_a_string(tmp_path: Path) -> None:
     _write(tmp_path / "retrieval.toml", "baseline = 3\n")
     with pytest.raises(ConfigError, match=r"retrieval.toml: baseline must be a path \(a non-empty string\), got 3\."):
         load_settings(tmp_path, environ=NO_ENV)
+
+
+# --- value types of the project file ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("profiles = 3", "profiles must be tables ([profiles.NAME]), got 3."),
+        ("prices = 3", 'prices must be a table of models ([prices."MODEL"]), got 3.'),
+        (
+            '[prices]\n"e5" = 3',
+            'prices."e5" must be a table of numbers >= 0 (USD per million tokens, e.g. [prices."e5"] input = 0.15), '
+            "got 3.",
+        ),
+        (
+            '[prices."e5"]\ninput = "0.1"',
+            'prices."e5" must be a table of numbers >= 0 (USD per million tokens, e.g. [prices."e5"] input = 0.15), '
+            "got {'input': '0.1'}.",
+        ),
+        (
+            'methods = ["bm25", 1]',
+            'methods must be a list of method names (e.g. ["bm25", "vector"]), got [\'bm25\', 1].',
+        ),
+        ("methods = 3", 'methods must be a list of method names (e.g. ["bm25", "vector"]), got 3.'),
+        (
+            'hybrid_inputs = ["bm25", "bm25"]',
+            "hybrid_inputs lists bm25 more than once, got ['bm25', 'bm25']: list each method once.",
+        ),
+    ],
+    ids=[
+        "profiles a number",
+        "prices a number",
+        "price a number",
+        "price a string",
+        "int method",
+        "methods a number",
+        "hybrid input twice",
+    ],
+)
+@pytest.mark.parametrize("name", ["retrieval.toml", "pyproject.toml"])
+def test_wrong_value_types_are_one_line_naming_the_file_and_the_key(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    if name == "pyproject.toml":
+        text = "\n".join(f"[tool.retrieval.{line[1:]}" if line.startswith("[") else line for line in text.split("\n"))
+        text = "[tool.retrieval]\n" + text
+    path = _write(tmp_path / name, text + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    assert str(caught.value) == f"{path}: {problem}"
+
+
+def test_a_bad_methods_flag_is_blamed_on_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--methods must be a list of method names .*, got 3\.$"):
+        load_settings(tmp_path, {"methods": 3}, environ=NO_ENV)
+
+
+def test_prices_of_numbers_load(tmp_path: Path) -> None:
+    _write(tmp_path / "retrieval.toml", '[prices."e5"]\ninput = 0\noutput = 0.5\n')
+    assert load_settings(tmp_path, environ=NO_ENV).prices["e5"] == {"input": 0, "output": 0.5}

@@ -5,6 +5,7 @@ file (format, diff lines, damaged file)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -150,3 +151,22 @@ def test_a_reranker_without_its_cassette_fails_in_replay_instead_of_being_skippe
     run = evaluate(dataset, replace(settings, profile=embedder), methods=["bm25", "rerank"])
     assert run.methods == ["bm25"]
     assert run.skipped == {"rerank": "profile 'fixture' has no reranker (set rerank_provider and rerank_model)"}
+
+
+SHAPE = (
+    "method 'bm25' must map each question id to a list of document ids (strings). "
+    "Restore it with `git checkout {path}`, or rewrite it with `pytest --update-baseline`."
+)
+
+
+@pytest.mark.parametrize(
+    "methods",
+    [{"bm25": ["x"]}, {"bm25": {"q1": [1, 2]}}, {"bm25": {"q1": "d1"}}, {"bm25": {"q1": ["d1", None]}}],
+    ids=["method a list", "int ids", "ids a string", "a null id"],
+)
+def test_a_snapshot_file_of_the_wrong_shape_is_one_line_naming_it(tmp_path: Path, methods: dict) -> None:
+    path = tmp_path / "local.json"
+    path.write_text(json.dumps({"format": "retrieval-rankings-1", "methods": {"vector": {"q1": ["d1"]}, **methods}}))
+    with pytest.raises(BaselineError) as caught:
+        load_snapshots(path)
+    assert str(caught.value) == f"{path}: {SHAPE.format(path=path)}"

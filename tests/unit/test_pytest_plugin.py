@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import shutil
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -369,3 +370,78 @@ def test_the_gate_refuses_to_run_split_across_xdist_workers(pytester: pytest.Pyt
     refused.stderr.fnmatch_lines(["ERROR: the retrieval gate runs in one process: run it without pytest-xdist*"])
     # Deselected by its marker, the gate lets the rest run in parallel.
     assert _run(pytester, "--numprocesses", "2", "-m", "not regression").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def _edit_json(path: Path, edit: Callable[[dict], None]) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _bm25_figures(data: dict) -> dict:
+    return data["profiles"]["local"]["methods"]["bm25"]
+
+
+RESTORE = "Restore it with `git checkout -- {path}` or rewrite it with `pytest --update-baseline`."
+
+
+@pytest.mark.parametrize(
+    ("file", "edit", "message"),
+    [
+        (
+            "baselines/metrics.json",
+            lambda data: _bm25_figures(data)["by_type"].update(paraphrase={}),
+            "{root}/baselines/metrics.json: profile 'local': method 'bm25': by_type[paraphrase] is empty, "
+            "expected its figures (e.g. recall@5). " + RESTORE.format(path="{root}/baselines/metrics.json"),
+        ),
+        (
+            "baselines/metrics.json",
+            lambda data: _bm25_figures(data)["by_type"].update(paraphrase={"mrr": 1.0}),
+            "baselines/metrics.json: method 'bm25' by_type[paraphrase] has no recall@5: the baseline was made with "
+            "another k or is damaged. " + RESTORE.format(path="baselines/metrics.json"),
+        ),
+        (
+            "baselines/rankings/local.json",
+            lambda data: data["methods"].update(bm25=["x"]),
+            "{root}/baselines/rankings/local.json: method 'bm25' must map each question id to a list of document ids "
+            "(strings). Restore it with `git checkout {root}/baselines/rankings/local.json`, or rewrite it with "
+            "`pytest --update-baseline`.",
+        ),
+    ],
+    ids=["by_type empty", "by_type without recall@5", "snapshot method a list"],
+)
+def test_a_baseline_or_snapshot_of_the_wrong_shape_is_one_failed_gate_item(
+    pytester: pytest.Pytester, adopter: Path, file: str, edit: Callable[[dict], None], message: str
+) -> None:
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    _edit_json(adopter / file, edit)
+    pytester.makepyfile(test_own="def test_own():\n    assert 1 + 1 == 2\n")
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    expected = message.format(root=adopter)
+    # The report line exactly (brackets in the message rule out fnmatch).
+    assert f"FAILED pyproject.toml::retrieval-gate(local)::gate - BaselineError: {expected}" in (result.stdout.lines)
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("prices = 3", 'prices must be a table of models ([prices."MODEL"]), got 3.'),
+        ("profiles = 3", "profiles must be tables ([profiles.NAME]), got 3."),
+        (
+            'hybrid_inputs = ["bm25", "bm25"]',
+            "hybrid_inputs lists bm25 more than once, got ['bm25', 'bm25']: list each method once.",
+        ),
+    ],
+    ids=["prices a number", "profiles a number", "hybrid input twice"],
+)
+def test_a_wrong_value_type_in_the_project_file_is_one_failed_gate_item(
+    pytester: pytest.Pytester, adopter: Path, line: str, problem: str
+) -> None:
+    with (adopter / "pyproject.toml").open("a") as file:
+        file.write(line + "\n")  # still inside [tool.retrieval]
+    pytester.makepyfile(test_own="def test_own():\n    assert 1 + 1 == 2\n")
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    expected = f"FAILED pyproject.toml::retrieval-gate(?)::gate - ConfigError: {adopter}/pyproject.toml: {problem}"
+    assert expected in result.stdout.lines

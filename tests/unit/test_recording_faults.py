@@ -162,6 +162,36 @@ def test_damaged_metadata_and_recorded_strings_are_named(tmp_path: Path) -> None
         recorder.recorded_strings(CORPUS)
 
 
+@pytest.mark.parametrize(
+    ("metadata", "problem"),
+    [
+        ({"usage": []}, '"usage" is list, expected an object (stage -> counters)'),
+        ({"usage": {"vector": 3}}, "\"usage\" of 'vector' is int, expected an object of counters"),
+        ({"usage": {"vector": {"seconds": "1.5"}}}, "\"usage\" of 'vector': seconds is '1.5', not a number"),
+        ({"drift": []}, '"drift" is list, expected an object'),
+        ({"fingerprint": 3}, '"fingerprint" is int, expected a string'),
+        ({"config": "k=5"}, '"config" is str, expected an object'),
+    ],
+    ids=["usage a list", "stage a number", "string seconds", "drift a list", "int fingerprint", "config a string"],
+)
+def test_metadata_of_the_wrong_shape_is_one_line_naming_the_file(tmp_path: Path, metadata: dict, problem: str) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    directory.mkdir(parents=True)
+    path = directory / "recording.json"
+    path.write_text(json.dumps({"fingerprint": "sha256:one", "config": {"k": 5}, "usage": {}, **metadata}))
+    with pytest.raises(CassetteError) as caught:
+        Recorder("replay", directory, "fixture").metadata()
+    assert str(caught.value) == f"{path}: damaged recording metadata ({problem}). {FIX.format(path=path)}"
+
+
+def test_well_formed_metadata_loads(tmp_path: Path) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    directory.mkdir(parents=True)
+    data = {"fingerprint": "sha256:one", "config": {}, "usage": {"vector": {"calls": 1, "seconds": 0.5}}, "drift": {}}
+    (directory / "recording.json").write_text(json.dumps(data))
+    assert Recorder("replay", directory, "fixture").metadata() == data
+
+
 GOOGLE = "AIza" + "Sy" + "F" * 33  # FIXTURE: the shape of a Google key, not one
 
 

@@ -73,6 +73,87 @@ def test_a_damaged_log_is_one_line(log: Path, damage: object, message: str) -> N
     assert "\n" not in str(caught.value)
 
 
+def _edit_line(log: Path, number: int, edit: object) -> None:
+    """Apply `edit` (a function of the parsed line) to line `number` (1 = the header) of the log."""
+    lines = log.read_text().splitlines()
+    row = json.loads(lines[number - 1])
+    edit(row)  # type: ignore[operator]
+    lines[number - 1] = json.dumps(row)
+    log.write_text("\n".join(lines) + "\n")
+
+
+def _bm25(row: dict) -> dict:
+    return row["methods"]["bm25"]
+
+
+@pytest.mark.parametrize(
+    ("number", "edit", "problem"),
+    [
+        (2, lambda row: _bm25(row).update(ids="d1"), "question 'b1': bm25 ids is 'd1', not a list of document ids"),
+        (2, lambda row: _bm25(row).update(ids=[1]), "question 'b1': bm25 ids is [1], not a list of document ids"),
+        (3, lambda row: row["methods"].clear(), "question 'b2': no ranking of bm25, which the header lists"),
+        (
+            2,
+            lambda row: _bm25(row).update(relevant_ranks={"d1": "1"}),
+            "question 'b1': bm25 relevant_ranks is {'d1': '1'}, not document id -> a rank from 1, or null",
+        ),
+        (
+            2,
+            lambda row: _bm25(row).update(relevant_ranks={"d1": 1.0}),
+            "question 'b1': bm25 relevant_ranks is {'d1': 1.0}, not document id -> a rank from 1, or null",
+        ),
+        (
+            2,
+            lambda row: _bm25(row).update(scores=["6.07"]),
+            "question 'b1': bm25 scores is ['6.07'], not a list of numbers",
+        ),
+        (2, lambda row: _bm25(row).update(status=None), "question 'b1': bm25 status is None, not a string"),
+        (2, lambda row: row.update(relevant=[]), "question 'b1': relevant is [], not a non-empty list of document ids"),
+        (
+            3,
+            lambda row: row.update(relevant="d2"),
+            "question 'b2': relevant is 'd2', not a non-empty list of document ids",
+        ),
+        (3, lambda row: row.update(type=1), "question 'b2': text and type must be strings"),
+        (2, lambda row: row.update(question=7), "question is 7, not an id"),
+        (1, lambda row: row.update(kept={"bm25": "20"}), "kept is {'bm25': '20'}, not method -> a count of ids"),
+        (1, lambda row: row.update(kept=[20]), "kept is [20], not method -> a count of ids"),
+        (1, lambda row: row.update(methods="bm25"), "methods is 'bm25', not a list of method names"),
+    ],
+    ids=[
+        "ids a string",
+        "int ids",
+        "method missing",
+        "rank a string",
+        "rank a float",
+        "score a string",
+        "status null",
+        "relevant empty",
+        "relevant a string",
+        "type a number",
+        "question an int",
+        "kept a string",
+        "kept a list",
+        "methods a string",
+    ],
+)
+def test_a_log_line_of_the_wrong_shape_is_one_line_naming_the_file_and_the_line(
+    log: Path, capsys: pytest.CaptureFixture[str], number: int, edit: object, problem: str
+) -> None:
+    _edit_line(log, number, edit)
+    expected = f"{log}:{number}: {problem} (damaged log). {AGAIN}"
+    with pytest.raises(RunLogError) as caught:
+        load_run(log)
+    assert str(caught.value) == expected
+    assert main(["--dataset", BEIR, "--from-log", str(log)]) == 2
+    assert capsys.readouterr().err == f"error: {expected}\n"
+
+
+def test_an_unranked_relevant_document_reads_as_null(log: Path) -> None:
+    _edit_line(log, 2, lambda row: _bm25(row).update(relevant_ranks={"d1": None}))
+    assert load_run(log).results[0].methods["bm25"].relevant_ranks == {"d1": None}
+
+
 def _failing_replace(src: object, dst: object) -> None:
     raise OSError(28, "No space left on device (injected)", str(dst))
 
@@ -138,10 +219,28 @@ ROOT = Path(__file__).resolve().parents[2]
         ),
         ("cassettes/local/question-embeddings.json", b"", "damaged cassette (invalid JSON at line 1"),
         ("cassettes/local/recording.json", b"\xff", "damaged recording metadata ("),
+        (
+            "cassettes/local/recording.json",
+            b'{"usage": []}',
+            'damaged recording metadata ("usage" is list, expected an object (stage -> counters)). Restore it',
+        ),
+        (
+            "cassettes/local/recording.json",
+            b'{"usage": {"vector": []}}',
+            "damaged recording metadata (\"usage\" of 'vector' is list, expected an object of counters).",
+        ),
         ("baselines/metrics.json", b"[]", "expected a JSON object, got list"),
         ("baselines/metrics.json", b'{"format": ', "invalid JSON (Expecting value)"),
     ],
-    ids=["truncated cassette", "empty cassette", "non-UTF-8 metadata", "baseline a list", "baseline invalid JSON"],
+    ids=[
+        "truncated cassette",
+        "empty cassette",
+        "non-UTF-8 metadata",
+        "metadata usage a list",
+        "metadata stage a list",
+        "baseline a list",
+        "baseline invalid JSON",
+    ],
 )
 def test_a_damaged_committed_file_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, content: bytes, expected: str
