@@ -14,7 +14,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-__all__ = ["PROMPT_VERSION", "RERANK_SCHEMA", "TEXT_CHARS", "answer_field", "render_rerank_prompt"]
+__all__ = ["PROMPT_VERSION", "RERANK_SCHEMA", "TEXT_CHARS", "answer_field", "render_rerank_prompt", "template"]
 
 PROMPT_VERSION = "rerank-v1"
 
@@ -31,10 +31,10 @@ RERANK_SCHEMA: dict[str, Any] = {
 
 
 @cache
-def _template() -> Template:
-    # Package data (pyproject: prompts/*.txt); read_text normalises line endings.
-    text = resources.files(__name__).joinpath(f"{PROMPT_VERSION}.txt").read_text(encoding="utf-8")
-    return Template(text)
+def template(version: str) -> Template:
+    """The prompt template `<version>.txt` shipped in this package (pyproject: prompts/*.txt);
+    read_text normalises line endings, so the rendered bytes are the same on every system."""
+    return Template(resources.files(__name__).joinpath(f"{version}.txt").read_text(encoding="utf-8"))
 
 
 def _one_line(text: str) -> str:
@@ -63,7 +63,7 @@ def render_rerank_prompt(question: str, candidates: Sequence[tuple[str, str, str
             lines.append(f"title: {_one_line(title)}")
         lines.append(f"text: {_truncate(text)}")
         blocks.append("\n".join(lines))
-    return _template().substitute(
+    return template(PROMPT_VERSION).substitute(
         question=_one_line(question),
         count=len(candidates),
         candidates="\n\n".join(blocks),

@@ -7,12 +7,9 @@ DOCUMENT_CHARS) needs a new version, which also invalidates the cached questions
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import resources
-from string import Template
 from typing import Any
 
-from retrieval.prompts import answer_field
+from retrieval.prompts import answer_field, template
 from retrieval.providers.base import ProviderError
 
 __all__ = [
@@ -38,18 +35,12 @@ ENRICH_SCHEMA: dict[str, Any] = {
 }
 
 
-@cache
-def _template() -> Template:
-    # Package data (pyproject: prompts/*.txt).
-    return Template(resources.files("retrieval.prompts").joinpath(f"{ENRICH_VERSION}.txt").read_text("utf-8"))
-
-
 def render_enrich_prompt(content: str) -> str:
     """The enrichment prompt for one document's content (title then text), cut at DOCUMENT_CHARS."""
     content = content.strip()
     if len(content) > DOCUMENT_CHARS:
         content = content[:DOCUMENT_CHARS].rstrip() + " […]"
-    return _template().substitute(document=content, count=QUESTIONS)
+    return template(ENRICH_VERSION).substitute(document=content, count=QUESTIONS)
 
 
 def parse_questions(raw: str) -> list[str]:

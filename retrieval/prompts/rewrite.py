@@ -7,12 +7,9 @@ function of the question, and anything that changes its bytes needs a new REWRIT
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import resources
-from string import Template
 from typing import Any
 
-from retrieval.prompts import answer_field
+from retrieval.prompts import answer_field, template
 from retrieval.providers.base import ProviderError
 
 __all__ = ["MAX_QUERY_CHARS", "REWRITE_SCHEMA", "REWRITE_VERSION", "parse_rewrite", "render_rewrite_prompt"]
@@ -30,15 +27,9 @@ REWRITE_SCHEMA: dict[str, Any] = {
 }
 
 
-@cache
-def _template() -> Template:
-    # Package data (pyproject: prompts/*.txt).
-    return Template(resources.files("retrieval.prompts").joinpath(f"{REWRITE_VERSION}.txt").read_text("utf-8"))
-
-
 def render_rewrite_prompt(question: str) -> str:
     """The rewriting prompt for one question (whitespace collapsed, so the bytes are stable)."""
-    return _template().substitute(question=" ".join(question.split()))
+    return template(REWRITE_VERSION).substitute(question=" ".join(question.split()))
 
 
 def parse_rewrite(raw: str) -> str:
