@@ -6,6 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 from fake_embeddings import FakeEmbeddingsServer
+from fake_servers import (
+    FAST_RETRY,
+    SHORT_TIMEOUT,
+    FakeGeminiServer,
+    FakeOpenAIServer,
+    gemini_profile,
+    openai_profile,
+    with_fixture_key,
+)
+
+from retrieval.providers.gemini import GeminiGenerator
+from retrieval.providers.http import RetryPolicy
+from retrieval.providers.openai_chat import OpenAIChat
 
 
 @pytest.fixture
@@ -16,3 +29,43 @@ def embeddings_server() -> Iterator[FakeEmbeddingsServer]:
         yield fake
     finally:
         fake.stop()
+
+
+# The LLM clients the rerank, rewrite and enrich tests drive against local fake servers, whose
+# answers are fixtures (fake_servers.py). A module may define its own to override them.
+
+
+@pytest.fixture(scope="module")
+def gemini_server() -> Iterator[FakeGeminiServer]:
+    with FakeGeminiServer() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def openai_server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
+    generator = with_fixture_key(lambda: GeminiGenerator(gemini_profile(gemini_server.url), retry=FAST_RETRY))
+    yield generator
+    generator.close()
+
+
+@pytest.fixture(scope="module")
+def gemini_one_try(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
+    """For the timeout case: one attempt and a 0.15 s timeout keep it short."""
+    generator = with_fixture_key(
+        lambda: GeminiGenerator(gemini_profile(gemini_server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
+    )
+    yield generator
+    generator.close()
+
+
+@pytest.fixture(scope="module")
+def chat(openai_server: FakeOpenAIServer) -> Iterator[OpenAIChat]:
+    provider = OpenAIChat(openai_profile(openai_server.url), retry=FAST_RETRY)
+    yield provider
+    provider.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,15 +18,12 @@ import numpy as np
 import pytest
 import vcr
 from fake_servers import (
-    FAST_RETRY,
-    SHORT_TIMEOUT,
     Act,
     FakeGeminiServer,
     FakeOpenAIServer,
     gemini_profile,
     openai_profile,
     prompt_candidate_ids,
-    with_fixture_key,
 )
 from fake_servers import clean_gemini_env as clean_env
 
@@ -39,7 +36,6 @@ from retrieval.prompts import PROMPT_VERSION, TEXT_CHARS, render_rerank_prompt
 from retrieval.providers import make_embedder, make_generator, required_key
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError
 from retrieval.providers.gemini import GeminiGenerator
-from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_chat import OpenAIChat
 from retrieval.ranking import Ranking
 
@@ -247,45 +243,9 @@ class FakeBar:
 # end to end through the providers and fake servers ------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def gemini_server() -> Iterator[FakeGeminiServer]:
-    with FakeGeminiServer() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def openai_server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        yield fake
-
-
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch) -> None:
     clean_env(monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
-    generator = with_fixture_key(lambda: GeminiGenerator(gemini_profile(gemini_server.url), retry=FAST_RETRY))
-    yield generator
-    generator.close()
-
-
-@pytest.fixture(scope="module")
-def gemini_one_try(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
-    """For the timeout case: one attempt and a 0.15 s timeout keep it short."""
-    generator = with_fixture_key(
-        lambda: GeminiGenerator(gemini_profile(gemini_server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
-    )
-    yield generator
-    generator.close()
-
-
-@pytest.fixture(scope="module")
-def chat(openai_server: FakeOpenAIServer) -> Iterator[OpenAIChat]:
-    provider = OpenAIChat(openai_profile(openai_server.url), retry=FAST_RETRY)
-    yield provider
-    provider.close()
 
 
 def hybrid_ids(qi: int) -> list[str]:

@@ -10,7 +10,7 @@ test_evaluate_remedies.py and at the end of this file.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -19,16 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 from fake_servers import (
-    FAST_RETRY,
-    SHORT_TIMEOUT,
     Act,
     FakeGeminiServer,
     FakeOpenAIServer,
     clean_gemini_env,
     fixture_vector,
     gemini_profile,
-    openai_profile,
-    with_fixture_key,
 )
 from remedy_fixtures import fixture_llm_answer, fixture_questions, fixture_rewrite, prompt_document, prompt_question
 
@@ -53,7 +49,6 @@ from retrieval.prompts.enrich import (
 from retrieval.prompts.rewrite import MAX_QUERY_CHARS, REWRITE_VERSION, parse_rewrite, render_rewrite_prompt
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError, normalize
 from retrieval.providers.gemini import GeminiGenerator
-from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_chat import OpenAIChat
 from retrieval.ranking import Ranking, rank_of
 from retrieval.recording import CassetteError
@@ -453,42 +448,6 @@ def test_recorded_methods_declare_what_the_evaluator_needs(tmp_path: Path, monke
 
 
 # through the real SDK and the chat client, against the fake servers ---------------------------------
-
-
-@pytest.fixture(scope="module")
-def gemini_server() -> Iterator[FakeGeminiServer]:
-    with FakeGeminiServer() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def openai_server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
-    generator = with_fixture_key(lambda: GeminiGenerator(gemini_profile(gemini_server.url), retry=FAST_RETRY))
-    yield generator
-    generator.close()
-
-
-@pytest.fixture(scope="module")
-def gemini_one_try(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
-    """For the timeout case: one attempt and a 0.15 s timeout keep it short."""
-    generator = with_fixture_key(
-        lambda: GeminiGenerator(gemini_profile(gemini_server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
-    )
-    yield generator
-    generator.close()
-
-
-@pytest.fixture(scope="module")
-def chat(openai_server: FakeOpenAIServer) -> Iterator[OpenAIChat]:
-    provider = OpenAIChat(openai_profile(openai_server.url), retry=FAST_RETRY)
-    yield provider
-    provider.close()
 
 
 def served(server: FakeGeminiServer | FakeOpenAIServer, *acts: Act) -> None:
