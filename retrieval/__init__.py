@@ -1,7 +1,7 @@
 """Retrieval-quality regression suite for RAG systems.
 
-The flow: dataset -> methods -> Run -> metrics -> analysis -> report, with model
-calls going through providers that cassettes record and replay.
+The flow: dataset -> pipeline of methods -> Run -> metrics, failures, remedies -> report,
+each method's calls recorded in its own cassette and replayed with the network closed.
 """
 
 from retrieval.config import Profile, Settings, load_settings

@@ -76,7 +76,10 @@ class EnrichMethod:
         cache: str | None = None,
         variant: str = "",
         embedding_model: str | None = None,
+        bm25: BM25Method | None = None,
     ) -> None:
+        # The same BM25 as the bm25 method (k1, b from the settings), so the rows compare.
+        self.bm25 = bm25 or BM25Method()
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.generator = generator
@@ -98,6 +101,7 @@ class EnrichMethod:
             "questions": QUESTIONS,
             "inputs": ["bm25", "vector"],
             "rrf_k": self.rrf_k,
+            **{f"bm25_{key}": value for key, value in self.bm25.config.items()},
         }
 
     def rank(self, context: Context) -> list[Ranking]:
@@ -123,7 +127,7 @@ class EnrichMethod:
         if failures:
             failed = f"enrichment failed for {len(failures)} of {len(answers)} documents"
             status = f"degraded: {_reason(failures)} ({failed})"
-        lexical = BM25Method().rank(Context(dataset=replace(context.dataset, documents=enriched), depth=context.depth))
+        lexical = self.bm25.rank(Context(dataset=replace(context.dataset, documents=enriched), depth=context.depth))
         dense = cosine_rankings(context.question_vectors, vectors, context.depth)
         n = len(documents)
         rankings = []
@@ -203,6 +207,7 @@ def factory(settings: Settings, *, replay: bool = False) -> EnrichMethod:
     profile = settings.profile
     return EnrichMethod(
         generator,
+        bm25=BM25Method(k1=settings.bm25_k1, b=settings.bm25_b),
         rrf_k=settings.rrf_k,
         workers=profile.llm.workers,
         cache=settings.cache,

@@ -49,11 +49,15 @@ class RewriteMethod:
     calls = "http"
     degradable = True
 
-    def __init__(self, generator: GenerationProvider, rrf_k: int = 60, workers: int = 8) -> None:
+    def __init__(
+        self, generator: GenerationProvider, rrf_k: int = 60, workers: int = 8, bm25: BM25Method | None = None
+    ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.generator = generator
         self.rrf_k = rrf_k
+        # The same BM25 as the bm25 method (k1, b from the settings), so the rows compare.
+        self.bm25 = bm25 or BM25Method()
         self.workers = workers
         self.cost_model = generator.model
         self.channel = channel_for("rewrite", generator.model)
@@ -63,7 +67,13 @@ class RewriteMethod:
     def config(self) -> dict[str, Any]:
         """Recorded in the baseline configuration."""
         model = self.generator.model
-        return {"model": model, "prompt": REWRITE_VERSION, "inputs": ["bm25", "vector"], "rrf_k": self.rrf_k}
+        return {
+            "model": model,
+            "prompt": REWRITE_VERSION,
+            "inputs": ["bm25", "vector"],
+            "rrf_k": self.rrf_k,
+            **{f"bm25_{key}": value for key, value in self.bm25.config.items()},
+        }
 
     def rank(self, context: Context) -> list[Ranking]:
         """One fused ranking per question, in dataset order, over the rewritten questions."""
@@ -92,7 +102,7 @@ class RewriteMethod:
             context.dataset,
             questions=tuple(replace(q, text=text) for q, (text, _) in zip(questions, searched, strict=True)),
         )
-        lexical = BM25Method().rank(Context(dataset=rewritten, depth=context.depth))
+        lexical = self.bm25.rank(Context(dataset=rewritten, depth=context.depth))
         dense = cosine_rankings(vectors, context.document_vectors, context.depth)
         n = len(context.dataset.documents)
         rankings = []
@@ -118,4 +128,5 @@ class RewriteMethod:
 def factory(settings: Settings, *, replay: bool = False) -> RewriteMethod:
     """Query rewriting with the profile's LLM; unavailable without one, or in replay when not recorded."""
     generator = generator_or_unavailable(settings, replay, "rewrite", "rewrite")
-    return RewriteMethod(generator, rrf_k=settings.rrf_k, workers=settings.profile.llm.workers)
+    bm25 = BM25Method(k1=settings.bm25_k1, b=settings.bm25_b)
+    return RewriteMethod(generator, rrf_k=settings.rrf_k, workers=settings.profile.llm.workers, bm25=bm25)

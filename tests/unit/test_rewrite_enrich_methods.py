@@ -417,7 +417,7 @@ def test_recorded_methods_declare_what_the_evaluator_needs(tmp_path: Path, monke
     folder.mkdir()
     for channel in ("rewrite", "rewrite_rerank", "enrich"):
         (folder / f"{channel}-gemini-3.5-flash.json").write_text("{}")
-    settings = Settings(profile=gemini_profile("http://127.0.0.1:9"), cassettes=str(tmp_path), rrf_k=30)
+    settings = Settings(profile=gemini_profile("http://127.0.0.1:9"), cassettes=str(tmp_path), rrf_k=30, bm25_k1=1.2)
     chosen = plan(REMEDIES, settings, replay=True)
     assert chosen.wanted == REMEDIES and chosen.unavailable == {}
     declared = {name: chosen.declarations[name] for name in REMEDIES}
@@ -440,8 +440,12 @@ def test_recorded_methods_declare_what_the_evaluator_needs(tmp_path: Path, monke
         "prompt": "rewrite-v1",
         "inputs": ["bm25", "vector"],
         "rrf_k": 30,
+        # The BM25 inside is the bm25 method's, with the settings' k1 and b.
+        "bm25_k1": 1.2,
+        "bm25_b": 0.75,
     }
     assert declared["enrich"].config["prompt"] == "enrich-v1" and declared["enrich"].config["questions"] == 5
+    assert (declared["enrich"].config["bm25_k1"], declared["enrich"].config["bm25_b"]) == (1.2, 0.75)
     assert chosen.pipeline("rewrite_rerank") == ["rewrite", "rewrite_rerank"]
     for method in chosen.methods:
         method.generator.close()  # type: ignore[attr-defined]
