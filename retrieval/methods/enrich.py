@@ -31,11 +31,9 @@ from retrieval.config import Settings
 from retrieval.cost import Usage
 from retrieval.dataset import Document
 from retrieval.enrichment_cache import EnrichmentCache
-from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.llm_methods import ask_or_degrade, channel_for, generator_or_unavailable, map_in_order
 from retrieval.methods.base import Context
-from retrieval.methods.bm25 import BM25Method
-from retrieval.methods.vector import cosine_rankings
+from retrieval.methods.hybrid import HybridSearch
 from retrieval.prompts.enrich import ENRICH_SCHEMA, ENRICH_VERSION, QUESTIONS, parse_questions, render_enrich_prompt
 from retrieval.providers.base import GenerationProvider, ProviderError
 from retrieval.ranking import Ranking
@@ -71,19 +69,16 @@ class EnrichMethod:
         self,
         generator: GenerationProvider,
         *,
-        rrf_k: int = 60,
         workers: int = 8,
         cache: str | None = None,
         variant: str = "",
         embedding_model: str | None = None,
-        bm25: BM25Method | None = None,
+        search: HybridSearch | None = None,
     ) -> None:
-        # The same BM25 as the bm25 method (k1, b from the settings), so the rows compare.
-        self.bm25 = bm25 or BM25Method()
+        self.search = search or HybridSearch()
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.generator = generator
-        self.rrf_k = rrf_k
         self.workers = workers
         self.cache_root = cache
         self.variant = variant
@@ -99,9 +94,7 @@ class EnrichMethod:
             "model": self.generator.model,
             "prompt": ENRICH_VERSION,
             "questions": QUESTIONS,
-            "inputs": ["bm25", "vector"],
-            "rrf_k": self.rrf_k,
-            **{f"bm25_{key}": value for key, value in self.bm25.config.items()},
+            **self.search.config,
         }
 
     def rank(self, context: Context) -> list[Ranking]:
@@ -127,14 +120,9 @@ class EnrichMethod:
         if failures:
             failed = f"enrichment failed for {len(failures)} of {len(answers)} documents"
             status = f"degraded: {_reason(failures)} ({failed})"
-        lexical = self.bm25.rank(Context(dataset=replace(context.dataset, documents=enriched), depth=context.depth))
-        dense = cosine_rankings(context.question_vectors, vectors, context.depth)
-        n = len(documents)
-        rankings = []
-        for b, v in zip(lexical, dense, strict=True):
-            fused = reciprocal_rank_fusion([b, v], n, k=self.rrf_k, depth=context.depth)
-            rankings.append(Ranking(fused.indices, fused.scores, status))
-        return rankings
+        indexed = replace(context.dataset, documents=enriched)
+        statuses = [status] * len(context.dataset.questions)
+        return self.search.rank(indexed, context.question_vectors, vectors, context.depth, statuses)
 
     def _enrich(self, context: Context) -> tuple[dict[str, list[str]], list[str]]:
         """Questions by document content (unique contents), and the reasons of the failed ones."""
@@ -207,8 +195,7 @@ def factory(settings: Settings, *, replay: bool = False) -> EnrichMethod:
     profile = settings.profile
     return EnrichMethod(
         generator,
-        bm25=BM25Method(k1=settings.bm25_k1, b=settings.bm25_b),
-        rrf_k=settings.rrf_k,
+        search=HybridSearch.from_settings(settings),
         workers=profile.llm.workers,
         cache=settings.cache,
         # Same model name behind another endpoint: other answers, so another cache file.

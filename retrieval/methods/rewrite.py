@@ -24,11 +24,9 @@ import numpy as np
 from retrieval.config import Settings
 from retrieval.cost import Usage
 from retrieval.dataset import Question
-from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.llm_methods import ask_or_degrade, channel_for, generator_or_unavailable, map_in_order
 from retrieval.methods.base import Context
-from retrieval.methods.bm25 import BM25Method
-from retrieval.methods.vector import cosine_rankings
+from retrieval.methods.hybrid import HybridSearch
 from retrieval.prompts.rewrite import REWRITE_SCHEMA, REWRITE_VERSION, parse_rewrite, render_rewrite_prompt
 from retrieval.providers.base import GenerationProvider, ProviderError
 from retrieval.ranking import Ranking
@@ -49,15 +47,11 @@ class RewriteMethod:
     calls = "http"
     degradable = True
 
-    def __init__(
-        self, generator: GenerationProvider, rrf_k: int = 60, workers: int = 8, bm25: BM25Method | None = None
-    ) -> None:
+    def __init__(self, generator: GenerationProvider, workers: int = 8, search: HybridSearch | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.generator = generator
-        self.rrf_k = rrf_k
-        # The same BM25 as the bm25 method (k1, b from the settings), so the rows compare.
-        self.bm25 = bm25 or BM25Method()
+        self.search = search or HybridSearch()
         self.workers = workers
         self.cost_model = generator.model
         self.channel = channel_for("rewrite", generator.model)
@@ -67,13 +61,7 @@ class RewriteMethod:
     def config(self) -> dict[str, Any]:
         """Recorded in the baseline configuration."""
         model = self.generator.model
-        return {
-            "model": model,
-            "prompt": REWRITE_VERSION,
-            "inputs": ["bm25", "vector"],
-            "rrf_k": self.rrf_k,
-            **{f"bm25_{key}": value for key, value in self.bm25.config.items()},
-        }
+        return {"model": model, "prompt": REWRITE_VERSION, **self.search.config}
 
     def rank(self, context: Context) -> list[Ranking]:
         """One fused ranking per question, in dataset order, over the rewritten questions."""
@@ -102,14 +90,8 @@ class RewriteMethod:
             context.dataset,
             questions=tuple(replace(q, text=text) for q, (text, _) in zip(questions, searched, strict=True)),
         )
-        lexical = self.bm25.rank(Context(dataset=rewritten, depth=context.depth))
-        dense = cosine_rankings(vectors, context.document_vectors, context.depth)
-        n = len(context.dataset.documents)
-        rankings = []
-        for b, v, (_, status) in zip(lexical, dense, searched, strict=True):
-            fused = reciprocal_rank_fusion([b, v], n, k=self.rrf_k, depth=context.depth)
-            rankings.append(Ranking(fused.indices, fused.scores, status))
-        return rankings
+        statuses = [status for _, status in searched]
+        return self.search.rank(rewritten, vectors, context.document_vectors, context.depth, statuses)
 
     def _rewrite(self, question: Question) -> tuple[str, str]:
         """(text to search, status): the rewrite, or the question itself with the failure's reason."""
@@ -128,5 +110,4 @@ class RewriteMethod:
 def factory(settings: Settings, *, replay: bool = False) -> RewriteMethod:
     """Query rewriting with the profile's LLM; unavailable without one, or in replay when not recorded."""
     generator = generator_or_unavailable(settings, replay, "rewrite", "rewrite")
-    bm25 = BM25Method(k1=settings.bm25_k1, b=settings.bm25_b)
-    return RewriteMethod(generator, rrf_k=settings.rrf_k, workers=settings.profile.llm.workers, bm25=bm25)
+    return RewriteMethod(generator, workers=settings.profile.llm.workers, search=HybridSearch.from_settings(settings))
