@@ -23,12 +23,13 @@ import random
 import re
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from retrieval.config import Profile, flat_profile
+from retrieval.cost import Usage
 from retrieval.providers.http import RetryPolicy
 
 _T = TypeVar("_T")
@@ -400,3 +401,23 @@ def openai_profile(url: str, **overrides: Any) -> Profile:
     }
     values.update(overrides)
     return flat_profile("fixture-openai", **values)
+
+
+class StubGenerator:
+    """FIXTURE GenerationProvider in process: answers with `reply(prompt)`, or raises what it returns."""
+
+    provider = "stub"
+    model = "stub-model"
+
+    def __init__(self, reply: Callable[[str], str | BaseException]) -> None:
+        self.reply = reply
+        self.usage = Usage()
+        self.prompts: list[str] = []
+
+    def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:
+        self.prompts.append(prompt)
+        self.usage.add(1, 10, 2)
+        answer = self.reply(prompt)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer

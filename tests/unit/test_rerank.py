@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from fake_servers import (
     Act,
     FakeGeminiServer,
     FakeOpenAIServer,
+    StubGenerator,
     gemini_profile,
     openai_profile,
     prompt_candidate_ids,
@@ -70,26 +71,6 @@ def make_context(n_questions: int = N_QUESTIONS, progress: Any = None) -> Contex
 
 def ids_of(context: Context, ranking: Ranking) -> list[str]:
     return [context.dataset.documents[i].id for i in ranking.indices]
-
-
-class StubGenerator:
-    """An in-process GenerationProvider: answers with `reply(prompt)` or raises what it returns."""
-
-    provider = "stub"
-    model = "stub"
-
-    def __init__(self, reply: Callable[[str], str | BaseException]) -> None:
-        self.reply = reply
-        self.usage = Usage()
-        self.prompts: list[str] = []
-
-    def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:
-        self.prompts.append(prompt)
-        self.usage.add(1, 10, 2)
-        answer = self.reply(prompt)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
 
 
 def reversed_answer(prompt: str) -> str:

@@ -10,7 +10,7 @@ test_evaluate_remedies.py and at the end of this file.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -22,6 +22,7 @@ from fake_servers import (
     Act,
     FakeGeminiServer,
     FakeOpenAIServer,
+    StubGenerator,
     clean_gemini_env,
     fixture_vector,
     gemini_profile,
@@ -103,26 +104,6 @@ def make_context(dataset: Dataset = DATASET, mode: Any = "replay") -> Context:
         embed=FakeEmbed(),
         mode=mode,
     )
-
-
-class StubGenerator:
-    """FIXTURE GenerationProvider in process: answers with `reply(prompt)`, or raises what it returns."""
-
-    provider = "stub"
-    model = "stub-model"
-
-    def __init__(self, reply: Callable[[str], str | BaseException] = fixture_llm_answer) -> None:
-        self.reply = reply
-        self.usage = Usage()
-        self.prompts: list[str] = []
-
-    def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:
-        self.prompts.append(prompt)
-        self.usage.add(1, 10, 2)
-        answer = self.reply(prompt)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
 
 
 def hybrid_over(
@@ -222,7 +203,7 @@ def test_prompts_are_versioned_package_data_and_deterministic() -> None:
 
 def test_rewrite_is_hybrid_over_the_rewritten_questions() -> None:
     context = make_context()
-    generator = StubGenerator()
+    generator = StubGenerator(fixture_llm_answer)
     method = RewriteMethod(generator, workers=2)
 
     rankings = method.rank(context)
@@ -280,7 +261,7 @@ def test_rewrite_setup_errors_are_raised_never_degraded(error: ProviderError) ->
 
 def test_enrich_is_hybrid_over_the_enriched_documents() -> None:
     context = make_context()
-    generator = StubGenerator()
+    generator = StubGenerator(fixture_llm_answer)
     method = EnrichMethod(generator, workers=2, embedding_model="fixture-embedding")
 
     rankings = method.rank(context)
@@ -328,7 +309,7 @@ def test_a_failed_enrichment_indexes_the_document_as_written_and_degrades_every_
 def test_documents_with_the_same_content_are_enriched_once() -> None:
     twin = replace(DOCUMENTS[0], id="proc-restauration-copie")
     dataset = replace(DATASET, documents=(*DOCUMENTS, twin))
-    generator = StubGenerator()
+    generator = StubGenerator(fixture_llm_answer)
     method = EnrichMethod(generator)
     method.rank(make_context(dataset))
     assert generator.usage.calls == 6
@@ -339,7 +320,7 @@ def test_enrichment_cache_live_reads_record_fills_replay_ignores(tmp_path: Path)
     cache = str(tmp_path / "cache")
 
     def run(mode: str, dataset: Dataset = DATASET) -> tuple[StubGenerator, list[Ranking]]:
-        generator = StubGenerator()
+        generator = StubGenerator(fixture_llm_answer)
         rankings = EnrichMethod(generator, cache=cache, variant="v").rank(make_context(dataset, mode))
         return generator, rankings
 
@@ -367,7 +348,7 @@ def test_a_failed_enrichment_is_not_cached(tmp_path: Path) -> None:
         return ProviderError("fixture outage", "timeout") if "Diagnostic" in prompt else fixture_llm_answer(prompt)
 
     EnrichMethod(StubGenerator(failing), cache=str(tmp_path)).rank(make_context(mode="live"))
-    retry = StubGenerator()
+    retry = StubGenerator(fixture_llm_answer)
     EnrichMethod(retry, cache=str(tmp_path)).rank(make_context(mode="live"))
     assert [prompt_document(p) for p in retry.prompts] == ["Diagnostic"]
 
