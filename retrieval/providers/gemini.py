@@ -34,7 +34,7 @@ from retrieval.providers.base import (
     normalize,
     url_problems,
 )
-from retrieval.providers.http import RetryPolicy
+from retrieval.providers.http import RetryPolicy, tls_context
 from retrieval.recording import is_replay_miss
 
 __all__ = [
@@ -146,6 +146,9 @@ def _make_client(base_url: str, timeout: float, replay: bool, retry: RetryPolicy
         timeout=max(1, round(timeout * 1000)),
         retry_options=retry_options,
         base_url=_server_root(base_url),
+        # The SDK loads the certificate store two or three times per client otherwise.
+        client_args={"verify": tls_context()},
+        async_client_args={"verify": tls_context(), "ssl": tls_context()},
     )
     # vertexai=False: this provider is the Gemini Developer API whatever
     # GOOGLE_GENAI_USE_VERTEXAI says; only this client is affected.

@@ -6,7 +6,9 @@ Shared by the OpenAI-compatible clients. Bodies are serialised deterministically
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,9 +20,25 @@ from retrieval.config import Profile
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording import is_replay_miss
 
-__all__ = ["RetryPolicy", "dumps", "post_json"]
+__all__ = ["RetryPolicy", "client", "dumps", "post_json", "tls_context"]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context of the process (certifi's roots, or SSL_CERT_FILE / SSL_CERT_DIR).
+
+    Loading the certificate store takes about 20 ms, and httpx and google-genai each do it
+    for every client they build; a run builds a client per provider, a test suite hundreds.
+    An SSLContext is safe to share between clients and threads.
+    """
+    return httpx.create_ssl_context(trust_env=True)
+
+
+def client(timeout: float, headers: Mapping[str, str] | None = None) -> httpx.Client:
+    """An httpx client on the shared TLS context."""
+    return httpx.Client(timeout=timeout, headers=dict(headers or {}), verify=tls_context())
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import httpx
 
 from retrieval.providers import server_watchdog
 from retrieval.providers.base import ProviderError
+from retrieval.providers.http import tls_context
 from retrieval.providers.server_watchdog import alive as _alive
 from retrieval.providers.server_watchdog import locked as _locked
 from retrieval.providers.server_watchdog import read_state as _read_state
@@ -50,7 +51,7 @@ def server_answers(base_url: str, timeout: float = 1.0) -> bool:
     """True when a server answers GET /health at the root of `base_url`."""
     parts = urlsplit(base_url)
     try:
-        return httpx.get(f"{parts.scheme}://{parts.netloc}/health", timeout=timeout).status_code == 200
+        return httpx.get(f"{parts.scheme}://{parts.netloc}/health", timeout=timeout, verify=tls_context()).status_code == 200
     except httpx.HTTPError:
         return False
 

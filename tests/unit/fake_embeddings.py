@@ -7,10 +7,11 @@ import base64
 import json
 import threading
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
+from loopback_http import LoopbackHTTPServer
 
 from retrieval.config import Profile, flat_profile
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
@@ -42,13 +43,9 @@ class FakeEmbeddingsServer:
         self.requests: list[dict[str, Any]] = []
         self.clients: list[OpenAIEmbeddings] = []  # closed with the server
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
+        self._httpd = LoopbackHTTPServer(self._handler())
+        self.port = self._httpd.port
         self.url = f"http://127.0.0.1:{self.port}"
-        # A short poll interval makes shutdown() return at once instead of after 0.5 s.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
-        self._thread.start()
 
     @property
     def posts(self) -> list[dict[str, Any]]:
@@ -118,9 +115,7 @@ class FakeEmbeddingsServer:
     def stop(self) -> None:
         for client in self.clients:
             client.close()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        self._httpd.stop()
 
 
 def make_profile(url: str, **changes: Any) -> Profile:

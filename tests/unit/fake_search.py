@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import urllib.request
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 import numpy as np
+from loopback_http import LoopbackHTTPServer
 
 from retrieval import Context, Ranking
 
@@ -48,15 +48,11 @@ class FakeSearchService:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/search"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self._server = LoopbackHTTPServer(Handler)
+        self.url = f"http://127.0.0.1:{self._server.port}/search"
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
 
 
 def _ranking(hits: Sequence[Sequence[float]]) -> Ranking:

@@ -25,8 +25,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+from loopback_http import LoopbackHTTPServer
 
 from retrieval.config import Profile, flat_profile
 from retrieval.cost import Usage
@@ -162,8 +164,7 @@ class _FakeServer:
         self._acts: deque[Act] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._httpd: LoopbackHTTPServer | None = None
 
     # lifecycle ---------------------------------------------------------------
     def start(self) -> Self:
@@ -177,20 +178,14 @@ class _FakeServer:
                 pass
 
         self._stopping.clear()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self._httpd = LoopbackHTTPServer(Handler)
         return self
 
     def stop(self) -> None:
         self._stopping.set()  # wakes sleeping faults
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-        self._httpd = self._thread = None
+            self._httpd.stop()
+        self._httpd = None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -202,7 +197,7 @@ class _FakeServer:
     def url(self) -> str:
         """Server root, e.g. http://127.0.0.1:12345 (no API version)."""
         assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_port}"
+        return f"http://127.0.0.1:{self._httpd.port}"
 
     # scripting ---------------------------------------------------------------
     def script(self, *acts: Act) -> None:
