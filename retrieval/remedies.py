@@ -31,9 +31,10 @@ from retrieval.sweeps import (
     WEIGHT_GRID,
     Setup,
     candidate_sweep,
-    fuse_top,
+    fuse_kept,
     fused_methods,
     fusion_inputs,
+    kept_lists,
     token_ratio,
 )
 
@@ -119,13 +120,13 @@ def _fusion_remedy(
     current = setup.fusion.get(fused)
     k_now = current.rrf_k if current else DEFAULT_RRF_K
     w_now = tuple(current.weights) if current and current.weights else tuple([1.0] * len(inputs))
-    lists, complete = fusion_inputs(run, setup, fused, qi)
+    rankings = kept_lists(*fusion_inputs(run, setup, fused, qi), order)
     settings: list[dict[str, Any]] = []
     keeping_k: list[int] = []
     keeping_w: list[tuple[float, ...]] = []
     trials = [(k, w_now) for k in RRF_KS] + [(k_now, tuple(w)) for w in WEIGHT_GRID if tuple(w) != w_now]
     for k, weights in trials:
-        top = fuse_top(lists, complete, order, k, weights, setup.top)
+        top = fuse_kept(rankings, k, weights, setup.top)
         kept = [d for d, _, _ in lost if d in top.ids]
         if kept:
             rank = min(top.ids.index(d) + 1 for d in kept)

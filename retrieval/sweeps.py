@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from retrieval.metrics import MRR_DEPTH, score_method
 from retrieval.prompts import render_rerank_prompt
 from retrieval.run import Run
@@ -50,15 +52,18 @@ __all__ = [
     "WEIGHT_GRID",
     "Fused",
     "FusionSettings",
+    "KeptLists",
     "Setup",
     "candidate_pools",
     "candidate_sweep",
     "estimate_tokens",
+    "fuse_kept",
     "fuse_top",
     "fused_methods",
     "fusion_inputs",
     "fusion_sweep",
     "keep_depths",
+    "kept_lists",
     "measured_chars_per_token",
     "render_sweeps",
     "required_depth",
@@ -181,6 +186,85 @@ def _complete(ids: Sequence[str], method: str, setup: Setup) -> bool:
     return method in setup.kept and len(ids) < setup.kept[method]
 
 
+@dataclass(frozen=True)
+class KeptLists:
+    """One question's kept input rankings, in the form `fuse_kept` scores: everything that
+    depends neither on k nor on the weights, built once for a whole sweep grid."""
+
+    ids: list[str]  # every document of some list, in first-seen order
+    ranks: np.ndarray  # (lists, documents): the document's rank in the list, 0 where absent
+    lengths: tuple[int, ...]
+    complete: tuple[bool, ...]
+    order: np.ndarray  # each document's corpus position
+    corpus: int  # documents in the corpus
+
+
+def kept_lists(lists: Sequence[Sequence[str]], complete: Sequence[bool], order: Mapping[str, int]) -> KeptLists:
+    """Prepare `lists` (each cut at its length unless `complete`) for `fuse_kept`; `order` maps
+    every corpus document to its position."""
+    if len(complete) != len(lists):
+        raise ValueError(f"{len(lists)} rankings but {len(complete)} completeness flags")
+    ids = list(dict.fromkeys(d for ranking in lists for d in ranking))
+    column = {d: i for i, d in enumerate(ids)}
+    ranks = np.zeros((len(lists), len(ids)), dtype=np.int64)
+    for j, ranking in enumerate(lists):
+        ranks[j, [column[d] for d in ranking]] = np.arange(1, len(ranking) + 1)
+    return KeptLists(
+        ids=ids,
+        ranks=ranks,
+        lengths=tuple(len(ranking) for ranking in lists),
+        complete=tuple(bool(c) for c in complete),
+        order=np.array([order[d] for d in ids], dtype=np.int64),
+        corpus=len(order),
+    )
+
+
+def fuse_kept(kept: KeptLists, k: int, weights: Sequence[float] | None = None, top: int = FUSED_TOP) -> Fused:
+    """Top `top` ids of the weighted RRF of the kept lists, as retrieval.fusion computes it.
+
+    score(d) = sum over lists, in list order, of w / (k + rank); documents in no list are
+    left out; ties go to the better rank in any single list, then to the lower corpus
+    position, as in retrieval.fusion. A list not complete was cut at its length L: a
+    document missing from it may score up to w / (k + L + 1) there, so the result is exact
+    only when no such contribution can reorder the top.
+    """
+    n = len(kept.lengths)
+    w = [float(x) for x in weights] if weights is not None else [1.0] * n
+    if len(w) != n:
+        raise ValueError(f"{n} rankings but {len(w)} weights")
+    # low: the score from the kept lists. high: plus, for each cut list a document is missing
+    # from, the largest value it could have there. Both add the same terms in the same order
+    # as a loop over the lists would (adding 0.0 changes no float), so ties stay exact.
+    low = np.zeros(len(kept.ids))
+    high = np.zeros(len(kept.ids))
+    unseen = 0.0
+    best = np.full(len(kept.ids), np.iinfo(np.int64).max)
+    for j, ranks in enumerate(kept.ranks):
+        present = ranks > 0
+        contribution = np.where(present, w[j] / (k + np.maximum(ranks, 1)), 0.0)
+        low += contribution
+        if kept.complete[j]:
+            high += contribution
+        else:
+            beyond = w[j] / (k + kept.lengths[j] + 1)
+            high += np.where(present, contribution, beyond)
+            unseen += beyond
+        if w[j] > 0:  # a list of weight 0 is switched off, as in retrieval.fusion
+            best = np.where(present, np.minimum(best, ranks), best)
+    scored = np.flatnonzero(best < np.iinfo(np.int64).max)
+    ranked = scored[np.lexsort((kept.order[scored], best[scored], -low[scored]))]
+    # Only documents whose score is uncertain (and unseen ones) can overtake one above them:
+    # threat[i] is the most any document from position i on (or an unseen one) could score.
+    end = unseen if len(ranked) < kept.corpus else 0.0
+    uncertain = np.where(high[ranked] > low[ranked], high[ranked], 0.0)
+    threat = np.append(np.maximum(np.maximum.accumulate(uncertain[::-1])[::-1], end), end)
+    shown = ranked[:top]
+    exact = bool(np.all(low[shown] > threat[1 : len(shown) + 1]))
+    if len(shown) < top and end > 0.0:
+        exact = False  # unseen documents could fill the rest of the top
+    return Fused([kept.ids[i] for i in shown], exact)
+
+
 def fuse_top(
     lists: Sequence[Sequence[str]],
     complete: Sequence[bool],
@@ -189,56 +273,8 @@ def fuse_top(
     weights: Sequence[float] | None = None,
     top: int = FUSED_TOP,
 ) -> Fused:
-    """Top `top` ids of the weighted RRF of `lists`, as retrieval.fusion computes it.
-
-    score(d) = sum over lists, in list order, of w / (k + rank); documents in no list are
-    left out; ties go to the better rank in any single list, then to the lower corpus
-    position (`order`), as in retrieval.fusion. A list not `complete` was cut
-    at its length L: a document missing from it may score up to w / (k + L + 1) there, so
-    the result is exact only when no such contribution can reorder the top.
-    """
-    if len(complete) != len(lists):
-        raise ValueError(f"{len(lists)} rankings but {len(complete)} completeness flags")
-    w = list(weights) if weights is not None else [1.0] * len(lists)
-    if len(w) != len(lists):
-        raise ValueError(f"{len(lists)} rankings but {len(w)} weights")
-    positions = [{d: r for r, d in enumerate(ranking, start=1)} for ranking in lists]
-    seen = list(dict.fromkeys(d for ranking in lists for d in ranking))
-    low: dict[str, float] = {}
-    high: dict[str, float] = {}
-    for d in seen:
-        lo = hi = 0.0
-        for j, ranks in enumerate(positions):
-            if d in ranks:
-                lo += w[j] / (k + ranks[d])
-                hi += w[j] / (k + ranks[d])
-            elif not complete[j]:
-                # Same additions in the same order, with the largest missing value: rounding is
-                # monotone, so the true float score cannot exceed this.
-                hi += w[j] / (k + len(lists[j]) + 1)
-        low[d], high[d] = lo, hi
-    best = {
-        d: min(ranks[d] for j, ranks in enumerate(positions) if d in ranks and w[j] > 0)
-        for d in seen
-        if any(d in ranks and w[j] > 0 for j, ranks in enumerate(positions))
-    }
-    seen = [d for d in seen if d in best]  # a list of weight 0 is switched off, as in retrieval.fusion
-    ranked = sorted(seen, key=lambda d: (-low[d], best[d], order[d]))
-    unseen = 0.0
-    for j, ranking in enumerate(lists):
-        if not complete[j]:
-            unseen += w[j] / (k + len(ranking) + 1)
-    # Only documents whose score is uncertain (and unseen ones) can overtake a document above them.
-    threat = [0.0] * (len(ranked) + 1)
-    threat[len(ranked)] = unseen if len(seen) < len(order) else 0.0
-    for i in range(len(ranked) - 1, -1, -1):
-        d = ranked[i]
-        threat[i] = max(threat[i + 1], high[d] if high[d] > low[d] else 0.0)
-    shown = ranked[:top]
-    exact = all(low[d] > threat[i + 1] for i, d in enumerate(shown))
-    if len(shown) < top and threat[len(ranked)] > 0.0:
-        exact = False  # unseen documents could fill the rest of the top
-    return Fused(shown, exact)
+    """`fuse_kept` of one (k, weights): the top `top` ids of the weighted RRF of `lists`."""
+    return fuse_kept(kept_lists(lists, complete, order), k, weights, top)
 
 
 def required_depth(
@@ -436,6 +472,7 @@ def fusion_sweep(
     grid = list(dict.fromkeys(tuple(float(x) for x in w) for w in weight_grid))
     if current_w not in grid:
         grid.append(current_w)
+    kept = [kept_lists(*fusion_inputs(run, setup, method, qi), order) for qi in range(len(run.results))]
     points = []
     for k in sorted({*rrf_ks, *([current_k] if current_k is not None else [])}):
         for weights in grid:
@@ -444,8 +481,7 @@ def fusion_sweep(
             ranked: dict[str, list[str]] = {}
             approximate = []
             for qi, result in enumerate(run.results):
-                lists, complete = fusion_inputs(run, setup, method, qi)
-                fused = fuse_top(lists, complete, order, k, weights, max(setup.top, setup.k, MRR_DEPTH))
+                fused = fuse_kept(kept[qi], k, weights, max(setup.top, setup.k, MRR_DEPTH))
                 ranked[result.question.id] = fused.ids
                 if not fused.exact:
                     approximate.append(result.question.id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from string import Template
 from typing import Any
@@ -42,6 +42,9 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# The sweeps render a prompt per question and candidate count to count its tokens: the same
+# documents again and again, whose whole text is split and joined for each.
+@lru_cache(maxsize=8192)
 def _truncate(text: str, limit: int = TEXT_CHARS) -> str:
     text = _one_line(text)
     if len(text) <= limit:

@@ -51,7 +51,8 @@ def server_answers(base_url: str, timeout: float = 1.0) -> bool:
     """True when a server answers GET /health at the root of `base_url`."""
     parts = urlsplit(base_url)
     try:
-        return httpx.get(f"{parts.scheme}://{parts.netloc}/health", timeout=timeout, verify=tls_context()).status_code == 200
+        response = httpx.get(f"{parts.scheme}://{parts.netloc}/health", timeout=timeout, verify=tls_context())
+        return response.status_code == 200
     except httpx.HTTPError:
         return False
 

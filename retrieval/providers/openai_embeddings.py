@@ -12,7 +12,6 @@ import os
 import time
 from collections.abc import Sequence
 
-import httpx
 import numpy as np
 
 from retrieval.config import EmbeddingSettings, Profile

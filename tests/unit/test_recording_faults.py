@@ -204,8 +204,26 @@ GOOGLE = "AIza" + "Sy" + "F" * 33  # FIXTURE: the shape of a Google key, not one
         (json.dumps({"body": '{"auth": "Bearer abcdefgh12345678"}'}), ["Bearer abcde…"]),
         (json.dumps({"uri": "https://x.test/v1?alt=json&key=abcdefgh1234"}), ["&key=abcdefg…"]),
         (json.dumps({"uri": "https://x.test/v1?API_KEY=abcdefgh1234"}), ["?API_KEY=abc…"]),
+        (json.dumps({"body": json.dumps({"x": "sk-" + "a" * 24})}), ["sk-aaaaaaaaa…"]),
+        (json.dumps({"uri": "https://x.test/v1%3Fkey%3Dabcdefgh1234"}), ["%3Fkey%3Dabc…"]),
+        (json.dumps({"body": json.dumps({"headers": {"Proxy-Authorization": "x"}})}), ['\\"Proxy-Auth…']),
+        (json.dumps({"body": "BEARER abcdefgh12345678"}), ["BEARER abcde…"]),
+        # The words alone, as a French corpus may hold them, are no credential.
+        (json.dumps({"body": "authentification, authorization, key, api-key, Bearer"}), []),
     ],
-    ids=["json-escaped google key", "api-key header", "x-api-key header", "bearer in body", "key=", "api_key="],
+    ids=[
+        "json-escaped google key",
+        "api-key header",
+        "x-api-key header",
+        "bearer in body",
+        "key=",
+        "api_key=",
+        "openai key in a body",
+        "url-encoded key",
+        "header inside a body",
+        "upper-case bearer",
+        "the words alone",
+    ],
 )
 def test_find_secrets_catches(text: str, expected: list[str]) -> None:
     assert find_secrets(text) == expected

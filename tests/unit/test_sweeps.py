@@ -14,11 +14,14 @@ from retrieval.prompts import render_rerank_prompt
 from retrieval.ranking import Ranking
 from retrieval.run import Run
 from retrieval.sweeps import (
+    Fused,
     candidate_sweep,
     estimate_tokens,
+    fuse_kept,
     fuse_top,
     fusion_sweep,
     keep_depths,
+    kept_lists,
     render_sweeps,
     required_depth,
     rerank_tokens,
@@ -84,6 +87,61 @@ def test_fuse_top_matches_retrieval_fusion_on_random_rankings() -> None:
         got = fuse_top([[ids[i] for i in lst] for lst in lists], [True, True], order, k)
         assert got.ids == [ids[i] for i in expected.indices], trial
         assert got.exact
+
+
+def reference_fuse_top(lists, complete, order, k, weights=None, top=20) -> Fused:
+    """ORACLE: fuse_top as first written, a loop over documents and lists with Python floats;
+    the vectorised fuse_kept must give the same ids and the same exactness."""
+    w = list(weights) if weights is not None else [1.0] * len(lists)
+    positions = [{d: r for r, d in enumerate(ranking, start=1)} for ranking in lists]
+    seen = list(dict.fromkeys(d for ranking in lists for d in ranking))
+    low: dict[str, float] = {}
+    high: dict[str, float] = {}
+    for d in seen:
+        lo = hi = 0.0
+        for j, ranks in enumerate(positions):
+            if d in ranks:
+                lo += w[j] / (k + ranks[d])
+                hi += w[j] / (k + ranks[d])
+            elif not complete[j]:
+                hi += w[j] / (k + len(lists[j]) + 1)
+        low[d], high[d] = lo, hi
+    best = {
+        d: min(ranks[d] for j, ranks in enumerate(positions) if d in ranks and w[j] > 0)
+        for d in seen
+        if any(d in ranks and w[j] > 0 for j, ranks in enumerate(positions))
+    }
+    seen = [d for d in seen if d in best]
+    ranked = sorted(seen, key=lambda d: (-low[d], best[d], order[d]))
+    unseen = sum(w[j] / (k + len(ranking) + 1) for j, ranking in enumerate(lists) if not complete[j])
+    threat = [0.0] * (len(ranked) + 1)
+    threat[len(ranked)] = unseen if len(seen) < len(order) else 0.0
+    for i in range(len(ranked) - 1, -1, -1):
+        d = ranked[i]
+        threat[i] = max(threat[i + 1], high[d] if high[d] > low[d] else 0.0)
+    shown = ranked[:top]
+    exact = all(low[d] > threat[i + 1] for i, d in enumerate(shown))
+    if len(shown) < top and threat[len(ranked)] > 0.0:
+        exact = False
+    return Fused(shown, exact)
+
+
+def test_fuse_kept_matches_the_reference_loop_on_cut_weighted_tied_lists() -> None:
+    rng = np.random.default_rng(7)
+    ids = [f"d{i:02d}" for i in range(30)]
+    order = {d: i for i, d in enumerate(ids)}
+    inexact = 0
+    for trial in range(300):
+        n = int(rng.integers(1, 4))
+        # Short lists over a small corpus: many ties, documents cut from one list but not another.
+        lists = [[ids[i] for i in rng.permutation(30)[: rng.integers(0, 12)]] for _ in range(n)]
+        complete = [bool(rng.integers(0, 2)) for _ in range(n)]
+        weights = tuple(float(rng.choice([0.0, 1.0, 2.0, 3.0])) for _ in range(n))
+        k, top = int(rng.choice([0, 1, 5, 60])), int(rng.choice([1, 3, 20]))
+        expected = reference_fuse_top(lists, complete, order, k, weights, top)
+        assert fuse_kept(kept_lists(lists, complete, order), k, weights, top) == expected, trial
+        inexact += not expected.exact
+    assert 50 < inexact < 250  # both outcomes are exercised
 
 
 def test_required_depth_is_the_least_depth_with_a_strict_margin() -> None:
