@@ -13,8 +13,9 @@ from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.providers.http import RetryPolicy, post_json
+from retrieval.providers.http import client as http_client
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording import CassetteError, Recorder, find_secrets, record_command
+from retrieval.recording import CassetteError, Recorder, find_secrets, is_replay_miss, record_command
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE = "corpus-embeddings"
@@ -147,6 +148,33 @@ def test_replay_miss_is_not_a_network_call(
     assert caught.value.reason == "replay miss"
     assert isinstance(caught.value, ProviderError)
     assert len(embeddings_server.posts) == posts  # the embeddings_server, still up, saw nothing
+
+
+def test_replay_matches_a_body_by_its_bytes_or_as_the_same_json_and_nothing_else(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    url = f"{embeddings_server.url}/v1/embeddings"
+    sent = b'{"input":["a"],"model":"fixture-e5"}'
+    client = http_client(5)
+    recorder = Recorder("record", directory, "fixture")
+    with recorder.stage(STAGE):
+        recorded = client.post(url, content=sent).json()
+        client.post(url, content=b'{"input":["b"],"model":"fixture-e5"}')
+    recorder.commit({})
+    posts = len(embeddings_server.posts)
+
+    replay = Recorder("replay", directory, "fixture")
+    # The same bytes; the same JSON with other spacing and key order (each stage plays an answer once).
+    for same in (sent, b'{ "model": "fixture-e5", "input": [ "a" ] }'):
+        with replay.stage(STAGE):
+            assert client.post(url, content=same).json() == recorded
+    for other in (b'{"input":["c"],"model":"fixture-e5"}', b"input=a&model=fixture-e5", b"\xff"):
+        with replay.stage(STAGE), pytest.raises(Exception) as caught:
+            client.post(url, content=other)
+        assert is_replay_miss(caught.value), other
+    client.close()
+    assert len(embeddings_server.posts) == posts
 
 
 def test_missing_cassette_names_the_record_command(tmp_path: Path) -> None:
