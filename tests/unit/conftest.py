@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterator
 
 import pytest
+import vcr  # noqa: F401  (kept loaded across pytester runs: see below)
 from fake_embeddings import FakeEmbeddingsServer
 from fake_servers import (
     FAST_RETRY,
@@ -16,9 +19,19 @@ from fake_servers import (
     with_fixture_key,
 )
 
+import retrieval
 from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_chat import OpenAIChat
+
+# pytester's in-process runs (the gate on temporary projects) drop from sys.modules every
+# module first imported during a run, so the next run imports it again: vcrpy and what it
+# patches, and the package's lazily imported modules, cost about 25 ms a run that way, and
+# scipy's C extensions do not survive a second import. A real session imports each once;
+# importing them here, before any run, does the same for the runs.
+for _module in pkgutil.walk_packages(retrieval.__path__, "retrieval."):
+    if _module.name != "retrieval.__main__":
+        importlib.import_module(_module.name)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ The project's data, retriever and figures are FIXTURES of these tests, never a b
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 from collections.abc import Callable
@@ -20,13 +19,6 @@ from fake_embeddings import FakeEmbeddingsServer
 
 import retrieval.gate
 from retrieval.baseline import Check
-from retrieval.pipeline import builtin_methods
-
-# In-process pytester restores sys.modules after each run; a built-in method first imported
-# inside a run would be imported again in the next, and scipy's C extensions do not survive
-# that. Importing them here keeps them loaded across runs, as in a real session.
-for _name in builtin_methods():
-    importlib.import_module(f"retrieval.methods.{_name}")
 
 # FIXTURE corpus and questions (French: BM25 uses the French analyzer).
 DOCUMENTS = [

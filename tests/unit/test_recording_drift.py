@@ -6,7 +6,6 @@ drift rule and the figures below are FIXTURES of these tests, never a baseline."
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -23,12 +22,7 @@ from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.drift import FIRST_RECORDING
 from retrieval.evaluate import evaluate
-from retrieval.pipeline import builtin_methods
 
-# In-process pytester restores sys.modules after each run: the built-in methods stay loaded
-# across runs when imported here (scipy's C extensions do not survive a second import).
-for _name in builtin_methods():
-    importlib.import_module(f"retrieval.methods.{_name}")
 ROOT = Path(__file__).resolve().parents[2]
 DRIFT_MODULUS = 11  # texts whose length is a multiple of it drift
 DRIFT = 0.5  # added to their first component
