@@ -91,6 +91,13 @@ class _ChunkCache(dict[str, tuple[str, ...]]):
 _SHARED_CHUNKS = _ChunkCache()
 _SHARED_CHUNKS_LIMIT = 1 << 16
 _MANY_CHUNKS_LIMIT = 1 << 20
+# Analysed documents by text, for the life of the process: a run indexes its corpus once per
+# BM25 index (bm25's, and the hybrid searches of rewrite and enrich), and a recording runs the
+# methods twice (the committed cassettes' run, then its own). Emptied past _DOCUMENTS_LIMIT
+# terms (about 32 MB of references), like the chunk caches.
+_DOCUMENTS: dict[str, tuple[str, ...]] = {}
+_DOCUMENTS_LIMIT = 1 << 22
+_documents_terms = 0
 
 
 def _identifiers(text: str) -> Iterator[re.Match[str]]:
@@ -142,11 +149,21 @@ def analyze(text: str) -> list[str]:
 
 
 def analyze_many(texts: Iterable[str]) -> list[list[str]]:
-    """analyze() over a corpus, faster: a larger chunk cache that lives as long as the call."""
+    """analyze() over a corpus, faster: a larger chunk cache that lives as long as the call,
+    and the terms of each text kept for the next call that analyses it."""
+    global _documents_terms
     chunks = _ChunkCache()
     out: list[list[str]] = []
     for text in texts:
-        if len(chunks) > _MANY_CHUNKS_LIMIT:
-            chunks.clear()
-        out.append(_analyze(text, chunks))
+        terms = _DOCUMENTS.get(text)
+        if terms is None:
+            if len(chunks) > _MANY_CHUNKS_LIMIT:
+                chunks.clear()
+            terms = tuple(_analyze(text, chunks))
+            if _documents_terms + len(terms) > _DOCUMENTS_LIMIT:
+                _DOCUMENTS.clear()
+                _documents_terms = 0
+            _DOCUMENTS[text] = terms
+            _documents_terms += len(terms)
+        out.append(list(terms))
     return out
