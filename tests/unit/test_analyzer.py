@@ -134,7 +134,7 @@ def test_analyze_many_keeps_each_texts_terms_within_a_bound(monkeypatch: pytest.
     texts = ["Erreur HEL-4040 à l'import", "Restaurer une sauvegarde"]
     first = analyze_many(texts)
     assert first == [analyze(t) for t in texts] == [["erreur", "hel-4040", "import"], ["restaurer", "sauvegarde"]]
-    assert analyzer._DOCUMENTS == {t: tuple(terms) for t, terms in zip(texts, first, strict=True)}
+    assert {t: tuple(terms) for t, terms in zip(texts, first, strict=True)} == analyzer._DOCUMENTS
     first[0].append("changed by the caller")
     assert analyze_many(texts) == [["erreur", "hel-4040", "import"], ["restaurer", "sauvegarde"]]
     # Past the bound the kept terms are dropped, then the cache fills again.
