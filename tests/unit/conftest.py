@@ -69,7 +69,7 @@ def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
 
 @pytest.fixture(scope="module")
 def gemini_one_try(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
-    """For the timeout case: one attempt and a 0.15 s timeout keep it short."""
+    """For the timeout case: one attempt and SHORT_TIMEOUT keep it short."""
     generator = with_fixture_key(
         lambda: GeminiGenerator(gemini_profile(gemini_server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
     )

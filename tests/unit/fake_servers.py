@@ -61,7 +61,7 @@ __all__ = [
 FAST_RETRY = RetryPolicy(attempts=2, backoff=0.01, max_wait=0.05)
 TIMEOUT = 0.3
 # Only for calls meant to time out: a shorter wait keeps the suite fast.
-SHORT_TIMEOUT = 0.15
+SHORT_TIMEOUT = 0.05
 FIXTURE_KEY = "fixture-gemini-key"
 # Environment switches that would send the SDK elsewhere (Vertex AI, another URL or version).
 SDK_ENV = (
