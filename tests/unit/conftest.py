@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.util
 import pkgutil
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 import vcr  # noqa: F401  (kept loaded across pytester runs: see below)
@@ -20,6 +24,8 @@ from fake_servers import (
 )
 
 import retrieval
+from retrieval.adapters import pg_cluster
+from retrieval.adapters.pg_cluster import Cluster, ClusterError
 from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_chat import OpenAIChat
@@ -82,3 +88,41 @@ def chat(openai_server: FakeOpenAIServer) -> Iterator[OpenAIChat]:
     provider = OpenAIChat(openai_profile(openai_server.url), retry=FAST_RETRY)
     yield provider
     provider.close()
+
+
+# --- PostgreSQL, started early ------------------------------------------------------------------
+# initdb and the server start take about 0.7 s, nearly all of it in PostgreSQL's own processes.
+# When the session is to run test_postgres.py, they start as soon as collection ends, on the
+# other core, while the tests before it run; its cluster fixture then takes that cluster.
+_PG_START = pytest.StashKey[Future[Cluster]]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    wanted = any(item.path.name == "test_postgres.py" for item in session.items)
+    if wanted and pg_cluster.unavailable_reason() is None and importlib.util.find_spec("psycopg"):
+        pool = ThreadPoolExecutor(1, thread_name_prefix="pg-cluster")
+        # The folder is chosen now: a test may point the temporary folder elsewhere meanwhile.
+        session.config.stash[_PG_START] = pool.submit(pg_cluster.start_cluster, tempfile.gettempdir())
+        pool.shutdown(wait=False)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    future = session.config.stash.get(_PG_START, None)
+    if future is not None:  # started, never taken (its tests deselected or not reached)
+        with contextlib.suppress(ClusterError):
+            future.result().stop()
+
+
+@pytest.fixture(scope="session")
+def start_pg_cluster(request: pytest.FixtureRequest) -> Callable[[], Cluster]:
+    """pg_cluster.start_cluster, or the cluster started at the end of collection (ClusterError
+    either way when it could not start)."""
+
+    def start() -> Cluster:
+        future = request.config.stash.get(_PG_START, None)
+        if future is None:
+            return pg_cluster.start_cluster()
+        del request.config.stash[_PG_START]
+        return future.result()
+
+    return start

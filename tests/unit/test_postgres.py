@@ -1,7 +1,8 @@
 """The PostgreSQL full-text retriever (retrieval.adapters.postgres), live on a throwaway cluster.
 
 The live tests share one cluster per module (pg_cluster_fixture: initdb, start and stop take
-about 1.3 s on an idle machine, 2 to 3 s under load). Where PostgreSQL cannot start here (not
+about 0.8 s on an idle machine, 2 to 3 s under load; conftest.py starts it while the tests
+before these run). Where PostgreSQL cannot start here (not
 installed, no unprivileged user to run it as root, psycopg missing), only they are skipped,
 with the reason; a cluster that fails to start although it could is a failure.
 """
@@ -13,7 +14,7 @@ import dataclasses
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 
 
 @pytest.fixture(scope="module")
-def pg_cluster_fixture() -> Iterator[Cluster]:
+def pg_cluster_fixture(start_pg_cluster: Callable[[], Cluster]) -> Iterator[Cluster]:
     """A throwaway PostgreSQL cluster on a Unix socket, for the whole module; removed afterwards."""
     try:
         import psycopg  # noqa: F401
@@ -42,7 +43,7 @@ def pg_cluster_fixture() -> Iterator[Cluster]:
     if reason:
         pytest.skip(f"PostgreSQL cannot start here: {reason}")
     try:
-        cluster = pg_cluster.start_cluster()
+        cluster = start_pg_cluster()
     except ClusterError as exc:
         # PostgreSQL and a user to run it are there: a failure is a bug, not a reason to skip.
         pytest.fail(f"the throwaway cluster did not start: {exc}")
