@@ -74,7 +74,8 @@ def _groups(scores: np.ndarray, stop: int) -> list[tuple[int, int]]:
         return []
     starts = np.concatenate([[0], np.flatnonzero(np.diff(scores) != 0) + 1])
     ends = np.concatenate([starts[1:], [n]])
-    return [(int(s), int(e)) for s, e in zip(starts, ends, strict=True) if s < stop]
+    kept = starts < stop
+    return list(zip(starts[kept].tolist(), ends[kept].tolist(), strict=True))
 
 
 def _first_relevant_rr(a: int, t: int, r: int) -> Fraction:
@@ -109,7 +110,7 @@ def tie_summary(ranking: Ranking, relevant_indices: Collection[int], k: int, dep
     scores = np.asarray(ranking.scores)
     if len(indices) != len(scores):
         raise ValueError(f"tie_summary: {len(indices)} indices but {len(scores)} scores")
-    is_relevant = np.fromiter((int(i) in relevant for i in indices), dtype=bool, count=len(indices))
+    is_relevant = np.isin(indices, np.fromiter(relevant, dtype=np.int64, count=len(relevant)))
     cutoff = max(k, MRR_DEPTH)
 
     found = [Fraction(0)] * 3  # expected, min, max relevant documents in the top k
