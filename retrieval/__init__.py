@@ -4,14 +4,57 @@ The flow: dataset -> pipeline of methods -> Run -> metrics, failures, remedies -
 each method's calls recorded in its own cassette and replayed with the network closed.
 """
 
-from retrieval.config import Profile, Settings, load_settings
-from retrieval.dataset import Dataset, DatasetError, Document, Question, load_dataset
-from retrieval.evaluate import evaluate
-from retrieval.methods.base import Context, Method
-from retrieval.metrics import hit_rate_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
-from retrieval.ranking import Ranking
-from retrieval.report import build_report, render_markdown
-from retrieval.run import Run
+from typing import TYPE_CHECKING, Any
+
+# The names below load on first use (PEP 562): `import retrieval.x` for one small module, as
+# pytest does for the plugin in every run of a repository that installs the package, then
+# costs that module alone instead of the whole evaluator (numpy, scipy, the report: ~0.3 s).
+_EXPORTS = {
+    "Profile": "retrieval.config",
+    "Settings": "retrieval.config",
+    "load_settings": "retrieval.config",
+    "Dataset": "retrieval.dataset",
+    "DatasetError": "retrieval.dataset",
+    "Document": "retrieval.dataset",
+    "Question": "retrieval.dataset",
+    "load_dataset": "retrieval.dataset",
+    "evaluate": "retrieval.evaluate",
+    "Context": "retrieval.methods.base",
+    "Method": "retrieval.methods.base",
+    "hit_rate_at_k": "retrieval.metrics",
+    "ndcg_at_k": "retrieval.metrics",
+    "recall_at_k": "retrieval.metrics",
+    "reciprocal_rank": "retrieval.metrics",
+    "Ranking": "retrieval.ranking",
+    "build_report": "retrieval.report",
+    "render_markdown": "retrieval.report",
+    "Run": "retrieval.run",
+}
+
+if TYPE_CHECKING:
+    from retrieval.config import Profile, Settings, load_settings
+    from retrieval.dataset import Dataset, DatasetError, Document, Question, load_dataset
+    from retrieval.evaluate import evaluate
+    from retrieval.methods.base import Context, Method
+    from retrieval.metrics import hit_rate_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
+    from retrieval.ranking import Ranking
+    from retrieval.report import build_report, render_markdown
+    from retrieval.run import Run
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'retrieval' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 __all__ = [
     "Context",

@@ -22,17 +22,19 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from retrieval.baseline import BaselineError
 from retrieval.config import ConfigError, find_project_file, load_settings
 from retrieval.dataset import DatasetError
-from retrieval.gate import GateResult, accept, run_gate
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
 from retrieval.snapshots import TOP, moved, top_rankings
+
+if TYPE_CHECKING:
+    from retrieval.gate import GateResult
 
 __all__ = ["GateItem"]
 
@@ -209,6 +211,10 @@ class _Probe(pytest.Item):
 
 def _evaluate(config: pytest.Config, state: _State) -> None:
     """Run the gate once per session: evaluate, compare, and accept when --update-baseline."""
+    # Imported here: pytest loads this plugin in every run of a repository that installs the
+    # package, gated or not, and the evaluator weighs ~0.3 s of imports.
+    from retrieval.gate import accept, run_gate
+
     if state.evaluated:
         return
     state.evaluated = True

@@ -9,11 +9,12 @@ it is the caller's job (the reranker), so a provider knows nothing of ranking.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from retrieval.cost import Usage
+
+if TYPE_CHECKING:  # numpy loads with the first vectors: the gate plugin imports these errors in every pytest run
+    import numpy as np
 
 __all__ = [
     "EmbeddingProvider",
@@ -82,6 +83,8 @@ class GenerationProvider(Protocol):
 
 def normalize(vectors: np.ndarray) -> np.ndarray:
     """L2-normalise rows as float32; a zero row stays zero instead of becoming NaN."""
+    import numpy as np
+
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)

@@ -1,11 +1,15 @@
 """Every data file the package reads at run time is declared as package data, so a plain
-(non-editable) install, as another repository would do, carries it."""
+(non-editable) install, as another repository would do, carries it; the package's names load
+on first use."""
 
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,3 +25,13 @@ def test_every_non_python_file_of_the_package_is_package_data() -> None:
     assert "defaults.toml" in data
     missing = [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)]
     assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
+
+
+def test_the_package_exports_load_on_first_use() -> None:
+    import retrieval
+
+    assert sorted(retrieval.__all__) == sorted(retrieval._EXPORTS)
+    for name in retrieval.__all__:
+        assert getattr(retrieval, name) is getattr(importlib.import_module(retrieval._EXPORTS[name]), name)
+    with pytest.raises(AttributeError, match="module 'retrieval' has no attribute 'nothing'"):
+        _ = retrieval.nothing  # type: ignore[attr-defined]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -140,6 +142,15 @@ HELD = (
 def test_the_entry_point_registers_the_plugin() -> None:
     found = [ep for ep in entry_points(group="pytest11") if ep.value == "retrieval.pytest_plugin"]
     assert [(ep.name, ep.value) for ep in found] == [("retrieval", "retrieval.pytest_plugin")]
+
+
+def test_loading_the_plugin_leaves_the_evaluator_unloaded() -> None:
+    # pytest loads the plugin in every run of a repository that installs the package: the
+    # evaluator and its libraries (~0.3 s) load only when the gate runs.
+    heavy = ("numpy", "scipy", "vcr", "httpx", "google", "retrieval.evaluate", "retrieval.gate")
+    code = f"import sys, retrieval.pytest_plugin; print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"
 
 
 def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: pytest.Pytester, adopter: Path) -> None:
