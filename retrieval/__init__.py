@@ -4,6 +4,8 @@ The flow: dataset -> pipeline of methods -> Run -> metrics, failures, remedies -
 each method's calls recorded in its own cassette and replayed with the network closed.
 """
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 # The names below load on first use (PEP 562): `import retrieval.x` for one small module, as
@@ -54,6 +56,20 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_EXPORTS])
+
+
+class _Package(types.ModuleType):
+    """This package, whose exported names stay what they name when a submodule of the same
+    name loads: the import system sets a loaded submodule as an attribute of its package, which
+    would make `retrieval.evaluate` the module instead of the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
