@@ -386,14 +386,18 @@ def test_record_without_the_key_stops_before_any_call(
 
 
 def test_the_gate_refuses_to_run_split_across_xdist_workers(pytester: pytest.Pytester, adopter: Path) -> None:
-    # FIXTURE stand-in for pytest-xdist's option (not installed here): the plugin reads
-    # `numprocesses`, as xdist names it.
+    # FIXTURE stand-in for pytest-xdist's option (the test extra does not install it): the
+    # plugin reads `numprocesses`, as xdist names it. Where xdist is installed it is blocked
+    # here, as the stand-in takes its option.
     pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--numprocesses')\n")
-    refused = _run(pytester, "--numprocesses", "2")
+    refused = _run(pytester, "-p", "no:xdist", "--numprocesses", "2")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["ERROR: the retrieval gate runs in one process: run it without pytest-xdist*"])
     # Deselected by its marker, the gate lets the rest run in parallel.
-    assert _run(pytester, "--numprocesses", "2", "-m", "not regression").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert (
+        _run(pytester, "-p", "no:xdist", "--numprocesses", "2", "-m", "not regression").ret
+        == pytest.ExitCode.NO_TESTS_COLLECTED
+    )
 
 
 def _edit_json(path: Path, edit: Callable[[dict], None]) -> None:
