@@ -129,6 +129,23 @@ def adopter(pytester: pytest.Pytester) -> Path:
     return project
 
 
+# The baseline files of the adopter project after `pytest --update-baseline`: made by the first
+# test that asks, copied into the projects of the next ones (the files name no path).
+_ACCEPTED: dict[str, bytes] = {}
+
+
+@pytest.fixture
+def accepted(pytester: pytest.Pytester, adopter: Path) -> Path:
+    """FIXTURE: the adopter project after `pytest --update-baseline` (12 items passed)."""
+    if not _ACCEPTED:
+        _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+        _ACCEPTED.update({str(f.relative_to(adopter)): f.read_bytes() for f in (adopter / "baselines").rglob("*.json")})
+    for name, data in _ACCEPTED.items():
+        (adopter / name).parent.mkdir(parents=True, exist_ok=True)
+        (adopter / name).write_bytes(data)
+    return adopter
+
+
 def _run(pytester: pytest.Pytester, *args: str, every_plugin: bool = False) -> pytest.RunResult:
     return pytester.runpytest_inprocess(*QUIET, *(() if every_plugin else UNREAD), *args)
 
@@ -206,33 +223,31 @@ def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: 
 
 
 def test_a_damaged_baseline_fails_the_gate_and_the_other_tests_still_run(
-    pytester: pytest.Pytester, adopter: Path
+    pytester: pytest.Pytester, accepted: Path
 ) -> None:
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
-    (adopter / "baselines" / "metrics.json").write_text('{"format": "retrieval-baseline-1",\n "profiles": {oops}\n')
+    (accepted / "baselines" / "metrics.json").write_text('{"format": "retrieval-baseline-1",\n "profiles": {oops}\n')
     pytester.makepyfile(test_own="def test_own():\n    assert 1 + 1 == 2\n")
     result = _run(pytester)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        [f"*::gate - BaselineError: {adopter}/baselines/metrics.json:2: invalid JSON (Expecting property name*"]
+        [f"*::gate - BaselineError: {accepted}/baselines/metrics.json:2: invalid JSON (Expecting property name*"]
     )
 
 
 def test_refused_update_writes_nothing_and_a_new_dataset_is_a_new_baseline(
-    pytester: pytest.Pytester, adopter: Path
+    pytester: pytest.Pytester, accepted: Path
 ) -> None:
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
-    files = {p: p.read_bytes() for p in (adopter / "baselines").rglob("*.json")}
-    _retriever(adopter, "-1.00")
+    files = {p: p.read_bytes() for p in (accepted / "baselines").rglob("*.json")}
+    _retriever(accepted, "-1.00")
     refused = _run(pytester, "--update-baseline")
     refused.assert_outcomes(failed=1)
     refused.stdout.fnmatch_lines(
         ["*BaselineError: refusing to lower the baseline of profile 'local': overlap recall@5*"]
     )
-    assert {p: p.read_bytes() for p in (adopter / "baselines").rglob("*.json")} == files
-    _retriever(adopter, "1.0")
+    assert {p: p.read_bytes() for p in (accepted / "baselines").rglob("*.json")} == files
+    _retriever(accepted, "1.0")
     # Another dataset: the old figures measured something else, so nothing is "lowered".
-    _write_dataset(adopter / "data" / "qa", [*QUESTIONS, ("q5", "changer la langue", "exact", ["d6"])])
+    _write_dataset(accepted / "data" / "qa", [*QUESTIONS, ("q5", "changer la langue", "exact", ["d6"])])
     _run(pytester).stdout.fnmatch_lines(["*::gate - the dataset changed since the baseline was made*"])
     accepted = _run(pytester, "--update-baseline")
     accepted.assert_outcomes(passed=12)
@@ -271,9 +286,8 @@ def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_coll
 
 
 def test_a_figure_added_to_compare_is_gated_with_no_test_edit(
-    pytester: pytest.Pytester, adopter: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, accepted: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
     compare = retrieval.gate.compare
 
     def with_a_new_metric(*args: object, **kwargs: object) -> list[Check]:
@@ -285,16 +299,14 @@ def test_a_figure_added_to_compare_is_gated_with_no_test_edit(
     result.stdout.fnmatch_lines(["FAILED *::overlap ndcg@10 - overlap ndcg@10 fell below the baseline*q3*"])
 
 
-def test_a_baseline_figure_the_run_no_longer_produces_fails(pytester: pytest.Pytester, adopter: Path) -> None:
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
-    (adopter / "pyproject.toml").write_text(PYPROJECT.format(methods='["myret:factory"]', profile="local"))
+def test_a_baseline_figure_the_run_no_longer_produces_fails(pytester: pytest.Pytester, accepted: Path) -> None:
+    (accepted / "pyproject.toml").write_text(PYPROJECT.format(methods='["myret:factory"]', profile="local"))
     result = _run(pytester)
     result.assert_outcomes(passed=6, failed=6)
     result.stdout.fnmatch_lines(["FAILED *::bm25 mrr - the baseline gates bm25 mrr but this run did not produce it*"])
 
 
-def test_never_skips_never_runs_where_not_asked(pytester: pytest.Pytester, adopter: Path) -> None:
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+def test_never_skips_never_runs_where_not_asked(pytester: pytest.Pytester, accepted: Path) -> None:
     pytester.makepyfile(test_own="def test_own():\n    pass\n")
     # Deselected, or only a test file named: the gate does not run and says nothing.
     for args in (("-m", "not regression"), ("test_own.py",)):
@@ -439,14 +451,13 @@ RESTORE = "Restore it with `git checkout -- {path}` or rewrite it with `pytest -
     ids=["by_type empty", "by_type without recall@5", "snapshot method a list"],
 )
 def test_a_baseline_or_snapshot_of_the_wrong_shape_is_one_failed_gate_item(
-    pytester: pytest.Pytester, adopter: Path, file: str, edit: Callable[[dict], None], message: str
+    pytester: pytest.Pytester, accepted: Path, file: str, edit: Callable[[dict], None], message: str
 ) -> None:
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
-    _edit_json(adopter / file, edit)
+    _edit_json(accepted / file, edit)
     pytester.makepyfile(test_own="def test_own():\n    assert 1 + 1 == 2\n")
     result = _run(pytester)
     result.assert_outcomes(passed=1, failed=1)
-    expected = message.format(root=adopter)
+    expected = message.format(root=accepted)
     # The report line exactly (brackets in the message rule out fnmatch).
     assert f"FAILED pyproject.toml::retrieval-gate(local)::gate - BaselineError: {expected}" in (result.stdout.lines)
 
