@@ -249,9 +249,9 @@ def test_refused_update_writes_nothing_and_a_new_dataset_is_a_new_baseline(
     # Another dataset: the old figures measured something else, so nothing is "lowered".
     _write_dataset(accepted / "data" / "qa", [*QUESTIONS, ("q5", "changer la langue", "exact", ["d6"])])
     _run(pytester).stdout.fnmatch_lines(["*::gate - the dataset changed since the baseline was made*"])
-    accepted = _run(pytester, "--update-baseline")
-    accepted.assert_outcomes(passed=12)
-    accepted.stdout.fnmatch_lines(["  new dataset: qa (fingerprint sha256:*) replaces qa (fingerprint sha256:*)"])
+    renewed = _run(pytester, "--update-baseline")
+    renewed.assert_outcomes(passed=12)
+    renewed.stdout.fnmatch_lines(["  new dataset: qa (fingerprint sha256:*) replaces qa (fingerprint sha256:*)"])
 
 
 def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_collide(
