@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-WATCH_INTERVAL = 0.2  # how often the watchdog checks that a run still uses the server
+WATCH_INTERVAL = 0.1  # how often the watchdog checks that a run still uses the server (a small file read)
 STOP_TIMEOUT = 10.0
 
 

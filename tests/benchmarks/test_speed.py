@@ -199,3 +199,16 @@ def test_full_replayed_evaluation_demo_set(benchmark: BenchmarkFixture, monkeypa
     benchmark.group = "full evaluation, demo set (replayed)"
     markdown = benchmark.pedantic(run, rounds=5, warmup_rounds=1)
     assert "| hybrid |" in markdown
+
+
+def test_report_demo_set(benchmark: BenchmarkFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report of a replayed demo run (every method of this repository's configuration):
+    tables, failures, remedies, the what-if sweeps and their token estimates."""
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    settings = load_settings(root)
+    dataset = load_dataset(settings.dataset)
+    result = evaluate(dataset, settings, mode="replay")
+    benchmark.group = "report, demo set"
+    report = benchmark.pedantic(build_report, args=(result, dataset.documents, settings.prices), rounds=10)
+    assert report.remedies

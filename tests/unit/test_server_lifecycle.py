@@ -40,7 +40,7 @@ def _gone(pid: int, bound: float = 20.0) -> bool:
     """Whether `pid` has exited, checked until `bound` seconds have passed (not a timing assertion)."""
     deadline = time.monotonic() + bound
     while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.01)
     return not _alive(pid)
 
 
