@@ -131,8 +131,8 @@ def _loopback_port(r1: Any, r2: Any) -> None:
 def _same_body(r1: Any, r2: Any) -> None:
     """vcrpy's "body" matcher for the bodies sent here (equal bytes, else equal as parsed JSON),
     without the unified diff it builds on every mismatch. vcrpy compares each request with
-    every recorded one, even while recording, so those diffs, which nobody reads, took most
-    of a recording's time: 0.33 s for the 14 requests of two small recordings."""
+    every recorded one, even while recording, so those diffs, which nobody reads, took a
+    third of a recording's time."""
     from vcr.matchers import read_body
 
     b1, b2 = read_body(r1), read_body(r2)

@@ -20,7 +20,7 @@ from retrieval.config import Profile
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording import is_replay_miss
 
-__all__ = ["RetryPolicy", "client", "dumps", "post_json", "tls_context"]
+__all__ = ["RetryPolicy", "dumps", "new_client", "post_json", "tls_context"]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -36,7 +36,7 @@ def tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=True)
 
 
-def client(timeout: float, headers: Mapping[str, str] | None = None) -> httpx.Client:
+def new_client(timeout: float, headers: Mapping[str, str] | None = None) -> httpx.Client:
     """An httpx client on the shared TLS context."""
     return httpx.Client(timeout=timeout, headers=dict(headers or {}), verify=tls_context())
 

@@ -18,8 +18,7 @@ import httpx
 from retrieval.config import LLMSettings, Profile
 from retrieval.cost import Usage
 from retrieval.providers.base import MissingKeyError, ProviderError, url_problems
-from retrieval.providers.http import RetryPolicy, post_json
-from retrieval.providers.http import client as http_client
+from retrieval.providers.http import RetryPolicy, new_client, post_json
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChat", "check"]
 
@@ -67,7 +66,7 @@ class OpenAIChat:
                 raise MissingKeyError([profile.api_key_env], "openai")
             self._headers["authorization"] = f"Bearer {key}"
         self._owns_client = client is None
-        self._client = client or http_client(profile.retries.timeout)
+        self._client = client or new_client(profile.retries.timeout)
 
     def _response_format(self, schema: Mapping[str, Any], schema_name: str) -> dict[str, Any]:
         if self.json_schema:

@@ -17,7 +17,7 @@ import numpy as np
 from retrieval.config import EmbeddingSettings, Profile
 from retrieval.cost import Usage
 from retrieval.providers.base import Kind, MissingKeyError, ProviderError, normalize, url_problems
-from retrieval.providers.http import RetryPolicy, client, post_json
+from retrieval.providers.http import RetryPolicy, new_client, post_json
 
 __all__ = ["ENCODINGS", "OpenAIEmbeddings", "check", "limit_inputs"]
 
@@ -90,7 +90,7 @@ class OpenAIEmbeddings:
                 headers["authorization"] = f"Bearer {key}"
             elif not replay:
                 raise MissingKeyError([profile.api_key_env], f"profile {profile.name!r}")
-        self._client = client(profile.retries.timeout, headers)
+        self._client = new_client(profile.retries.timeout, headers)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         """Embed up to `batch_size` texts in one call; unit-length float32 rows in input order."""

@@ -20,7 +20,7 @@ import numpy as np
 from loopback_http import LoopbackHTTPServer
 
 from retrieval import Context, Ranking
-from retrieval.providers.http import client as http_client
+from retrieval.providers.http import new_client
 
 URL_VARIABLE = "FIXTURE_SEARCH_URL"
 
@@ -71,7 +71,7 @@ class SearchRetriever:
     def rank(self, context: Context) -> list[Ranking]:
         documents = [[d.id, d.content] for d in context.dataset.documents[:8]]
         # The package's client: it shares one TLS context (an httpx.Client builds its own, ~20 ms).
-        with http_client(5) as client:
+        with new_client(5) as client:
             return [
                 _ranking(
                     client.post(os.environ[URL_VARIABLE], json={"query": q.text, "documents": documents}).json()["hits"]

@@ -12,8 +12,7 @@ import pytest
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.providers.base import ProviderError, ReplayMissError
-from retrieval.providers.http import RetryPolicy, post_json
-from retrieval.providers.http import client as http_client
+from retrieval.providers.http import RetryPolicy, new_client, post_json
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 from retrieval.recording import CassetteError, Recorder, find_secrets, is_replay_miss, record_command
 
@@ -156,7 +155,7 @@ def test_replay_matches_a_body_by_its_bytes_or_as_the_same_json_and_nothing_else
     directory = tmp_path / "cassettes" / "fixture"
     url = f"{embeddings_server.url}/v1/embeddings"
     sent = b'{"input":["a"],"model":"fixture-e5"}'
-    client = http_client(5)
+    client = new_client(5)
     recorder = Recorder("record", directory, "fixture")
     with recorder.stage(STAGE):
         recorded = client.post(url, content=sent).json()
