@@ -98,7 +98,9 @@ _PG_START = pytest.StashKey[Future[Cluster]]()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    wanted = any(item.path.name == "test_postgres.py" for item in session.items)
+    wanted = not session.config.option.collectonly and any(
+        item.path.name == "test_postgres.py" for item in session.items
+    )
     if wanted and pg_cluster.unavailable_reason() is None and importlib.util.find_spec("psycopg"):
         pool = ThreadPoolExecutor(1, thread_name_prefix="pg-cluster")
         # The folder is chosen now: a test may point the temporary folder elsewhere meanwhile.
