@@ -143,9 +143,11 @@ def test_a_saved_run_log_is_reported_again_without_any_model(
     ],
 )
 def test_file_errors_are_one_line(
-    args: list[str], expected: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    args: list[str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(FIXTURES / "fixture_native")
+    # A copy: a failed write may leave nothing behind, but it is tried in the current folder.
+    shutil.copytree(FIXTURES / "fixture_native", tmp_path, dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
     assert main(["--dataset", ".", *args]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1
