@@ -211,13 +211,13 @@ class _Probe(pytest.Item):
 
 def _evaluate(config: pytest.Config, state: _State) -> None:
     """Run the gate once per session: evaluate, compare, and accept when --update-baseline."""
+    if state.evaluated:
+        return
+    state.evaluated = True
     # Imported here: pytest loads this plugin in every run of a repository that installs the
     # package, gated or not, and the evaluator weighs ~0.3 s of imports.
     from retrieval.gate import accept, run_gate
 
-    if state.evaluated:
-        return
-    state.evaluated = True
     assert state.project_file is not None
     try:
         settings = load_settings(state.project_file.parent, _overrides(config))

@@ -238,7 +238,8 @@ def fuse_kept(kept: KeptLists, k: int, weights: Sequence[float] | None = None, t
     low = np.zeros(len(kept.ids))
     high = np.zeros(len(kept.ids))
     unseen = 0.0
-    best = np.full(len(kept.ids), np.iinfo(np.int64).max)
+    unranked = np.iinfo(np.int64).max  # best rank of a document only lists of weight 0 hold
+    best = np.full(len(kept.ids), unranked)
     for j, ranks in enumerate(kept.ranks):
         present = ranks > 0
         contribution = np.where(present, w[j] / (k + np.maximum(ranks, 1)), 0.0)
@@ -251,7 +252,7 @@ def fuse_kept(kept: KeptLists, k: int, weights: Sequence[float] | None = None, t
             unseen += beyond
         if w[j] > 0:  # a list of weight 0 is switched off, as in retrieval.fusion
             best = np.where(present, np.minimum(best, ranks), best)
-    scored = np.flatnonzero(best < np.iinfo(np.int64).max)
+    scored = np.flatnonzero(best < unranked)
     ranked = scored[np.lexsort((kept.order[scored], best[scored], -low[scored]))]
     # Only documents whose score is uncertain (and unseen ones) can overtake one above them:
     # threat[i] is the most any document from position i on (or an unseen one) could score.

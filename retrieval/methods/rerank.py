@@ -18,13 +18,12 @@ scores are not comparable with the model's order, so they are not reused.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 
 from retrieval.config import Settings
-from retrieval.llm_methods import ask_or_degrade, map_in_order
+from retrieval.llm_methods import ask_or_degrade, channel_for, map_in_order
 from retrieval.methods.base import Context
 from retrieval.prompts import RERANK_SCHEMA, answer_field, render_rerank_prompt
 from retrieval.providers.base import (
@@ -92,7 +91,7 @@ class RerankMethod:
         self.candidate_source = source
         self.requires: tuple[str, ...] = (source,)
         self.cost_model = generator.model
-        self.channel = "rerank-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", generator.model)
+        self.channel = channel_for("rerank", generator.model)
 
     @property
     def config(self) -> dict[str, object]:
