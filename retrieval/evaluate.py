@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +234,7 @@ def _results(context: Context, chosen: Plan, kept: dict[str, int], k: int) -> li
                 status=ranking.status,
                 retrieved=len(ranking),
                 # On the full ranking: a tied group may reach beyond what the run keeps.
-                ties=asdict(tie_summary(ranking, [position[d] for d in question.relevant], k, context.depth)),
+                ties=tie_summary(ranking, [position[d] for d in question.relevant], k, context.depth).as_dict(),
             )
         results.append(QuestionResult(question, per_method))
     return results

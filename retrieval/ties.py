@@ -22,9 +22,11 @@ of each ranking, which may cut a tied group. Pure: numpy and fractions, no I/O.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
+from functools import cache
 from math import comb
 
 import numpy as np
@@ -66,16 +68,22 @@ class TieInfo:
     tied_groups: int  # tied groups of 2+ documents that hold a relevant one and reach the cut-off
     truncated: bool = False
 
+    def as_dict(self) -> dict[str, float | int | bool]:
+        """The fields by name, as `dataclasses.asdict` gives them without its deep copy (all are
+        scalars): the Run stores one per question and method."""
+        return dict(vars(self))
 
-def _groups(scores: np.ndarray, stop: int) -> list[tuple[int, int]]:
-    """(start, end) of each run of equal scores that starts before position `stop`."""
-    n = len(scores)
-    if n == 0:
-        return []
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(scores) != 0) + 1])
-    ends = np.concatenate([starts[1:], [n]])
-    kept = starts < stop
-    return list(zip(starts[kept].tolist(), ends[kept].tolist(), strict=True))
+
+def _relevant_groups(positions: Sequence[int], scores: np.ndarray) -> list[tuple[int, int, int]]:
+    """(start, end, relevant documents inside) of each run of equal scores that holds one of
+    the relevant `positions` (sorted), in ranking order."""
+    # The first position of each run of equal scores, then the end of the ranking.
+    bounds = [0, *(np.flatnonzero(scores[1:] != scores[:-1]) + 1).tolist(), len(scores)]
+    groups: dict[int, list[int]] = {}
+    for position in positions:
+        g = bisect_right(bounds, position) - 1
+        groups.setdefault(bounds[g], [bounds[g + 1], 0])[1] += 1
+    return [(start, end, r) for start, (end, r) in groups.items()]
 
 
 def _first_relevant_rr(a: int, t: int, r: int) -> Fraction:
@@ -89,6 +97,7 @@ def _first_relevant_rr(a: int, t: int, r: int) -> Fraction:
     return value
 
 
+@cache  # ranks up to MRR_DEPTH: a few values, asked for on every question
 def _rr(rank: int) -> Fraction:
     return Fraction(1, rank) if rank <= MRR_DEPTH else Fraction(0)
 
@@ -110,34 +119,35 @@ def tie_summary(ranking: Ranking, relevant_indices: Collection[int], k: int, dep
     scores = np.asarray(ranking.scores)
     if len(indices) != len(scores):
         raise ValueError(f"tie_summary: {len(indices)} indices but {len(scores)} scores")
-    is_relevant = np.isin(indices, np.fromiter(relevant, dtype=np.int64, count=len(relevant)))
     cutoff = max(k, MRR_DEPTH)
+    # Where the relevant documents are: a question has a handful, a ranking hundreds of entries,
+    # so one comparison per relevant document beats a mask over the ranking.
+    positions = sorted(p for d in relevant for p in np.flatnonzero(indices == d).tolist())
+    observed_found = sum(1 for p in positions if p < k)
+    observed_rr = Fraction(1, positions[0] + 1) if positions and positions[0] < MRR_DEPTH else Fraction(0)
 
-    found = [Fraction(0)] * 3  # expected, min, max relevant documents in the top k
-    observed_found = int(is_relevant[:k].sum())
+    # Exact throughout; a group of one document adds whole numbers, so only ties need Fractions.
+    found: list[int | Fraction] = [0, 0, 0]  # expected, min, max relevant documents in the top k
     rr = [Fraction(0)] * 3  # expected, min, max reciprocal rank
-    first = np.flatnonzero(is_relevant[:MRR_DEPTH])
-    observed_rr = Fraction(1, int(first[0]) + 1) if len(first) else Fraction(0)
     first_seen = False
     tied_groups = 0
     truncated = False
-    for start, end in _groups(scores, cutoff):
+    for start, end, r in _relevant_groups(positions, scores):
+        if start >= cutoff:
+            break
         t = end - start
-        r = int(is_relevant[start:end].sum())
-        if r == 0:
-            continue
         if t > 1 and (start < k or (not first_seen and start < MRR_DEPTH)):
             tied_groups += 1
             if depth is not None and end == len(indices) and len(indices) >= depth:
                 truncated = True
         inside = max(0, min(k, end) - start)  # the group's positions within the top k
         if inside:
-            found[0] += Fraction(r * inside, t)
+            found[0] += Fraction(r * inside, t) if t > 1 else r * inside
             found[1] += max(0, r - (t - inside))  # the relevant ones pushed to the back
             found[2] += min(r, inside)  # the relevant ones brought to the front
         if not first_seen:
             first_seen = True
-            rr[0] = _first_relevant_rr(start, t, r)
+            rr[0] = _first_relevant_rr(start, t, r) if t > 1 else _rr(start + 1)
             rr[1] = _rr(start + t - r + 1)
             rr[2] = _rr(start + 1)
     n_relevant = len(relevant)
