@@ -137,6 +137,7 @@ def test_a_reranker_without_its_cassette_fails_in_replay_instead_of_being_skippe
         dataset=str(FIXTURES / "fixture_native"),
         profile=replace(embedder, llm=LLMSettings(provider="openai", model="fixture-reranker")),
         cassettes=str(tmp_path),
+        cache=str(tmp_path / "cache"),  # the default, .cache, is the working directory's: the repository's
     )
     dataset = load_dataset(settings.dataset)
     # The embeddings are recorded; the reranker never was.
