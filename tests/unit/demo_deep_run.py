@@ -1,4 +1,4 @@
-"""The demo evaluated in replay mode from the committed cassettes, kept to a given depth.
+"""The demo fixture (demo_fixture.py) evaluated in replay mode from its recording, kept to a given depth.
 
 The evaluator keeps first-stage rankings deep enough for exact sweeps (retrieval.sweeps.
 keep_depths); `demo_run(20)` cuts every ranking to the top 20, as a run log written before
@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
-from pathlib import Path
 
-from retrieval.config import load_settings
+from demo_fixture import DEMO_DATA, demo_settings
+
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.run import QuestionResult, Run
 from retrieval.sweeps import Setup, setup_for
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @cache
@@ -25,9 +23,8 @@ def demo_run(kept: int) -> tuple[Dataset, Run, Setup]:
     """The demo run (replay, local profile) with every ranking kept to `kept`, and its Setup.
 
     Cached: the tests only read it."""
-    settings = load_settings(ROOT, environ={})
-    settings = replace(settings, cassettes=str(ROOT / settings.cassettes), methods=("bm25", "vector", "hybrid"))
-    dataset = load_dataset(ROOT / "data/demo")
+    settings = demo_settings(methods=("bm25", "vector", "hybrid"))
+    dataset = load_dataset(DEMO_DATA)
     run = evaluate(dataset, settings)
     run.results = [
         QuestionResult(

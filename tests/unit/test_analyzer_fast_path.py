@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import random
 import unicodedata
-from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_DATA
 
 from retrieval import analyzer
 from retrieval.analyzer import analyze, analyze_many
 from retrieval.dataset import load_dataset
-
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 
 
 def plain_fold(text: str) -> str:
@@ -101,9 +99,8 @@ def test_known_outputs(text: str, terms: list[str]) -> None:
     assert plain_analyze(text) == terms
 
 
-@pytest.mark.skipif(not (DEMO / "corpus.jsonl").is_file(), reason="data/demo not written yet")
 def test_same_terms_on_the_demo_set() -> None:
-    dataset = load_dataset(DEMO)
+    dataset = load_dataset(DEMO_DATA)
     texts = [d.content for d in dataset.documents] + [q.text for q in dataset.questions]
     expected = [plain_analyze(t) for t in texts]
     assert [analyze(t) for t in texts] == expected

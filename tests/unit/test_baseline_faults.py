@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_BASELINE
 from test_baseline import GOOD, TYPES, _run
 
 from retrieval.baseline import FORMAT, BaselineError, compare, entry_for, load_baseline, update_baseline
@@ -118,8 +119,9 @@ def test_a_non_utf8_baseline_is_named(tmp_path: Path) -> None:
     assert str(caught.value) == f"{path}: not UTF-8 (invalid continuation byte at byte 15). {RESTORE.format(path=path)}"
 
 
-def test_the_committed_baseline_loads() -> None:
-    data = load_baseline(Path(__file__).resolve().parents[2] / "baselines" / "metrics.json")
+def test_a_baseline_written_by_update_baseline_loads() -> None:
+    # The demo fixture's baseline is a copy of one `pytest --update-baseline` wrote.
+    data = load_baseline(DEMO_BASELINE)
     assert sorted(data["profiles"]) == ["local"]
 
 

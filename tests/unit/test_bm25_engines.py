@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from demo_fixture import DEMO_DATA
 
 from retrieval.analyzer import analyze
 from retrieval.dataset import Dataset, Document, Question, load_dataset
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method, RankBM25Index, SparseBM25Index, round_scores
 from retrieval.ranking import Ranking
-
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 
 
 def full_rankings(dataset: Dataset, engine: str) -> list[Ranking]:
@@ -57,9 +54,8 @@ def random_dataset(seed: int, n_documents: int = 300, n_questions: int = 60) -> 
     return Dataset("random", documents, questions, f"random:{seed}")
 
 
-@pytest.mark.skipif(not (DEMO / "corpus.jsonl").is_file(), reason="data/demo not written yet")
 def test_same_rankings_on_the_demo_set() -> None:
-    assert_same_rankings(load_dataset(DEMO))
+    assert_same_rankings(load_dataset(DEMO_DATA))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from demo_fixture import DEMO_DATA
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -14,7 +16,7 @@ def test_demo_grid_rows() -> None:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    lines = module.grid(str(ROOT / "data/demo"), [0.9, 1.5], [0.5, 0.75], 5)
+    lines = module.grid(str(DEMO_DATA), [0.9, 1.5], [0.5, 0.75], 5)
     assert lines == [
         "| k1 | b | recall@5 | mrr | recall@5 identifiant | recall@5 paraphrase | recall@5 mixte |",
         "|---|---|---|---|---|---|---|",

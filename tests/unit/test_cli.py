@@ -15,7 +15,6 @@ from retrieval.evaluate import evaluate
 from retrieval.gate import accept, run_gate
 from retrieval.report import score_run
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_DATA
 
 from retrieval.dataset import DatasetError, load_dataset
 
@@ -266,7 +267,7 @@ def test_reversed_corpus_file_loads_the_same_dataset(fixture: Path, tmp_path: Pa
 def test_demo_fingerprint_is_that_of_the_sorted_corpus() -> None:
     # The committed baseline and cassettes name this fingerprint; it changed from
     # sha256:e11a1485dfedd5aa when the corpus started being sorted by id at load time.
-    demo = load_dataset(Path(__file__).parents[2] / "data" / "demo")
+    demo = load_dataset(DEMO_DATA)
     assert demo.fingerprint == "sha256:1ff97372b5e530b4"
     assert demo.doc_ids[:3] == ["HEL-4010", "HEL-4020", "HEL-4030"]
     assert demo.doc_ids[-1] == "proc-webhooks"

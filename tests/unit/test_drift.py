@@ -1,6 +1,6 @@
-"""Re-recording drift, on the committed local cassettes and FIXTURE copies made here with some
-vectors changed (never committed as recordings), on a Gemini recording made against the fake
-Gemini server (a FIXTURE), and on runs replayed from both."""
+"""Re-recording drift, on the demo fixture's local cassettes (a real recording, demo_fixture.py)
+and FIXTURE copies made here with some vectors changed (never committed as recordings), on a
+Gemini recording made against the fake Gemini server (a FIXTURE), and on runs replayed from both."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from demo_fixture import DEMO_CASSETTES, DEMO_DATA, demo_settings
 from fake_servers import FakeGeminiServer, clean_gemini_env, gemini_profile
 
-from retrieval.config import Settings, load_settings
+from retrieval.config import Settings
 from retrieval.dataset import load_dataset
 from retrieval.drift import (
     CassetteDrift,
@@ -28,8 +29,7 @@ from retrieval.evaluate import evaluate
 from retrieval.recording import CassetteError
 from retrieval.run import MethodResult, QuestionResult, Run
 
-ROOT = Path(__file__).resolve().parents[2]
-LOCAL = ROOT / "cassettes" / "local"
+LOCAL = DEMO_CASSETTES / "local"
 
 
 def _rewrite_vectors(path: Path, change: dict[str, np.ndarray]) -> None:
@@ -111,7 +111,7 @@ def test_float_lists_pair_with_base64_and_texts_pair_whatever_the_batches(tmp_pa
 def test_gemini_cassettes_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A real Gemini SDK recording against the fake server (FIXTURE vectors), of 3 questions.
     clean_gemini_env(monkeypatch)
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     dataset = replace(demo, questions=demo.questions[:3])
     with FakeGeminiServer() as server:
         settings = Settings(
@@ -161,7 +161,7 @@ def test_unreadable_cassettes_are_named(tmp_path: Path) -> None:
 def test_a_changed_question_vector_moves_one_question_and_the_figures(tmp_path: Path) -> None:
     # FIXTURE recording: a copy of the committed cassettes where q11's question vector is the
     # vector of its relevant document, so vector ranks that document first for q11 only.
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     q11 = next(q for q in demo.questions if q.id == "q11")
     [relevant] = q11.relevant
     content = next(d.content for d in demo.documents if d.id == relevant)
@@ -169,7 +169,7 @@ def test_a_changed_question_vector_moves_one_question_and_the_figures(tmp_path: 
     shutil.copytree(LOCAL, copy)
     _rewrite_vectors(copy / "question-embeddings.json", {q11.text: _raw(LOCAL / "corpus-embeddings.json")[content]})
 
-    settings = replace(load_settings(ROOT), cache=str(tmp_path / "cache"))
+    settings = demo_settings(cache=str(tmp_path / "cache"))
     methods = ["bm25", "vector", "hybrid"]
     old = evaluate(demo, replace(settings, cassettes=str(LOCAL.parent)), mode="replay", methods=methods)
     new = evaluate(demo, replace(settings, cassettes=str(copy.parent)), mode="replay", methods=methods)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_DATA, demo_settings
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 from fake_servers import (
     FIXTURE_KEY,
@@ -22,14 +23,13 @@ from fake_servers import (
 )
 from remedy_fixtures import fixture_llm_answer, prompt_question
 
-from retrieval.config import Settings, load_settings
+from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.methods.enrich import ENRICHED_EMBEDDINGS, ENRICHMENT
 from retrieval.recording import CassetteError, find_secrets
 from retrieval.report import build_report
 
-ROOT = Path(__file__).resolve().parents[2]
 REMEDIES = ["hybrid", "rewrite", "rewrite_rerank", "enrich"]
 # FIXTURE: the question whose rewrite the fake model answers in prose (unparseable).
 PROSE_FOR = "J'obtiens HEL-4040 en importation de mon fichier, que faire ?"
@@ -38,7 +38,7 @@ PROSE_FOR = "J'obtiens HEL-4040 en importation de mon fichier, que faire ?"
 def small_demo() -> Dataset:
     """Three demo questions (an identifier, the seed's remaining failure, a paraphrase) over
     their documents and ten others: every path, in a fraction of the full demo's calls."""
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     questions = tuple(q for q in demo.questions if q.id in {"q01", "q11", "q12"})
     relevant = {d for q in questions for d in q.relevant}
     documents = tuple(d for i, d in enumerate(demo.documents) if d.id in relevant or i < 10)
@@ -59,10 +59,10 @@ def test_record_then_replay_rewriting_and_enrichment_with_gemini(
     dataset = small_demo()
     n_questions, n_documents = len(dataset.questions), len(dataset.documents)
     assert (n_questions, n_documents) == (3, 12)
-    prices = load_settings(ROOT).prices
+    prices = demo_settings().prices
     with FakeGeminiServer(answer=llm_answer) as server:
         settings = Settings(
-            dataset=str(ROOT / "data/demo"),
+            dataset=str(DEMO_DATA),
             profile=gemini_profile(server.url),  # 8 concurrent calls
             cassettes=str(tmp_path / "cassettes"),
             cache=str(tmp_path / "cache"),
@@ -183,7 +183,7 @@ def test_rewriting_through_openai_compatible_endpoints_records_and_replays(
 
 
 def test_the_local_profile_shows_them_unavailable_and_runs_the_rest() -> None:
-    settings = load_settings(ROOT)
+    settings = demo_settings()
     run = evaluate(small_demo(), settings, mode="replay", methods=["bm25", "rewrite", "enrich"])
     assert run.methods == ["bm25"]
     assert sorted(run.skipped) == ["enrich", "rewrite"]

@@ -9,26 +9,25 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_DATA, demo_settings
 from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, clean_gemini_env, gemini_profile
 
-from retrieval.config import Settings, load_settings
+from retrieval.config import Settings
 from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.recording import CassetteError, find_secrets
 from retrieval.report import build_report, render_markdown
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clean_gemini_env(monkeypatch)
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     # Six questions exercise every path; all 25 would only make the suite slower.
     dataset = replace(demo, questions=demo.questions[:6])
-    prices = load_settings(ROOT).prices
+    prices = demo_settings().prices
     with FakeGeminiServer() as server:
         settings = Settings(
-            dataset=str(ROOT / "data/demo"),
+            dataset=str(DEMO_DATA),
             profile=gemini_profile(server.url),  # 8 concurrent rerank calls
             cassettes=str(tmp_path / "cassettes"),
             cache=str(tmp_path / "cache"),
@@ -79,11 +78,11 @@ def test_a_recording_with_a_failed_call_replaces_nothing(tmp_path: Path, monkeyp
     """A rerank call that failed (HTTP 500 after retries) degrades its question; vcrpy does not
     record the error, so that cassette could never replay: the recording must not be kept."""
     clean_gemini_env(monkeypatch)
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     dataset = replace(demo, questions=demo.questions[:2])
     with FakeGeminiServer() as server:
         settings = Settings(
-            dataset=str(ROOT / "data/demo"),
+            dataset=str(DEMO_DATA),
             profile=gemini_profile(server.url, rerank_workers=1, retry_attempts=2, retry_backoff=0.01),
             cassettes=str(tmp_path / "cassettes"),
             cache=str(tmp_path / "cache"),

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_PROJECT
 
 from retrieval import analyzer
 from retrieval.baseline import BaselineError
@@ -17,7 +18,6 @@ from retrieval.gate import BASELINE_PATH, accept, run_gate
 from retrieval.providers.base import ReplayMissError
 from retrieval.recording import CassetteError
 
-ROOT = Path(__file__).resolve().parents[2]
 # FIXTURE: the project under test has its own settings, not this repository's [tool.retrieval],
 # and its baseline is made by the fixture, so the committed figures never matter here.
 PROJECT_FILE = 'dataset = "data/demo"\nprofile = "local"\nmethods = ["bm25", "vector", "hybrid"]\nrrf_k = 60\n'
@@ -28,7 +28,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the demo data and its recorded embeddings, with a baseline made from them (once)."""
     root = tmp_path_factory.mktemp("template")
     for item in ("data/demo", "cassettes/local"):
-        shutil.copytree(ROOT / item, root / item)
+        shutil.copytree(DEMO_PROJECT / item, root / item)
     (root / "retrieval.toml").write_text(PROJECT_FILE)
     accept(run_gate(load_settings(root, {"profile": "local"})))
     return root

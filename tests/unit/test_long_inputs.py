@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_DATA
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.config import ConfigError, load_settings
@@ -91,6 +92,6 @@ def test_a_bad_limit_is_a_config_error(tmp_path: Path, line: str, message: str) 
 
 def test_the_demo_corpus_fits_the_local_limit() -> None:
     # The committed local cassettes were recorded with whole texts: none may be cut.
-    corpus = Path(__file__).resolve().parents[2] / "data" / "demo" / "corpus.jsonl"
+    corpus = DEMO_DATA / "corpus.jsonl"
     rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines()]
     assert max(len(f"{r.get('title', '')}\n{r['text']}") for r in rows) == 1357

@@ -1,7 +1,7 @@
 """Figures do not depend on the order of the corpus file: reversed or shuffled, the same
 rankings, scores and figures for every method, byte for byte.
 
-Two kinds of data: the demo (bm25, and vector + hybrid replayed from the committed local
+Two kinds of data: the demo (bm25, and vector + hybrid replayed from the demo fixture's local
 cassettes, which a shuffled file still matches because the corpus is sorted at load time),
 and FIXTURE datasets built here with many exact ties (duplicated documents, a five-word
 vocabulary), embedded by the fake embeddings server (a FIXTURE: its vectors collide often,
@@ -18,15 +18,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_DATA, demo_settings
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
-from retrieval.config import Settings, load_settings
+from retrieval.config import Settings
 from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.report import score_run
 from retrieval.run import Run, run_log
 
-ROOT = Path(__file__).resolve().parents[2]
 WORDS = ["sauvegarde", "jeton", "export", "agent", "quota"]
 
 
@@ -105,9 +105,9 @@ def test_tied_fixture_datasets_give_identical_figures_in_any_file_order(
 
 @pytest.mark.parametrize("order", ["reversed", "shuffled"])
 def test_demo_gives_identical_figures_in_any_file_order(order: str, tmp_path: Path) -> None:
-    settings = replace(load_settings(ROOT), cassettes=str(ROOT / "cassettes"), cache=str(tmp_path / "cache"))
-    demo = load_dataset(ROOT / "data/demo")
-    copy = load_dataset(_reordered(ROOT / "data/demo", tmp_path / "demo", order, seed=11))
+    settings = demo_settings(cache=str(tmp_path / "cache"))
+    demo = load_dataset(DEMO_DATA)
+    copy = load_dataset(_reordered(DEMO_DATA, tmp_path / "demo", order, seed=11))
     assert copy.fingerprint == demo.fingerprint
     methods = ["bm25", "vector", "hybrid"]
     original = evaluate(demo, settings, mode="replay", methods=methods)

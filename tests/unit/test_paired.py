@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import math
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
+from demo_fixture import DEMO_BASELINE, DEMO_DATA, demo_settings
 
 from retrieval.paired import (
     RESAMPLES,
@@ -23,8 +23,6 @@ from retrieval.paired import (
     render_comparisons,
     summary_line,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _reference_interval(differences: list[float], resamples: int, seed: int) -> tuple[float, float]:
@@ -175,8 +173,8 @@ def test_summary_line_and_table() -> None:
     assert json.loads(json.dumps(as_dict)) == as_dict
 
 
-def test_demo_hybrid_against_vector_from_the_committed_baseline() -> None:
-    methods = json.loads((ROOT / "baselines/metrics.json").read_text(encoding="utf-8"))["profiles"]["local"]["methods"]
+def test_demo_hybrid_against_vector_from_the_fixture_baseline() -> None:
+    methods = json.loads(DEMO_BASELINE.read_text(encoding="utf-8"))["profiles"]["local"]["methods"]
     recall = compare(
         methods["vector"]["recall_per_question"],
         methods["hybrid"]["recall_per_question"],
@@ -195,18 +193,16 @@ def test_demo_hybrid_against_vector_from_the_committed_baseline() -> None:
     )
 
 
-def test_a_replayed_run_against_the_committed_baseline_needs_its_rounding() -> None:
-    from dataclasses import replace
+def test_a_replayed_run_against_its_baseline_needs_its_rounding() -> None:
 
-    from retrieval.config import load_settings
     from retrieval.dataset import load_dataset
     from retrieval.evaluate import evaluate
     from retrieval.report import score_run
 
-    settings = replace(load_settings(ROOT), cassettes=str(ROOT / "cassettes"))
-    run = evaluate(load_dataset(ROOT / "data/demo"), settings, mode="replay", methods=["vector"])
+    settings = demo_settings()
+    run = evaluate(load_dataset(DEMO_DATA), settings, mode="replay", methods=["vector"])
     current = {q: v["mrr"] for q, v in score_run(run)["vector"].per_question.items()}
-    baseline = json.loads((ROOT / "baselines/metrics.json").read_text(encoding="utf-8"))
+    baseline = json.loads(DEMO_BASELINE.read_text(encoding="utf-8"))
     recorded = baseline["profiles"]["local"]["methods"]["vector"]["reciprocal_ranks"]
     # Unrounded, q13, q14 and q18 (rank 3: 1/3 against 0.3333) and q11 (1/7 against 0.1429) "move".
     raw = compare(recorded, current, "mrr", "baseline", "vector", resamples=100)

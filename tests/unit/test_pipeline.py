@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_DATA
 
 from retrieval.config import ConfigError, Profile, Settings
 from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.pipeline import BUILTIN_METHODS, plan
 
-ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = Settings(profile=Profile("fixture"))
 
 
@@ -75,7 +74,7 @@ def test_a_plugin_mistake_is_one_line_naming_the_spec(spec: str, message: str) -
     ],
 )
 def test_a_method_breaking_the_contract_is_one_line(spec: str, message: str) -> None:
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     with pytest.raises(ConfigError) as caught:
         evaluate(replace(demo, questions=demo.questions[:3]), SETTINGS, methods=[spec])
     assert str(caught.value) == message

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from demo_fixture import DEMO_DATA
 from fake_search import URL_VARIABLE, FakeSearchService
 
 from retrieval import Context, Ranking
@@ -22,13 +23,12 @@ from retrieval.evaluate import evaluate
 from retrieval.providers.base import ReplayMissError
 from retrieval.recording import CassetteError
 
-ROOT = Path(__file__).resolve().parents[2]
 PROFILE = "fixture"
 
 
 @pytest.fixture
 def dataset() -> Dataset:
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     return replace(demo, questions=demo.questions[:3])
 
 
@@ -44,7 +44,7 @@ def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSearchService]:
 
 def _settings(tmp_path: Path, **changes: object) -> Settings:
     return Settings(
-        dataset=str(ROOT / "data/demo"),
+        dataset=str(DEMO_DATA),
         profile=Profile(PROFILE),
         methods=("bm25",),
         cassettes=str(tmp_path / "cassettes"),

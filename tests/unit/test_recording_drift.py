@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from demo_fixture import DEMO_DATA
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval import Context, Ranking
@@ -23,7 +24,6 @@ from retrieval.dataset import Dataset, load_dataset
 from retrieval.drift import FIRST_RECORDING
 from retrieval.evaluate import evaluate
 
-ROOT = Path(__file__).resolve().parents[2]
 DRIFT_MODULUS = 11  # texts whose length is a multiple of it drift
 DRIFT = 0.5  # added to their first component
 
@@ -65,7 +65,7 @@ def drifting_server() -> Iterator[DriftingEmbeddingsServer]:
 @pytest.fixture
 def small_demo() -> Dataset:
     """FIXTURE dataset: the demo corpus with every fifth question (5, of each type)."""
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     return replace(demo, questions=demo.questions[::5])
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from demo_fixture import DEMO_DATA, demo_settings
 from fake_servers import (
     Act,
     FakeGeminiServer,
@@ -29,7 +30,7 @@ from fake_servers import (
 )
 from remedy_fixtures import fixture_llm_answer, fixture_questions, fixture_rewrite, prompt_document, prompt_question
 
-from retrieval.config import Settings, load_settings
+from retrieval.config import Settings
 from retrieval.cost import Usage
 from retrieval.dataset import Dataset, Document, Question, load_dataset
 from retrieval.enrichment_cache import EnrichmentCache
@@ -54,7 +55,6 @@ from retrieval.providers.openai_chat import OpenAIChat
 from retrieval.ranking import Ranking, rank_of
 from retrieval.recording import CassetteError
 
-ROOT = Path(__file__).resolve().parents[2]
 DIMENSIONS = 8
 
 # fixture data ------------------------------------------------------------------------------
@@ -374,7 +374,7 @@ REMEDIES = ["rewrite", "rewrite_rerank", "enrich"]
 
 
 def test_a_profile_without_an_llm_makes_them_unavailable() -> None:
-    settings = load_settings(ROOT)
+    settings = demo_settings()
     assert settings.profile.name == "local"
     chosen = plan(["bm25", *REMEDIES], settings, replay=True)
     assert chosen.wanted == ["bm25"]
@@ -386,7 +386,7 @@ def test_a_profile_without_an_llm_makes_them_unavailable() -> None:
 
 
 def test_in_replay_a_method_never_recorded_fails_naming_its_cassette(tmp_path: Path) -> None:
-    demo = load_dataset(ROOT / "data/demo")
+    demo = load_dataset(DEMO_DATA)
     settings = Settings(profile=gemini_profile("http://127.0.0.1:9"), cassettes=str(tmp_path))
     with pytest.raises(CassetteError, match=r"no cassette .*/fixture-gemini/corpus-embeddings.json"):
         evaluate(replace(demo, questions=demo.questions[:1]), settings, methods=["rewrite"])

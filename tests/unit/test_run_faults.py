@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from demo_fixture import DEMO_DATA, DEMO_PROJECT
 
 from retrieval import atomic
 from retrieval.cli import main
@@ -206,9 +207,6 @@ def test_a_method_degraded_on_every_question_fails_the_cli(
     assert os.path.getsize(tmp_path / "report.md") > 0
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 @pytest.mark.parametrize(
     ("file", "content", "expected"),
     [
@@ -246,9 +244,9 @@ def test_a_damaged_committed_file_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, content: bytes, expected: str
 ) -> None:
     for folder in ("cassettes", "baselines"):
-        shutil.copytree(ROOT / folder, tmp_path / folder)
+        shutil.copytree(DEMO_PROJECT / folder, tmp_path / folder)
     (tmp_path / file).write_bytes(content)
-    assert main(["--dataset", str(ROOT / "data" / "demo"), "--methods", "bm25,vector", "--baseline"]) == 2
+    assert main(["--dataset", str(DEMO_DATA), "--methods", "bm25,vector", "--baseline"]) == 2
     err = capsys.readouterr().err
     # Paths resolve from the project root: the message names the file wherever the command ran.
     assert err.startswith(f"error: {tmp_path / file}") and expected in err

@@ -7,14 +7,12 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import replace
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
+from demo_fixture import DEMO_DATA, demo_settings
 
-from retrieval.config import load_settings
 from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.methods.base import Context
@@ -28,8 +26,6 @@ from retrieval.ties import (
     tie_summary,
     ties_to_dict,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ranking(scores: Sequence[float], indices: list[int] | None = None) -> Ranking:
@@ -213,7 +209,7 @@ def test_summary_render_and_dict() -> None:
 
 
 def _demo_rankings() -> tuple[Context, dict[str, list[Ranking]]]:
-    """The demo's full rankings of bm25, vector and hybrid, replayed from the committed cassettes,
+    """The demo's full rankings of bm25, vector and hybrid, replayed from the demo fixture's cassettes,
     caught by a method that requires them all (as the evaluator would pass them to tie_summary)."""
     caught: dict[str, list[Ranking]] = {}
 
@@ -226,8 +222,8 @@ def _demo_rankings() -> tuple[Context, dict[str, list[Ranking]]]:
             caught.update(context.rankings)
             return context.rankings["hybrid"]
 
-    settings = replace(load_settings(ROOT), cassettes=str(ROOT / "cassettes"))
-    dataset = load_dataset(ROOT / "data/demo")
+    settings = demo_settings()
+    dataset = load_dataset(DEMO_DATA)
     evaluate(dataset, settings, mode="replay", methods=[], extra=[Catch()])
     return Context(dataset=dataset, depth=settings.depth), caught
 
