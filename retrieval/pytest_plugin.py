@@ -58,6 +58,7 @@ class _State:
     outcomes: dict[str, str] = field(default_factory=dict)  # nodeid -> passed | failed
     skipped: list[str] = field(default_factory=list)
     session_problem: str | None = None
+    probe: pytest.Item | None = None  # stands for the gate while -m/-k apply
 
 
 STATE = pytest.StashKey[_State]()
@@ -306,7 +307,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if state.project_file is None or not _collects_a_folder(config):
         return
     name = f"retrieval-gate({_profile_name(config, state.project_file)})"
-    items.append(_Probe.from_parent(_collector(session, state.project_file, name), name="all"))
+    state.probe = _Probe.from_parent(_collector(session, state.project_file, name), name="all")
+    items.append(state.probe)
 
 
 class _Reporter:
@@ -323,6 +325,12 @@ class _Reporter:
         state = self.state
         where = next((i for i, item in enumerate(items) if isinstance(item, _Probe)), None)
         if where is None:
+            if state.probe is not None:
+                # Deselected: pytest counted it among the deselected but never among the collected
+                # (it joined after collection), so the terminal's "N selected" came out one short.
+                session.ihook.pytest_collectreport(
+                    report=pytest.CollectReport(state.probe.nodeid, "passed", None, [state.probe])
+                )
             return
         probe = items[where]
         assert probe.parent is not None and state.project_file is not None
@@ -369,7 +377,7 @@ class _Reporter:
             terminalreporter.section("baseline updated")
             terminalreporter.write_line(state.diff)
         if state.selected and state.evaluated and state.kinds:
-            terminalreporter.write_line(_summary(state), bold=True)
+            terminalreporter.write_line(_summary(state, self.config.option.collectonly), bold=True)
         if state.session_problem:
             terminalreporter.write_line(f"retrieval gate FAILED: {state.session_problem}", red=True, bold=True)
 
@@ -378,7 +386,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _summary(state: _State) -> str:
+def _summary(state: _State, collect_only: bool = False) -> str:
     """The run's one summary line: what the gate compared."""
     result = state.result
     profile = result.profile if result else state.profile
@@ -386,6 +394,9 @@ def _summary(state: _State) -> str:
     if state.problem or result is None:
         first = (state.problem or "no result").splitlines()[0]
         return f"retrieval gate ({where}): nothing compared: {first}"
+    if collect_only:
+        items = _count(len(state.kinds), "item")
+        return f"retrieval gate ({where}): {items} collected, nothing compared (--collect-only)"
     figures = [n for n, k in state.kinds.items() if k in ("figure", "coverage")]
     held = sum(state.outcomes.get(n) == "passed" for n in figures)
     fell = sum(state.outcomes.get(n) == "failed" for n in figures)

@@ -312,6 +312,14 @@ def test_never_skips_never_runs_where_not_asked(pytester: pytest.Pytester, accep
     for args in (("-m", "not regression"), ("test_own.py",)):
         result = _run(pytester, *args)
         assert result.parseoutcomes()["passed"] == 1 and "retrieval gate" not in result.stdout.str()
+        if args[0] == "-m":  # deselected, it counts as one item, so that pytest's counts add up
+            result.stdout.fnmatch_lines(["collecting ... collected 2 items / 1 deselected / 1 selected"])
+    # Listed, not run: the summary says nothing was compared.
+    listed = _run(pytester, "--collect-only", "-q")
+    assert listed.ret == pytest.ExitCode.OK
+    listed.stdout.fnmatch_lines(
+        ["retrieval gate (profile local, dataset qa): 12 items collected, nothing compared (--collect-only)"]
+    )
     # ... but an update asked for and not done fails the session.
     asked = _run(pytester, "test_own.py", "--update-baseline")
     assert asked.ret == pytest.ExitCode.TESTS_FAILED
