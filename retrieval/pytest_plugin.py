@@ -246,7 +246,10 @@ class GateCollector(pytest.File):
         made: list[GateItem] = []
 
         def item(name: str, kind: str, failure: str | None) -> None:
-            made.append(GateItem.from_parent(self, name=name, failure=failure, kind=kind))
+            # The id given as text: pytest 9 parses cached ids (--lf, --ff) and reads "[type]" in
+            # "recall@5[type]" as parameters; an id built from the name would never equal them.
+            nodeid = f"{self.nodeid}::{name}"
+            made.append(GateItem.from_parent(self, name=name, nodeid=nodeid, failure=failure, kind=kind))
 
         result = state.result
         if state.problem or result is None:

@@ -80,8 +80,10 @@ methods = {methods}
 profile = "{profile}"
 """
 
-# Each run is a fresh session; no cache between runs, full failure lines (-vv: not cut to the width).
-QUIET = ("-p", "no:cacheprovider", "-vv", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+# Each run is a fresh session; no cache between runs (unless a test asks for it), full failure
+# lines (-vv: not cut to the width).
+QUIET = ("-vv", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+NO_CACHE = ("-p", "no:cacheprovider")
 # Plugins whose work no assertion here reads (reports, debugging aids, benchmarks, async tests),
 # off in the runs that check one behaviour of the gate: their setup took a quarter of each run.
 # The adopter flow keeps every plugin a repository would have.
@@ -146,8 +148,8 @@ def accepted(pytester: pytest.Pytester, adopter: Path) -> Path:
     return adopter
 
 
-def _run(pytester: pytest.Pytester, *args: str, every_plugin: bool = False) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(*QUIET, *(() if every_plugin else UNREAD), *args)
+def _run(pytester: pytest.Pytester, *args: str, every_plugin: bool = False, cache: bool = False) -> pytest.RunResult:
+    return pytester.runpytest_inprocess(*(() if cache else NO_CACHE), *QUIET, *(() if every_plugin else UNREAD), *args)
 
 
 HELD = (
@@ -195,7 +197,7 @@ def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: 
 
     # 4. A worse retriever: red, naming the figures and the questions.
     _retriever(adopter, "-1.00")
-    worse = _run(pytester, every_plugin=True)
+    worse = _run(pytester, every_plugin=True, cache=True)
     worse.assert_outcomes(passed=7, failed=5)
     worse.stdout.fnmatch_lines(
         [
@@ -210,6 +212,11 @@ def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: 
             "q1: d1 d2 d3 d4 d5 d6 -> d2 d3 d4 d5 d6 d1; *",
         ]
     )
+    # --lf reruns exactly the failed items, "recall@5[paraphrase]" included (pytest 9 reads the
+    # brackets of a cached id as parameters: the items' ids are parsed the same way).
+    again = _run(pytester, "--lf", every_plugin=True, cache=True)
+    again.assert_outcomes(failed=5)
+    again.stdout.fnmatch_lines(["run-last-failure: rerun previous 5 failures*"])
     # 5. From a subfolder: the same items, the same outcomes.
     (adopter / "tests").mkdir()
     with pytest.MonkeyPatch.context() as mp:
