@@ -97,7 +97,7 @@ def _first_relevant_rr(a: int, t: int, r: int) -> Fraction:
     return value
 
 
-@cache  # ranks up to MRR_DEPTH: a few values, asked for on every question
+@cache  # one Fraction per rank (0 beyond MRR_DEPTH), asked for on every question and method
 def _rr(rank: int) -> Fraction:
     return Fraction(1, rank) if rank <= MRR_DEPTH else Fraction(0)
 
