@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
-from demo_fixture import DEMO_DATA, demo_settings
+from demo_fixture import demo_dataset, demo_settings
 
-from retrieval.dataset import Dataset, load_dataset
+from retrieval.dataset import Dataset
 from retrieval.evaluate import evaluate
 from retrieval.run import QuestionResult, Run
 from retrieval.sweeps import Setup, setup_for
@@ -24,7 +24,7 @@ def demo_run(kept: int) -> tuple[Dataset, Run, Setup]:
 
     Cached: the tests only read it."""
     settings = demo_settings(methods=("bm25", "vector", "hybrid"))
-    dataset = load_dataset(DEMO_DATA)
+    dataset = demo_dataset()
     run = evaluate(dataset, settings)
     run.results = [
         QuestionResult(

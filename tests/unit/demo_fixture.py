@@ -10,10 +10,12 @@ machine, changing rrf_k or pointing `dataset` elsewhere must move the gate, not 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from retrieval.config import Settings, load_settings
+from retrieval.dataset import Dataset, load_dataset
 
 DEMO_PROJECT = Path(__file__).resolve().with_name("fixtures") / "demo"
 DEMO_DATA = DEMO_PROJECT / "data" / "demo"
@@ -26,3 +28,9 @@ def demo_settings(**changes: Any) -> Settings:
     variable), with `changes` applied. Replays never write the cache; a test that records or
     runs live passes `cache=` a folder of its own."""
     return replace(load_settings(DEMO_PROJECT, environ={}), **changes)
+
+
+@cache
+def demo_dataset() -> Dataset:
+    """The fixture's demo dataset, loaded once (a Dataset is frozen: tests derive copies with replace)."""
+    return load_dataset(DEMO_DATA)

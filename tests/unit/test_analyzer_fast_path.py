@@ -13,11 +13,10 @@ import random
 import unicodedata
 
 import pytest
-from demo_fixture import DEMO_DATA
+from demo_fixture import demo_dataset
 
 from retrieval import analyzer
 from retrieval.analyzer import analyze, analyze_many
-from retrieval.dataset import load_dataset
 
 
 def plain_fold(text: str) -> str:
@@ -100,7 +99,7 @@ def test_known_outputs(text: str, terms: list[str]) -> None:
 
 
 def test_same_terms_on_the_demo_set() -> None:
-    dataset = load_dataset(DEMO_DATA)
+    dataset = demo_dataset()
     texts = [d.content for d in dataset.documents] + [q.text for q in dataset.questions]
     expected = [plain_analyze(t) for t in texts]
     assert [analyze(t) for t in texts] == expected

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from demo_fixture import DEMO_DATA
+from demo_fixture import demo_dataset
 
 from retrieval.analyzer import analyze
-from retrieval.dataset import Dataset, Document, Question, load_dataset
+from retrieval.dataset import Dataset, Document, Question
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method, RankBM25Index, SparseBM25Index, round_scores
 from retrieval.ranking import Ranking
@@ -55,7 +55,7 @@ def random_dataset(seed: int, n_documents: int = 300, n_questions: int = 60) -> 
 
 
 def test_same_rankings_on_the_demo_set() -> None:
-    assert_same_rankings(load_dataset(DEMO_DATA))
+    assert_same_rankings(demo_dataset())
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

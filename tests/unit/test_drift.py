@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from demo_fixture import DEMO_CASSETTES, DEMO_DATA, demo_settings
+from demo_fixture import DEMO_CASSETTES, demo_dataset, demo_settings
 from fake_servers import FakeGeminiServer, clean_gemini_env, gemini_profile
 
 from retrieval.config import Settings
-from retrieval.dataset import load_dataset
 from retrieval.drift import (
     CassetteDrift,
     cassette_vectors,
@@ -111,7 +110,7 @@ def test_float_lists_pair_with_base64_and_texts_pair_whatever_the_batches(tmp_pa
 def test_gemini_cassettes_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A real Gemini SDK recording against the fake server (FIXTURE vectors), of 3 questions.
     clean_gemini_env(monkeypatch)
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     dataset = replace(demo, questions=demo.questions[:3])
     with FakeGeminiServer() as server:
         settings = Settings(
@@ -161,7 +160,7 @@ def test_unreadable_cassettes_are_named(tmp_path: Path) -> None:
 def test_a_changed_question_vector_moves_one_question_and_the_figures(tmp_path: Path) -> None:
     # FIXTURE recording: a copy of the committed cassettes where q11's question vector is the
     # vector of its relevant document, so vector ranks that document first for q11 only.
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     q11 = next(q for q in demo.questions if q.id == "q11")
     [relevant] = q11.relevant
     content = next(d.content for d in demo.documents if d.id == relevant)

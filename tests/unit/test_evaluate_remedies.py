@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from demo_fixture import DEMO_DATA, demo_settings
+from demo_fixture import DEMO_DATA, demo_dataset, demo_settings
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 from fake_servers import (
     FIXTURE_KEY,
@@ -24,7 +24,7 @@ from fake_servers import (
 from remedy_fixtures import fixture_llm_answer, prompt_question
 
 from retrieval.config import Settings
-from retrieval.dataset import Dataset, load_dataset
+from retrieval.dataset import Dataset
 from retrieval.evaluate import evaluate
 from retrieval.methods.enrich import ENRICHED_EMBEDDINGS, ENRICHMENT
 from retrieval.recording import CassetteError, find_secrets
@@ -38,7 +38,7 @@ PROSE_FOR = "J'obtiens HEL-4040 en importation de mon fichier, que faire ?"
 def small_demo() -> Dataset:
     """Three demo questions (an identifier, the seed's remaining failure, a paraphrase) over
     their documents and ten others: every path, in a fraction of the full demo's calls."""
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     questions = tuple(q for q in demo.questions if q.id in {"q01", "q11", "q12"})
     relevant = {d for q in questions for d in q.relevant}
     documents = tuple(d for i, d in enumerate(demo.documents) if d.id in relevant or i < 10)

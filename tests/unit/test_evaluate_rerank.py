@@ -9,11 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from demo_fixture import DEMO_DATA, demo_settings
+from demo_fixture import DEMO_DATA, demo_dataset, demo_settings
 from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, clean_gemini_env, gemini_profile
 
 from retrieval.config import Settings
-from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.recording import CassetteError, find_secrets
 from retrieval.report import build_report, render_markdown
@@ -21,7 +20,7 @@ from retrieval.report import build_report, render_markdown
 
 def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clean_gemini_env(monkeypatch)
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     # Six questions exercise every path; all 25 would only make the suite slower.
     dataset = replace(demo, questions=demo.questions[:6])
     prices = demo_settings().prices
@@ -78,7 +77,7 @@ def test_a_recording_with_a_failed_call_replaces_nothing(tmp_path: Path, monkeyp
     """A rerank call that failed (HTTP 500 after retries) degrades its question; vcrpy does not
     record the error, so that cassette could never replay: the recording must not be kept."""
     clean_gemini_env(monkeypatch)
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     dataset = replace(demo, questions=demo.questions[:2])
     with FakeGeminiServer() as server:
         settings = Settings(

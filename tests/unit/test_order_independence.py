@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from demo_fixture import DEMO_DATA, demo_settings
+from demo_fixture import DEMO_DATA, demo_dataset, demo_settings
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.config import Settings
@@ -106,7 +106,7 @@ def test_tied_fixture_datasets_give_identical_figures_in_any_file_order(
 @pytest.mark.parametrize("order", ["reversed", "shuffled"])
 def test_demo_gives_identical_figures_in_any_file_order(order: str, tmp_path: Path) -> None:
     settings = demo_settings(cache=str(tmp_path / "cache"))
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     copy = load_dataset(_reordered(DEMO_DATA, tmp_path / "demo", order, seed=11))
     assert copy.fingerprint == demo.fingerprint
     methods = ["bm25", "vector", "hybrid"]

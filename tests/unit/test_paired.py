@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 import pytest
-from demo_fixture import DEMO_BASELINE, DEMO_DATA, demo_settings
+from demo_fixture import DEMO_BASELINE, demo_dataset, demo_settings
 
 from retrieval.paired import (
     RESAMPLES,
@@ -195,12 +195,11 @@ def test_demo_hybrid_against_vector_from_the_fixture_baseline() -> None:
 
 def test_a_replayed_run_against_its_baseline_needs_its_rounding() -> None:
 
-    from retrieval.dataset import load_dataset
     from retrieval.evaluate import evaluate
     from retrieval.report import score_run
 
     settings = demo_settings()
-    run = evaluate(load_dataset(DEMO_DATA), settings, mode="replay", methods=["vector"])
+    run = evaluate(demo_dataset(), settings, mode="replay", methods=["vector"])
     current = {q: v["mrr"] for q, v in score_run(run)["vector"].per_question.items()}
     baseline = json.loads(DEMO_BASELINE.read_text(encoding="utf-8"))
     recorded = baseline["profiles"]["local"]["methods"]["vector"]["reciprocal_ranks"]

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from demo_fixture import DEMO_DATA
+from demo_fixture import demo_dataset
 
 from retrieval.config import ConfigError, Profile, Settings
-from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.pipeline import BUILTIN_METHODS, plan
 
@@ -74,7 +73,7 @@ def test_a_plugin_mistake_is_one_line_naming_the_spec(spec: str, message: str) -
     ],
 )
 def test_a_method_breaking_the_contract_is_one_line(spec: str, message: str) -> None:
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     with pytest.raises(ConfigError) as caught:
         evaluate(replace(demo, questions=demo.questions[:3]), SETTINGS, methods=[spec])
     assert str(caught.value) == message

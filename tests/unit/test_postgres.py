@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from demo_fixture import DEMO_DATA
+from demo_fixture import DEMO_DATA, demo_dataset
 
 from retrieval.adapters import pg_cluster
 from retrieval.adapters.pg_cluster import Cluster, ClusterError, unavailable_reason
 from retrieval.adapters.postgres import DSN_ENV, PostgresMethod, connect, factory, question_tsquery, search_text
 from retrieval.config import ConfigError, Settings
-from retrieval.dataset import Dataset, Document, Question, load_dataset
+from retrieval.dataset import Dataset, Document, Question
 from retrieval.methods.base import Context
 from retrieval.metrics import score_method
 from retrieval.ranking import Ranking, rank_of
@@ -71,7 +71,7 @@ def ranked_ids(dataset: Dataset, rankings: list[Ranking]) -> dict[str, list[str]
 def test_demo_figures_live(live_dsn: str) -> None:
     """The 25 demo questions: exact recall@5 and MRR, overall and per type, and where each
     question's first relevant document lands (measured on PostgreSQL 15, french configuration)."""
-    dataset = load_dataset(DEMO_DATA)
+    dataset = demo_dataset()
     rankings = PostgresMethod().rank(Context(dataset=dataset, depth=1000))
     ranked = ranked_ids(dataset, rankings)
 
@@ -125,7 +125,7 @@ def test_recorded_live_then_replayed_without_postgres(
     from retrieval.evaluate import evaluate
     from retrieval.metrics import score_run
 
-    dataset = load_dataset(DEMO_DATA)
+    dataset = demo_dataset()
     settings = Settings(dataset=str(DEMO_DATA), methods=(), cassettes=str(tmp_path / "cassettes"))
     spec = "retrieval.adapters.postgres:factory"
     live = evaluate(dataset, settings, mode="record", methods=[spec])
@@ -138,7 +138,7 @@ def test_recorded_live_then_replayed_without_postgres(
 
 
 def test_depth_truncates_the_same_order(live_dsn: str) -> None:
-    dataset = load_dataset(DEMO_DATA)
+    dataset = demo_dataset()
     full = PostgresMethod().rank(Context(dataset=dataset, depth=1000))
     short = PostgresMethod().rank(Context(dataset=dataset, depth=3))
     assert [len(r) for r in short] == [min(3, len(r)) for r in full] and len(short) == 25
@@ -205,7 +205,7 @@ def test_an_engine_error_is_one_config_error(live_dsn: str) -> None:
 def test_loosely_written_identifiers_find_their_page(live_dsn: str) -> None:
     """ "hel 4120", "HEL4040", "erreur 4040": without splitting identifiers, the documents'
     "HEL-4120" gives the lexeme "-4120" and none of these would find its page."""
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     questions = ("hel 4120", "HEL4040", "erreur 4040", "HEL-4040", "HEL 4040 import")
     dataset = dataclasses.replace(
         demo, questions=tuple(Question(f"x{i}", q, "t", ("x",)) for i, q in enumerate(questions))

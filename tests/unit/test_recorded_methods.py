@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from demo_fixture import DEMO_DATA
+from demo_fixture import DEMO_DATA, demo_dataset
 from fake_search import URL_VARIABLE, FakeSearchService
 
 from retrieval import Context, Ranking
 from retrieval.config import Profile, Settings
-from retrieval.dataset import Dataset, load_dataset
+from retrieval.dataset import Dataset
 from retrieval.evaluate import evaluate
 from retrieval.providers.base import ReplayMissError
 from retrieval.recording import CassetteError
@@ -28,7 +28,7 @@ PROFILE = "fixture"
 
 @pytest.fixture
 def dataset() -> Dataset:
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     return replace(demo, questions=demo.questions[:3])
 
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from demo_fixture import DEMO_DATA
+from demo_fixture import demo_dataset
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval import Context, Ranking
 from retrieval.cli import main
 from retrieval.config import Settings
-from retrieval.dataset import Dataset, load_dataset
+from retrieval.dataset import Dataset
 from retrieval.drift import FIRST_RECORDING
 from retrieval.evaluate import evaluate
 
@@ -65,7 +65,7 @@ def drifting_server() -> Iterator[DriftingEmbeddingsServer]:
 @pytest.fixture
 def small_demo() -> Dataset:
     """FIXTURE dataset: the demo corpus with every fifth question (5, of each type)."""
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     return replace(demo, questions=demo.questions[::5])
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from demo_fixture import DEMO_DATA, demo_settings
+from demo_fixture import demo_dataset, demo_settings
 from fake_servers import (
     Act,
     FakeGeminiServer,
@@ -32,7 +32,7 @@ from remedy_fixtures import fixture_llm_answer, fixture_questions, fixture_rewri
 
 from retrieval.config import Settings
 from retrieval.cost import Usage
-from retrieval.dataset import Dataset, Document, Question, load_dataset
+from retrieval.dataset import Dataset, Document, Question
 from retrieval.enrichment_cache import EnrichmentCache
 from retrieval.evaluate import evaluate
 from retrieval.methods.base import Context
@@ -386,7 +386,7 @@ def test_a_profile_without_an_llm_makes_them_unavailable() -> None:
 
 
 def test_in_replay_a_method_never_recorded_fails_naming_its_cassette(tmp_path: Path) -> None:
-    demo = load_dataset(DEMO_DATA)
+    demo = demo_dataset()
     settings = Settings(profile=gemini_profile("http://127.0.0.1:9"), cassettes=str(tmp_path))
     with pytest.raises(CassetteError, match=r"no cassette .*/fixture-gemini/corpus-embeddings.json"):
         evaluate(replace(demo, questions=demo.questions[:1]), settings, methods=["rewrite"])

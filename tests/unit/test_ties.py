@@ -11,9 +11,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from demo_fixture import DEMO_DATA, demo_settings
+from demo_fixture import demo_dataset, demo_settings
 
-from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.methods.base import Context
 from retrieval.metrics import recall_at_k, reciprocal_rank
@@ -223,7 +222,7 @@ def _demo_rankings() -> tuple[Context, dict[str, list[Ranking]]]:
             return context.rankings["hybrid"]
 
     settings = demo_settings()
-    dataset = load_dataset(DEMO_DATA)
+    dataset = demo_dataset()
     evaluate(dataset, settings, mode="replay", methods=[], extra=[Catch()])
     return Context(dataset=dataset, depth=settings.depth), caught
 
