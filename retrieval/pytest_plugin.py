@@ -325,17 +325,15 @@ class _Reporter:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, items: list[pytest.Item]) -> None:
         """After -m/-k applied: if the probe survived, evaluate and put the gate's items in its place."""
-        state = self.state
-        where = next((i for i, item in enumerate(items) if isinstance(item, _Probe)), None)
-        if where is None:
-            if state.probe is not None:
-                # Deselected: pytest counted it among the deselected but never among the collected
-                # (it joined after collection), so the terminal's "N selected" came out one short.
-                session.ihook.pytest_collectreport(
-                    report=pytest.CollectReport(state.probe.nodeid, "passed", None, [state.probe])
-                )
+        state, probe = self.state, self.state.probe
+        if probe is None:
             return
-        probe = items[where]
+        if probe not in items:
+            # Deselected: pytest counted it among the deselected but never among the collected
+            # (it joined after collection), so the terminal's "N selected" came out one short.
+            session.ihook.pytest_collectreport(report=pytest.CollectReport(probe.nodeid, "passed", None, [probe]))
+            return
+        where = items.index(probe)
         assert probe.parent is not None and state.project_file is not None
         state.selected = True
         items[where : where + 1] = list(session.genitems(_collector(session, state.project_file, probe.parent.name)))
