@@ -23,7 +23,7 @@ def demo_run(kept: int) -> tuple[Dataset, Run, Setup]:
     """The demo run (replay, local profile) with every ranking kept to `kept`, and its Setup.
 
     Cached: the tests only read it."""
-    settings = demo_settings(methods=("bm25", "vector", "hybrid"))
+    settings = demo_settings()
     dataset = demo_dataset()
     run = evaluate(dataset, settings)
     run.results = [
