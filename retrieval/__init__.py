@@ -28,6 +28,7 @@ _EXPORTS = {
     "recall_at_k": "retrieval.metrics",
     "reciprocal_rank": "retrieval.metrics",
     "Ranking": "retrieval.ranking",
+    "ranking_from_ids": "retrieval.ranking",
     "build_report": "retrieval.report",
     "render_markdown": "retrieval.report",
     "Run": "retrieval.run",
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from retrieval.evaluate import evaluate
     from retrieval.methods.base import Context, Method
     from retrieval.metrics import hit_rate_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
-    from retrieval.ranking import Ranking
+    from retrieval.ranking import Ranking, ranking_from_ids
     from retrieval.report import build_report, render_markdown
     from retrieval.run import Run
 
@@ -89,6 +90,7 @@ __all__ = [
     "load_dataset",
     "load_settings",
     "ndcg_at_k",
+    "ranking_from_ids",
     "recall_at_k",
     "reciprocal_rank",
     "render_markdown",

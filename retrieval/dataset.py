@@ -19,9 +19,11 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 __all__ = ["Dataset", "DatasetError", "Document", "Question", "load_dataset"]
@@ -70,6 +72,11 @@ class Dataset:
     @property
     def doc_ids(self) -> list[str]:
         return [d.id for d in self.documents]
+
+    @cached_property
+    def positions(self) -> Mapping[str, int]:
+        """Document id -> its index in `documents`, the number a Ranking holds (built once)."""
+        return MappingProxyType({d.id: i for i, d in enumerate(self.documents)})
 
     @property
     def question_types(self) -> list[str]:

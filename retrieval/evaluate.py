@@ -28,8 +28,8 @@ from retrieval.network import NetworkBlockedError, cause_of, closed_network, run
 from retrieval.pipeline import Plan, plan
 from retrieval.providers import credentials
 from retrieval.providers.base import EmbeddingProvider, Kind, ReplayMissError
-from retrieval.ranking import Ranking, rank_of
-from retrieval.recording import CassetteError, Mode, Recorder
+from retrieval.ranking import Ranking, RankingError, rank_of
+from retrieval.recording import CassetteError, Mode, Recorder, missed_request
 from retrieval.run import MethodResult, QuestionResult, Run
 from retrieval.sweeps import keep_depths
 from retrieval.ties import tie_summary
@@ -191,6 +191,12 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
                 with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
                     rankings = method.rank(context)
     except Exception as exc:
+        if isinstance(exc, RankingError):
+            raise ConfigError(f"method {declared.name!r}: {exc}") from None
+        missed = None if isinstance(exc, ReplayMissError | CassetteError) else missed_request(exc)
+        if missed is not None:
+            # A method's own HTTP client met vcrpy's refusal: one line, not vcrpy's advice.
+            raise ReplayMissError(f"method {declared.name!r}: no recorded answer for {missed}", "replay miss") from None
         blocked = cause_of(exc, NetworkBlockedError)
         if blocked is None or isinstance(exc, ReplayMissError | CassetteError):
             raise
@@ -269,9 +275,9 @@ def _explain_miss(exc: ReplayMissError, recorder: Recorder, dataset: Dataset) ->
         else ""
     )
     return ReplayMissError(
-        f"{exc}. The cassettes in {recorder.directory} do not hold this request: the dataset, the models "
-        f"or the prompt changed since they were recorded.{data} Re-record with `{recorder.record_command}` "
-        "(it replaces them), or run without cassettes: --live, or --methods bm25.",
+        f"{exc}. The cassettes in {recorder.directory} do not hold this request: the dataset, a model, a prompt "
+        f"or a method's requests changed since they were recorded.{data} Re-record with "
+        f"`{recorder.record_command}` (it replaces them), or run without cassettes: --live, or --methods bm25.",
         "replay miss",
     )
 

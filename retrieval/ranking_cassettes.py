@@ -80,7 +80,7 @@ def load_rankings(path: Path, dataset: Dataset, depth: int) -> list[Ranking]:
         listed = "; ".join(f"{q.id} «{' '.join(q.text.split())[:60]}»" for q in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise ReplayMissError(f"questions new or changed since {path} was recorded: {listed}{more}", "replay miss")
-    position = {doc_id: i for i, doc_id in enumerate(dataset.doc_ids)}
+    position = dataset.positions
     rankings = []
     for question in dataset.questions:
         entry = recorded[question.text]

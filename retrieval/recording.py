@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from retrieval.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
 from retrieval.network import cause_of
+from retrieval.providers.base import ReplayMissError
 
 __all__ = [
     "CassetteError",
@@ -31,6 +32,7 @@ __all__ = [
     "cassette_digest",
     "find_secrets",
     "is_replay_miss",
+    "missed_request",
     "record_command",
     "scan_cassettes",
 ]
@@ -78,6 +80,48 @@ def is_replay_miss(exc: BaseException) -> bool:
     from vcr.errors import CannotOverwriteExistingCassetteException
 
     return cause_of(exc, CannotOverwriteExistingCassetteException) is not None
+
+
+def missed_request(exc: BaseException) -> str | None:
+    """The request vcrpy refused in the chain behind `exc`, described in one line for a
+    replay-miss message ("POST http://…/search (…differs in its body)"), or None."""
+    from vcr.errors import CannotOverwriteExistingCassetteException
+
+    miss = cause_of(exc, CannotOverwriteExistingCassetteException)
+    return None if miss is None else _describe_miss(miss.failed_request, miss.cassette)
+
+
+# vcrpy's matcher names (ours are registered without their leading underscore), in words.
+_MATCHER_WORDS = {"same_body": "body", "loopback_port": "port", "query": "query string"}
+
+
+def _describe_miss(request: Any, cassette: Any) -> str:
+    """A refused request and how the closest recorded one differs from it."""
+    similar = cassette.find_requests_with_most_matches(request)
+    if not similar:
+        why = "the cassette holds no request like it"
+    elif not similar[0][2]:
+        why = "recorded, but sent more times than when it was recorded"
+    else:
+        differing = [_MATCHER_WORDS.get(name.lstrip("_"), name.lstrip("_")) for name, _ in similar[0][2]]
+        why = f"the closest recorded request differs in its {', '.join(dict.fromkeys(differing))}"
+    return f"{request.method} {request.uri} ({why})"
+
+
+def _counting_misses(cassette: Any) -> list[Any]:
+    """Keep each request a replaying cassette has no answer for, so a miss the calling code
+    catches (a retriever with a fallback) still fails the run."""
+    missed: list[Any] = []
+    can_play = cassette.can_play_response_for
+
+    def counted(request: Any) -> bool:
+        found = bool(can_play(request))
+        if not found:
+            missed.append(request)
+        return found
+
+    cassette.can_play_response_for = counted
+    return missed
 
 
 def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
@@ -305,11 +349,19 @@ class Recorder:
         recorder.register_matcher("same_body", _same_body)
         with ExitStack() as stack:
             try:
-                stack.enter_context(recorder.use_cassette(str(path)))
+                cassette = stack.enter_context(recorder.use_cassette(str(path)))
             except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
                 # Whatever vcrpy's own loader trips on is a damaged file, not a bug to show as a traceback.
                 raise _damaged(path, f"{type(exc).__name__}: {exc}", self.profile) from exc
+            missed = _counting_misses(cassette) if self.mode == "replay" else []
             yield
+            if missed:
+                more = f" and {len(missed) - 1} more request(s)" if len(missed) > 1 else ""
+                raise ReplayMissError(
+                    f"no recorded answer in {path} for {_describe_miss(missed[0], cassette)}{more}; the code "
+                    "that sent it caught the error and carried on",
+                    "replay miss",
+                )
 
     def rankings_path(self, channel: str) -> Path:
         """The committed ranking cassette of a method that declares calls = "rankings"."""

@@ -12,6 +12,7 @@ import json
 import os
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -56,6 +57,39 @@ class FakeSearchService:
         self._server.stop()
 
 
+class IdSearchService:
+    """POST /search {"query": text, "size": n} -> {"hits": [{"id": doc_id, "score": s}, ...]}:
+    the protocol of the README's retriever, over `documents` ((id, text) pairs) as its index."""
+
+    def __init__(self, documents: Sequence[tuple[str, str]]) -> None:
+        self.requests: list[dict[str, Any]] = []
+        service = self
+        index = [(doc_id, set(text.lower().split())) for doc_id, text in documents]
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                service.requests.append(body)
+                words = set(body["query"].lower().split())
+                scored = sorted(((len(words & terms), doc_id) for doc_id, terms in index), key=lambda h: (-h[0], h[1]))
+                hits = [{"id": doc_id, "score": score} for score, doc_id in scored[: body["size"]] if score]
+                payload = json.dumps({"hits": hits}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = LoopbackHTTPServer(Handler)
+        self.url = f"http://127.0.0.1:{self._server.port}/search"
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
 def _ranking(hits: Sequence[Sequence[float]]) -> Ranking:
     return Ranking(np.asarray([int(h[0]) for h in hits], dtype=np.int64), np.asarray([float(h[1]) for h in hits]))
 
@@ -67,9 +101,10 @@ class SearchRetriever:
     requires: tuple[str, ...] = ()
     needs_vectors = False
     calls = "http"
+    sent = 8  # documents sent with each query: an edit of it changes every request
 
     def rank(self, context: Context) -> list[Ranking]:
-        documents = [[d.id, d.content] for d in context.dataset.documents[:8]]
+        documents = [[d.id, d.content] for d in context.dataset.documents[: self.sent]]
         # The package's client: it shares one TLS context (an httpx.Client builds its own, ~20 ms).
         with new_client(5) as client:
             return [
@@ -86,7 +121,7 @@ class UrllibRetriever(SearchRetriever):
     name = "search-urllib"
 
     def rank(self, context: Context) -> list[Ranking]:
-        documents = [[d.id, d.content] for d in context.dataset.documents[:8]]
+        documents = [[d.id, d.content] for d in context.dataset.documents[: self.sent]]
         rankings = []
         for q in context.dataset.questions:
             body = json.dumps({"query": q.text, "documents": documents}).encode()
@@ -116,6 +151,28 @@ class SwallowingRetriever(SearchRetriever):
             return [_ranking([]) for _ in context.dataset.questions]
 
 
+def _edited(kind: type[SearchRetriever], fallback: bool) -> SearchRetriever:
+    """The retriever after an edit that changed its requests (one more document sent); with
+    `fallback`, it returns an empty ranking for a question whose call fails, as production code may."""
+
+    class Edited(kind):  # type: ignore[valid-type, misc]
+        sent = 9
+
+        def rank(self, context: Context) -> list[Ranking]:
+            if not fallback:
+                return super().rank(context)
+            rankings = []
+            for question in context.dataset.questions:
+                alone = replace(context, dataset=replace(context.dataset, questions=(question,)))
+                try:
+                    rankings += super().rank(alone)
+                except Exception:
+                    rankings.append(_ranking([]))
+            return rankings
+
+    return Edited()
+
+
 def factory(settings: object) -> SearchRetriever:
     return SearchRetriever()
 
@@ -130,3 +187,19 @@ def undeclared_factory(settings: object) -> UndeclaredRetriever:
 
 def swallowing_factory(settings: object) -> SwallowingRetriever:
     return SwallowingRetriever()
+
+
+def edited_factory(settings: object) -> SearchRetriever:
+    return _edited(SearchRetriever, fallback=False)
+
+
+def edited_urllib_factory(settings: object) -> SearchRetriever:
+    return _edited(UrllibRetriever, fallback=False)
+
+
+def fallback_factory(settings: object) -> SearchRetriever:
+    return _edited(SearchRetriever, fallback=True)
+
+
+def fallback_urllib_factory(settings: object) -> SearchRetriever:
+    return _edited(UrllibRetriever, fallback=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval import Context, Ranking
+from retrieval import Context, Ranking, ranking_from_ids
 
 
 class NoArgument:
@@ -37,6 +37,15 @@ class OutOfCorpus(TooFew):
 
     def rank(self, context: Context) -> list[Ranking]:
         return [Ranking(np.array([10_000]), np.array([1.0])) for _ in context.dataset.questions]
+
+
+class UnknownId(TooFew):
+    """An engine whose index holds a document the evaluated corpus does not."""
+
+    name = "unknown-id"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        return [ranking_from_ids(["HEL-4040", "prod-only"], context.dataset) for _ in context.dataset.questions]
 
 
 class Impostor(TooFew):

@@ -70,6 +70,12 @@ def test_a_plugin_mistake_is_one_line_naming_the_spec(spec: str, message: str) -
             "method 'out-of-corpus' ranked an index outside the corpus (0..63) or the same document twice for "
             "question q01: indices point into context.dataset.documents.",
         ),
+        (
+            "plugin_mistakes:UnknownId",
+            "method 'unknown-id': the engine returned 1 id(s) that dataset 'demo' does not hold ('prod-only'): "
+            "leaving them out would raise the figures, so index the evaluated corpus, or export the engine's "
+            "documents to the dataset's corpus.jsonl",
+        ),
     ],
 )
 def test_a_method_breaking_the_contract_is_one_line(spec: str, message: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from demo_fixture import DEMO_DATA, demo_dataset
-from fake_search import URL_VARIABLE, FakeSearchService
+from fake_search import URL_VARIABLE, FakeSearchService, IdSearchService
 
 from retrieval import Context, Ranking
 from retrieval.config import Profile, Settings
@@ -71,6 +71,76 @@ def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
     assert replayed.ranked_ids(name) == recorded.ranked_ids(name)
     assert replayed.ranked_ids(name)["q01"][:2] == ["HEL-4020", "HEL-4040"]  # the fixture service's order
     assert len(service.requests) == 3  # nothing reached the (stopped) service
+
+
+@pytest.mark.parametrize(
+    ("recorded_with", "replayed_with", "expected"),
+    [
+        # The method's own client meets the refusal: named in one line, not vcrpy's advice.
+        ("fake_search:factory", "fake_search:edited_factory", "method 'search': no recorded answer for POST {url} "),
+        (
+            "fake_search:urllib_factory",
+            "fake_search:edited_urllib_factory",
+            "method 'search-urllib': no recorded answer for POST {url} ",
+        ),
+        # The method catches the refusal and falls back to empty rankings: the run still fails.
+        ("fake_search:factory", "fake_search:fallback_factory", "no recorded answer in {cassette} for POST {url} "),
+        (
+            "fake_search:urllib_factory",
+            "fake_search:fallback_urllib_factory",
+            "no recorded answer in {cassette} for POST {url} ",
+        ),
+    ],
+)
+def test_a_method_whose_requests_changed_fails_replay_in_one_line_with_the_command(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService, recorded_with: str, replayed_with: str, expected: str
+) -> None:
+    settings = _settings(tmp_path)
+    recorded = evaluate(dataset, settings, mode="record", methods=[recorded_with])
+    service.stop()
+    with pytest.raises(ReplayMissError) as caught:
+        evaluate(dataset, settings, methods=[replayed_with])
+    cassette = tmp_path / "cassettes" / PROFILE / f"{recorded.methods[0]}.json"
+    more = " and 2 more request(s); the code that sent it caught the error and carried on"
+    more = more if "fallback" in replayed_with else ""
+    assert str(caught.value) == (
+        expected.format(url=service.url, cassette=cassette)
+        + f"(the closest recorded request differs in its body){more}. The cassettes in {cassette.parent} do not hold"
+        " this request: the dataset, a model, a prompt or a method's requests changed since they were recorded."
+        f" Re-record with `pytest --record --retrieval-profile {PROFILE}` (it replaces them), or run without"
+        " cassettes: --live, or --methods bm25."
+    )
+    assert len(service.requests) == 3  # the recording's; replay reached nothing
+
+
+def test_the_readme_search_retriever_records_replays_and_names_an_edited_request(
+    tmp_path: Path, dataset: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    source = readme.split("# searchret.py\n", 1)[1].split("```", 1)[0]
+    edited = source.replace('"size": context.depth}', '"size": context.depth * 2}')
+    assert edited != source
+    (tmp_path / "searchret.py").write_text(source, encoding="utf-8")
+    (tmp_path / "searchret_edited.py").write_text(edited, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    service = IdSearchService([(d.id, d.content) for d in dataset.documents])
+    monkeypatch.setenv("SEARCH_URL", service.url)
+    settings = _settings(tmp_path)
+    try:
+        recorded = evaluate(dataset, settings, mode="record", methods=["searchret:factory"])
+    finally:
+        service.stop()
+    assert [r["size"] for r in service.requests] == [settings.depth] * 3
+    replayed = evaluate(dataset, settings, methods=["searchret:factory"])
+    assert replayed.ranked_ids("search") == recorded.ranked_ids("search")
+    assert replayed.ranked_ids("search")["q01"][0] == "faq-agent-helios"  # the fixture service's first
+    with pytest.raises(ReplayMissError) as caught:
+        evaluate(dataset, settings, methods=["searchret_edited:factory"])
+    assert str(caught.value).startswith(
+        f"method 'search': no recorded answer for POST {service.url}"
+        " (the closest recorded request differs in its body)."
+    )
+    assert len(service.requests) == 3
 
 
 def test_before_any_recording_replay_fails_in_one_line_without_reaching_the_service(

@@ -14,7 +14,14 @@ from fake_embeddings import FakeEmbeddingsServer, make_profile
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.providers.http import RetryPolicy, new_client, post_json
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording import CassetteError, Recorder, find_secrets, is_replay_miss, record_command
+from retrieval.recording import (
+    CassetteError,
+    Recorder,
+    find_secrets,
+    is_replay_miss,
+    missed_request,
+    record_command,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE = "corpus-embeddings"
@@ -140,10 +147,9 @@ def test_replay_miss_is_not_a_network_call(
     posts = len(embeddings_server.posts)
 
     replay = Recorder("replay", directory, "fixture")
-    with replay.stage(STAGE), httpx.Client(timeout=5) as client:
-        body = {"model": "fixture-e5", "input": ["jamais enregistré"], "input_type": "passage"}
-        with pytest.raises(ReplayMissError) as caught:
-            post_json(client, f"{embeddings_server.url}/v1/embeddings", body, retry=FAST)
+    body = {"model": "fixture-e5", "input": ["jamais enregistré"], "input_type": "passage"}
+    with pytest.raises(ReplayMissError) as caught, replay.stage(STAGE), httpx.Client(timeout=5) as client:
+        post_json(client, f"{embeddings_server.url}/v1/embeddings", body, retry=FAST)
     assert caught.value.reason == "replay miss"
     assert isinstance(caught.value, ProviderError)
     assert len(embeddings_server.posts) == posts  # the embeddings_server, still up, saw nothing
@@ -169,11 +175,42 @@ def test_replay_matches_a_body_by_its_bytes_or_as_the_same_json_and_nothing_else
         with replay.stage(STAGE):
             assert client.post(url, content=same).json() == recorded
     for other in (b'{"input":["c"],"model":"fixture-e5"}', b"input=a&model=fixture-e5", b"\xff"):
-        with replay.stage(STAGE), pytest.raises(Exception) as caught:
+        with pytest.raises(Exception) as caught, replay.stage(STAGE):
             client.post(url, content=other)
         assert is_replay_miss(caught.value), other
     client.close()
     assert len(embeddings_server.posts) == posts
+
+
+def test_a_replay_miss_says_how_the_closest_recorded_request_differs(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    url = f"{embeddings_server.url}/v1/embeddings"
+    sent = b'{"input":["a"],"model":"fixture-e5"}'
+    with new_client(5) as client:
+        recorder = Recorder("record", directory, "fixture")
+        with recorder.stage(STAGE):
+            client.post(url, content=sent)
+        recorder.commit({})
+        replay = Recorder("replay", directory, "fixture")
+        sends = {
+            "twice": [(url, sent), (url, sent)],
+            "path": [(f"{embeddings_server.url}/v1/other", sent)],
+            "body": [(url, b'{"input":["c"],"model":"fixture-e5"}')],
+        }
+        seen = {}
+        for case, requests in sends.items():
+            with pytest.raises(Exception) as caught, replay.stage(STAGE):
+                for where, content in requests:
+                    client.post(where, content=content)
+            seen[case] = missed_request(caught.value)
+    assert seen == {
+        "twice": f"POST {url} (recorded, but sent more times than when it was recorded)",
+        "path": f"POST {embeddings_server.url}/v1/other (the closest recorded request differs in its path)",
+        "body": f"POST {url} (the closest recorded request differs in its body)",
+    }
+    assert missed_request(ValueError("not a miss")) is None
 
 
 def test_missing_cassette_names_the_record_command(tmp_path: Path) -> None:
