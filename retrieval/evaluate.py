@@ -311,7 +311,6 @@ def _recorder(settings: Settings, mode: Mode) -> Recorder:
         Path(settings.cassettes) / profile.name,
         profile.name,
         declared.key_variables,
-        declared.auth_headers,
         declared.needed,
     )
 

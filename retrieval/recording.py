@@ -39,9 +39,15 @@ __all__ = [
 
 Mode = Literal["replay", "live", "record"]
 
-# Headers that carry credentials whatever the service (a user's retriever too); each provider
-# declares its own on top of these (retrieval.providers.PROVIDERS).
-FILTERED_HEADERS = ("authorization", "x-api-key", "api-key", "cookie", "set-cookie")
+# The request headers a cassette keeps. Replay never matches on headers, and a service may take
+# its key in any header (X-Algolia-API-Key, Ocp-Apim-Subscription-Key...): every other one is
+# dropped, so no list of credential headers has to foresee them.
+KEPT_REQUEST_HEADERS = frozenset(
+    {"host", "accept", "accept-encoding", "connection", "user-agent", "content-type", "content-length"}
+)
+# Query parameters and answer headers whose name says credential are dropped. Both sides of a
+# replay match are filtered alike, so a harmless name caught too ("monkey") changes nothing.
+_CREDENTIAL_NAME = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
 # "loopback_port" instead of vcrpy's "port": a local server may get another port than the one
 # it was recorded on, and the committed local cassettes must still match.
 # "same_body" instead of vcrpy's "body": the same test, without the diff vcrpy builds on a mismatch.
@@ -218,10 +224,16 @@ def read_cassette(path: Path, profile: str) -> dict[str, Any]:
     return data
 
 
-def _upper_method(request: Any) -> Any:
-    # aiohttp records "post" where httpx records "POST"; runs on replay too, so it must be idempotent.
+def _prepare_request(request: Any) -> Any:
+    """What a cassette keeps of a request (vcrpy passes a copy, and applies this on replay too
+    before matching: it must be idempotent)."""
+    from vcr.filters import replace_headers, replace_query_parameters
+
+    # aiohttp records "post" where httpx records "POST".
     request.method = request.method.upper()
-    return request
+    request = replace_headers(request, [(h, None) for h in request.headers if h.lower() not in KEPT_REQUEST_HEADERS])
+    credentials = [(name, None) for name, _ in request.query if _CREDENTIAL_NAME.search(name)]
+    return replace_query_parameters(request, credentials) if credentials else request
 
 
 VOLATILE_HEADERS = ("date", "server", "x-request-id", "server-timing", "alt-svc")
@@ -231,9 +243,10 @@ def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
     # A 429/5xx seen while recording would replay as a failure forever.
     if response["status"]["code"] >= 400:
         return None
-    # Headers that change on every call would make an identical re-recording show as a diff.
+    # Headers that change on every call would make an identical re-recording show as a diff;
+    # a session cookie or a token handed back must not be committed.
     headers = response.get("headers", {})
-    for name in [h for h in headers if h.lower() in VOLATILE_HEADERS]:
+    for name in [h for h in headers if h.lower() in VOLATILE_HEADERS or _CREDENTIAL_NAME.search(h)]:
         del headers[name]
     return response
 
@@ -264,9 +277,8 @@ class Recorder:
     directory: Path
     profile: str
     # The profile's providers' declarations: key variables whose values must never reach a
-    # cassette, and the headers carrying them (retrieval.providers.credentials).
+    # cassette (retrieval.providers.credentials).
     key_variables: tuple[str, ...] = ()
-    auth_headers: tuple[str, ...] = ()
     needed_keys: tuple[str, ...] = ()  # what a recording must set, named in the record command
     _staging: Path | None = field(default=None, init=False)
     _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
@@ -338,10 +350,8 @@ class Recorder:
             serializer="json",
             record_mode=record_mode,
             match_on=MATCH_ON,
-            filter_headers=tuple(dict.fromkeys((*FILTERED_HEADERS, *self.auth_headers))),
-            filter_query_parameters=("key",),
             decode_compressed_response=True,
-            before_record_request=_upper_method,
+            before_record_request=_prepare_request,
             before_record_response=_clean_response,
             record_on_exception=False,
         )
@@ -431,7 +441,11 @@ class Recorder:
                     )
                 secrets = find_secrets(text, keys)
                 if secrets:
-                    raise CassetteError(f"recording {name} holds secrets ({', '.join(secrets)}). Nothing was replaced.")
+                    raise CassetteError(
+                        f"recording {name} holds secrets ({', '.join(secrets)}): a request or an answer carries a "
+                        "credential in its body or its URL path. Send it in a header, or in a query parameter "
+                        "named like a key or a token: neither is recorded. Nothing was replaced."
+                    )
                 files[name] = text.encode("utf-8")
             previous = self.metadata()
             # Stages not re-recorded this time keep the usage measured when they were.

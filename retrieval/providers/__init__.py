@@ -29,10 +29,9 @@ __all__ = [
 @dataclass(frozen=True)
 class Credentials:
     """What a provider authenticates with, declared for the recorder: the environment variables
-    whose values must never reach a cassette, and the headers that carry them (filtered out)."""
+    whose values must never reach a cassette (a recording holding one is refused)."""
 
     key_variables: tuple[str, ...] = ()
-    auth_headers: tuple[str, ...] = ()
     # The variable a live run must set (the first is named in the record command).
     needed: tuple[str, ...] = ()
 
@@ -41,11 +40,9 @@ class Credentials:
 # recorder can read them without importing google-genai (slow) for a keyless run.
 PROVIDERS: dict[str, Credentials] = {
     # OpenAI-compatible servers: a Bearer key from the variable the profile names (api_key_env).
-    "openai": Credentials(key_variables=("OPENAI_API_KEY",), auth_headers=("authorization",)),
+    "openai": Credentials(key_variables=("OPENAI_API_KEY",)),
     # The SDK reads either variable (GOOGLE_API_KEY wins) and sends the key in x-goog-api-key.
-    "gemini": Credentials(
-        key_variables=("GEMINI_API_KEY", "GOOGLE_API_KEY"), auth_headers=("x-goog-api-key",), needed=("GEMINI_API_KEY",)
-    ),
+    "gemini": Credentials(key_variables=("GEMINI_API_KEY", "GOOGLE_API_KEY"), needed=("GEMINI_API_KEY",)),
 }
 
 
@@ -54,13 +51,11 @@ def credentials(profile: Profile) -> Credentials:
     used = [profile.embeddings.provider, *([profile.llm.provider] if profile.llm.configured else [])]
     own = [profile.api_key_env] if profile.api_key_env else []
     keys, needed = list(own), list(own)
-    headers: list[str] = []
     for name in used:
         declared = PROVIDERS.get(name or "", Credentials())
         keys += declared.key_variables
-        headers += declared.auth_headers
         needed += declared.needed
-    return Credentials(*(tuple(dict.fromkeys(values)) for values in (keys, headers, needed)))
+    return Credentials(*(tuple(dict.fromkeys(values)) for values in (keys, needed)))
 
 
 _KNOWN = f"use one of {', '.join(PROVIDERS)}."

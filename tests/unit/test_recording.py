@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 from fake_embeddings import FakeEmbeddingsServer, make_profile
+from loopback_http import LoopbackHTTPServer
 
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.providers.http import RetryPolicy, new_client, post_json
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 from retrieval.recording import (
+    KEPT_REQUEST_HEADERS,
     CassetteError,
     Recorder,
     find_secrets,
@@ -213,6 +218,84 @@ def test_a_replay_miss_says_how_the_closest_recorded_request_differs(
     assert missed_request(ValueError("not a miss")) is None
 
 
+class _KeyedSearch(BaseHTTPRequestHandler):
+    """A fixture service that takes keys the way hosted search APIs do and hands back a session."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        payload = b'{"hits": [["doc-1", 2.5]]}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Set-Cookie", "session=fixture-secret-6")
+        self.send_header("X-Session-Token", "fixture-secret-7")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def keyed_search() -> Iterator[str]:
+    server = LoopbackHTTPServer(_KeyedSearch)
+    try:
+        yield f"http://127.0.0.1:{server.port}/search"
+    finally:
+        server.stop()
+
+
+def _keyed_post(client: httpx.Client, url: str, secret: str, body: bytes = b'{"query": "vpn"}') -> Any:
+    headers = {
+        "X-Algolia-API-Key": f"{secret}-1",
+        "Ocp-Apim-Subscription-Key": f"{secret}-2",
+        "Authorization": f"Bearer {secret}-3",
+        "X-Request-Source": "ci",
+        "Content-Type": "application/json",
+    }
+    query = {"api_key": f"{secret}-4", "access_token": f"{secret}-5", "page": "2"}
+    return client.post(url, params=query, headers=headers, content=body).json()
+
+
+def test_a_cassette_keeps_no_header_or_parameter_that_could_hold_a_key_and_still_replays(
+    keyed_search: str, tmp_path: Path
+) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    with new_client(5) as client:
+        recorder = Recorder("record", directory, "fixture")
+        with recorder.stage("search"):
+            answer = _keyed_post(client, keyed_search, "fixture-secret")
+        recorder.commit({})
+        text = (directory / "search.json").read_text(encoding="utf-8")
+        assert "fixture-secret" not in text and "x-request-source" not in text.lower()
+        interaction = json.loads(text)["interactions"][0]
+        assert set(interaction["request"]["headers"]) <= KEPT_REQUEST_HEADERS
+        assert interaction["request"]["uri"] == f"{keyed_search}?page=2"
+        assert {h.lower() for h in interaction["response"]["headers"]} == {"content-type", "content-length"}
+        # Other keys on replay (another CI secret): the same request, answered.
+        with Recorder("replay", directory, "fixture").stage("search"):
+            assert _keyed_post(client, keyed_search, "other-secret") == answer
+
+
+def test_a_recording_whose_body_holds_a_key_is_refused_with_the_fix_and_replaces_nothing(
+    keyed_search: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SEARCH_KEY", "fixture-body-key-0123")
+    directory = tmp_path / "cassettes" / "fixture"
+    with new_client(5) as client:
+        recorder = Recorder("record", directory, "fixture", key_variables=("SEARCH_KEY",))
+        with recorder.stage("search"):
+            _keyed_post(client, keyed_search, "s", body=b'{"query": "vpn", "auth": "fixture-body-key-0123"}')
+    with pytest.raises(CassetteError) as caught:
+        recorder.commit({})
+    assert str(caught.value) == (
+        "recording search.json holds secrets (value of $SEARCH_KEY): a request or an answer carries a credential "
+        "in its body or its URL path. Send it in a header, or in a query parameter named like a key or a token: "
+        "neither is recorded. Nothing was replaced."
+    )
+    assert list(directory.parent.iterdir()) == []  # no cassette folder, no staging folder left
+
+
 def test_missing_cassette_names_the_record_command(tmp_path: Path) -> None:
     replay = Recorder("replay", tmp_path / "cassettes" / "fixture", "fixture")
     with pytest.raises(CassetteError) as caught, replay.stage(STAGE):
@@ -227,7 +310,7 @@ def test_record_command_names_the_key_the_providers_declare() -> None:
     from retrieval.providers import credentials
 
     gemini = credentials(load_settings(REPO, {"profile": "gemini"}).profile)
-    assert gemini.needed == ("GEMINI_API_KEY",) and gemini.auth_headers == ("x-goog-api-key",)
+    assert gemini.needed == ("GEMINI_API_KEY",)
     assert record_command("gemini", gemini.needed) == "GEMINI_API_KEY=... pytest --record --retrieval-profile gemini"
     local = credentials(load_settings(REPO, {"profile": "local"}).profile)
     assert record_command("local", local.needed) == "pytest --record --retrieval-profile local"
