@@ -123,6 +123,10 @@ def _entry_problem(entry: Any) -> str | None:
     tolerance = entry.get("tolerance", 0.0)
     if not _is_number(tolerance) or tolerance < 0:
         return f"tolerance is {tolerance!r}, expected a number >= 0 (e.g. 0.01)"
+    cassettes = entry.get("cassettes", {})
+    digests = cassettes if isinstance(cassettes, dict) else {}
+    if not isinstance(cassettes, str | dict) or not all(isinstance(v, str) for v in digests.values()):
+        return '"cassettes" must be an object (cassette file -> its sha256 digest)'
     methods = entry.get("methods")
     if not isinstance(methods, dict):
         return '"methods" must be an object (method -> figures)'
@@ -170,13 +174,17 @@ def _r(x: float) -> float:
 
 
 def entry_for(
-    run: Run, scores: Mapping[str, MethodScores], k: int, tolerance: float = 0.0, cassettes: str | None = None
+    run: Run,
+    scores: Mapping[str, MethodScores],
+    k: int,
+    tolerance: float = 0.0,
+    cassettes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The baseline entry of one profile for a run and its scores; `cassettes` is the digest of
-    the cassettes the run replayed (retrieval.recording.cassette_digest)."""
+    """The baseline entry of one profile for a run and its scores; `cassettes` holds the digest
+    of each cassette the run replayed (retrieval.recording.cassette_digests)."""
     recall = f"recall@{k}"
     return {
-        **({"cassettes": cassettes} if cassettes is not None else {}),
+        **({"cassettes": dict(cassettes)} if cassettes is not None else {}),
         "dataset": run.dataset,
         "fingerprint": run.fingerprint,
         "config": dict(run.config),
@@ -331,13 +339,24 @@ def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[s
             # A degraded count is worse when it rises; every other figure when it falls.
             if (now > was) if name.endswith(" degraded") else (now < was):
                 lowered.append(name)
-    if old and old.get("cassettes") != new.get("cassettes"):
-        lines.append(f"  cassettes: {old.get('cassettes')} -> {new.get('cassettes')}")
+    was_read, now_read = _per_file((old or {}).get("cassettes")), _per_file(new.get("cassettes"))
+    if old:
+        for name in sorted(set(was_read) | set(now_read)):
+            if was_read.get(name) != now_read.get(name):
+                lines.append(f"  cassette {name}: {was_read.get(name, 'none')} -> {now_read.get(name, 'none')}")
     for key in sorted(set((old or {}).get("config", {})) | set(new["config"])):
         was_c, now_c = (old or {}).get("config", {}).get(key), new["config"].get(key)
         if old and was_c != now_c:
             lines.append(f"  config {key}: {was_c!r} -> {now_c!r}")
     return lines, lowered
+
+
+def _per_file(cassettes: Any) -> dict[str, str]:
+    """An entry's cassette digests by file; a baseline from before per-file digests holds one
+    digest of the whole folder."""
+    if isinstance(cassettes, dict):
+        return cassettes
+    return {"(whole folder)": cassettes} if cassettes else {}
 
 
 def update_baseline(path: str | Path, profile: str, entry: Mapping[str, Any], *, allow_regression: bool = False) -> str:

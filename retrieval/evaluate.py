@@ -412,4 +412,5 @@ def evaluate(
         raise
     if mode == "replay":
         run.recorded_usage = recorder.metadata().get("usage", {})
+    run.cassettes = tuple(sorted(recorder.used))
     return run

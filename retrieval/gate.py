@@ -20,7 +20,7 @@ from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.metrics import MethodScores, score_run
-from retrieval.recording import CassetteError, Mode, cassette_digest, record_command, scan_cassettes
+from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
 
@@ -45,7 +45,8 @@ class GateResult:
     entry: dict[str, Any] | None
     problem: str | None
     checks: list[Check] = field(default_factory=list)
-    digest: str = ""
+    # cassette file -> sha256 of the cassettes the run read (recording.cassette_digests).
+    digests: dict[str, str] = field(default_factory=dict)
     snapshots: Rankings = field(default_factory=dict)
     # What looks like a credential in the cassettes: such a result can never be accepted.
     secrets: list[str] = field(default_factory=list)
@@ -113,7 +114,8 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     scores = score_run(run, settings.k)
     baseline = _relative(settings.baseline, settings.root)
     entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)
-    result = GateResult(settings, dataset, run, scores, entry, None, digest=cassette_digest(cassettes_of(settings)))
+    folder = cassettes_of(settings)
+    result = GateResult(settings, dataset, run, scores, entry, None, digests=cassette_digests(folder, run.cassettes))
     result.snapshots = load_snapshots(result.snapshot_path)
     # The gate itself scans what it replays: a key must never pass review inside a cassette.
     secrets = result.secrets = scan_cassettes(cassettes_of(settings))
@@ -131,17 +133,23 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
         )
         return result
     result.problem = incompatibility(entry, run, settings.profile.name)
-    if result.problem is None and entry.get("cassettes") != result.digest:
-        cassettes = _relative(cassettes_of(settings), settings.root)
-        recorded = entry.get("cassettes")
-        was = f"the baseline was computed from {recorded}" if recorded else "the baseline records no cassette digest"
+    changed = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
+    if result.problem is None and changed:
         result.problem = (
-            "the cassettes changed since the baseline: run `pytest --update-baseline` and commit "
-            f"{baseline} with {cassettes}/ ({was}; the cassettes are {result.digest})."
+            f"the cassettes changed since the baseline ({', '.join(changed)}): run `pytest --update-baseline` "
+            f"and commit {baseline} with {_relative(folder, settings.root)}/."
         )
     if result.problem is None:
         result.checks = _checks(result, entry)
     return result
+
+
+def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path) -> list[str]:
+    """The cassettes the run read whose bytes are not those the baseline was computed from."""
+    if isinstance(recorded, str):  # a baseline from before per-file digests: one digest of the folder
+        return [] if recorded == cassette_digest(folder) else ["the baseline holds one digest of the whole folder"]
+    recorded = recorded if isinstance(recorded, dict) else {}
+    return [name for name, digest in digests.items() if recorded.get(name) != digest]
 
 
 def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
@@ -162,7 +170,7 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     """
     if result.secrets:
         raise CassetteError(result.problem or "the cassettes hold what looks like a credential")
-    entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digest)
+    entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digests)
     current = top_rankings(result.run)
     diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression)
     # The diff names the file as the project sees it, whatever the working directory.

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +30,7 @@ __all__ = [
     "Mode",
     "Recorder",
     "cassette_digest",
+    "cassette_digests",
     "find_secrets",
     "is_replay_miss",
     "missed_request",
@@ -282,6 +283,8 @@ class Recorder:
     needed_keys: tuple[str, ...] = ()  # what a recording must set, named in the record command
     _staging: Path | None = field(default=None, init=False)
     _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
+    # Cassette file names this run replayed or recorded: the ones its figures come from.
+    used: set[str] = field(default_factory=set, init=False)
 
     def _staged(self, name: str) -> Path:
         if self._staging is None:
@@ -346,6 +349,7 @@ class Recorder:
             read_cassette(path, self.profile)
         else:
             path, record_mode = self._staged(f"{stage}.json"), "all"
+        self.used.add(path.name)
         recorder = vcr.VCR(
             serializer="json",
             record_mode=record_mode,
@@ -386,12 +390,14 @@ class Recorder:
         path = self.rankings_path(channel)
         if not path.is_file():
             raise CassetteError(f"no ranking cassette {path}: record it with `{self.record_command}`")
+        self.used.add(path.name)
         return load_rankings(path, dataset, depth)
 
     def record_rankings(self, channel: str, dataset: Any, method: str, rankings: Any) -> None:
         """Record mode: stage the rankings, committed with the other cassettes."""
         from retrieval.ranking_cassettes import dump_rankings
 
+        self.used.add(self.rankings_path(channel).name)
         self._staged(self.rankings_path(channel).name).write_text(
             dump_rankings(dataset, method, rankings), encoding="utf-8"
         )
@@ -482,10 +488,19 @@ class Recorder:
         self._recorded = []
 
 
+def cassette_digests(directory: str | Path, names: Iterable[str]) -> dict[str, str]:
+    """sha256 of each named cassette of a profile: the files a run replayed or recorded. The
+    baseline records them, so a hand-edited cassette shows as a changed digest, while a file no
+    gated method reads (an experiment recorded with the CLI, a removed method's) changes nothing."""
+    import hashlib
+
+    folder = Path(directory)
+    return {name: "sha256:" + hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in sorted(names)}
+
+
 def cassette_digest(directory: str | Path) -> str:
-    """sha256 over a profile's cassettes (sorted file names and bytes; recording.json excluded,
-    it holds timings): the baseline records it, so a hand-edited cassette shows as a changed
-    digest. A profile without cassettes (no model call) has the digest of nothing."""
+    """sha256 over all of a profile's cassettes (sorted file names and bytes; recording.json
+    excluded, it holds timings): the one digest baselines held before `cassette_digests`."""
     import hashlib
 
     digest = hashlib.sha256()

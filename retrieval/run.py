@@ -72,6 +72,8 @@ class Run:
     # Record mode: the drift of this recording against the committed one (retrieval.drift), printed
     # by the CLI and the pytest plugin; kept in recording.json, not in the run log.
     drift: list[str] = field(default_factory=list)
+    # The cassette files (in the profile's folder) the run replayed or recorded.
+    cassettes: tuple[str, ...] = ()
 
     def declared(self, method: str) -> Declaration:
         """What a method declared (defaults for a log that did not record it)."""

@@ -70,7 +70,12 @@ def test_a_changed_cassette_digest_shows_in_the_diff(tmp_path: Path) -> None:
     path = tmp_path / "metrics.json"
     update_baseline(path, "local", {**_entry("sha256:f", 0.5), "cassettes": "sha256:aa"})
     diff = update_baseline(path, "local", {**_entry("sha256:f", 0.5), "cassettes": "sha256:bb"})
-    assert diff.splitlines()[1:] == ["  cassettes: sha256:aa -> sha256:bb"]
+    assert diff.splitlines()[1:] == ["  cassette (whole folder): sha256:aa -> sha256:bb"]
+    diff = update_baseline(path, "local", {**_entry("sha256:f", 0.5), "cassettes": {"a.json": "sha256:cc"}})
+    assert diff.splitlines()[1:] == [
+        "  cassette (whole folder): sha256:bb -> none",
+        "  cassette a.json: none -> sha256:cc",
+    ]
 
 
 def test_baseline_figures_that_no_check_compared() -> None:

@@ -16,7 +16,7 @@ from retrieval.baseline import BaselineError
 from retrieval.config import load_settings
 from retrieval.gate import BASELINE_PATH, accept, run_gate
 from retrieval.providers.base import ReplayMissError
-from retrieval.recording import CassetteError
+from retrieval.recording import CassetteError, cassette_digest
 
 # FIXTURE: the project under test has its own settings, not this repository's [tool.retrieval],
 # and its baseline is made by the fixture, so the committed figures never matter here.
@@ -116,14 +116,49 @@ def test_edited_cassette_fails_until_the_baseline_is_updated(project: Path) -> N
     path = project / "cassettes/local/question-embeddings.json"
     path.write_text(path.read_text() + "\n")  # same answers, other bytes: still not the baseline's cassettes
     result = _gate()
-    assert result.problem is not None
-    assert result.problem.startswith(
-        "the cassettes changed since the baseline: run `pytest --update-baseline` and commit "
-        "baselines/metrics.json with cassettes/local/ (the baseline was computed from sha256:"
+    assert result.problem == (
+        "the cassettes changed since the baseline (question-embeddings.json): run `pytest --update-baseline` and "
+        "commit baselines/metrics.json with cassettes/local/."
     )
     assert result.checks == []
+    digest = result.digests["question-embeddings.json"]
+    was = json.loads((project / BASELINE_PATH).read_text())["profiles"]["local"]["cassettes"]
+    assert sorted(was) == ["corpus-embeddings.json", "question-embeddings.json"]
     diff = accept(result)
-    assert "  cassettes: sha256:" in diff and _gate().problem is None
+    assert diff.splitlines()[1:] == [
+        f"  cassette question-embeddings.json: {was['question-embeddings.json']} -> {digest}",
+        "rankings baselines/rankings/local.json:",
+        "  no top 10 moved",
+    ]
+    assert _gate().problem is None
+
+
+def test_a_cassette_no_gated_method_reads_changes_nothing(project: Path) -> None:
+    # An experiment recorded with the CLI into the same folder, or the cassette of a method
+    # taken out of `methods`: the figures do not come from it.
+    folder = project / "cassettes/local"
+    (folder / "experiment.json").write_bytes((folder / "question-embeddings.json").read_bytes())
+    result = _gate()
+    assert result.problem is None and sorted(result.digests) == ["corpus-embeddings.json", "question-embeddings.json"]
+    assert [c for c in result.checks if not c.ok] == [] and len(result.checks) == 18
+
+
+def test_a_baseline_holding_one_digest_of_the_folder_is_still_checked(project: Path) -> None:
+    # Baselines written before per-file digests hold one sha256 of every cassette of the folder.
+    path = project / BASELINE_PATH
+    data = json.loads(path.read_text())
+    data["profiles"]["local"]["cassettes"] = cassette_digest(project / "cassettes/local")
+    path.write_text(json.dumps(data))
+    assert _gate().problem is None
+    (project / "cassettes/local/experiment.json").write_text("{}")
+    assert _gate().problem == (
+        "the cassettes changed since the baseline (the baseline holds one digest of the whole folder): run "
+        "`pytest --update-baseline` and commit baselines/metrics.json with cassettes/local/."
+    )
+    data["profiles"]["local"]["cassettes"] = ["not", "digests"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match='"cassettes" must be an object \\(cassette file -> its sha256 digest\\)'):
+        _gate()
 
 
 def test_a_cassette_holding_a_key_fails_the_gate(project: Path) -> None:

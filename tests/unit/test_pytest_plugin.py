@@ -385,7 +385,10 @@ def test_cassettes_recorded_then_replayed_removed_or_edited(
     edited = _run(pytester)
     edited.assert_outcomes(failed=1)
     edited.stdout.fnmatch_lines(
-        ["*::gate - the cassettes changed since the baseline: run `pytest --update-baseline` and commit*"]
+        [
+            "*::gate - the cassettes changed since the baseline (question-embeddings.json): run "
+            "`pytest --update-baseline` and commit*"
+        ]
     )
     cassette.unlink()
     removed = _run(pytester)
