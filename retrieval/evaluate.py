@@ -27,7 +27,7 @@ from retrieval.metrics import MRR_DEPTH
 from retrieval.network import NetworkBlockedError, cause_of, closed_network, running
 from retrieval.pipeline import Plan, plan
 from retrieval.providers import credentials
-from retrieval.providers.base import EmbeddingProvider, Kind, ReplayMissError
+from retrieval.providers.base import EmbeddingProvider, Kind, ProviderError, ReplayMissError
 from retrieval.ranking import Ranking, RankingError, rank_of
 from retrieval.recording import CassetteError, Mode, Recorder, missed_request
 from retrieval.run import MethodResult, QuestionResult, Run
@@ -198,9 +198,20 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
             # A method's own HTTP client met vcrpy's refusal: one line, not vcrpy's advice.
             raise ReplayMissError(f"method {declared.name!r}: no recorded answer for {missed}", "replay miss") from None
         blocked = cause_of(exc, NetworkBlockedError)
-        if blocked is None or isinstance(exc, ReplayMissError | CassetteError):
-            raise
-        raise CassetteError(str(blocked)) from None
+        if blocked is not None and not isinstance(exc, ReplayMissError | CassetteError):
+            raise CassetteError(str(blocked)) from None
+        if blocked is None and declared.calls == "http" and not isinstance(exc, ProviderError):
+            refused = cause_of(exc, ConnectionError)
+            if refused is not None:
+                # The method's service is down or elsewhere (live or recording): not a bug to trace.
+                raise ProviderError(
+                    f"method {declared.name!r} could not reach its service ({type(exc).__name__}: {exc}): start it or "
+                    "check its address, then run again",
+                    "connect",
+                ) from None
+        # Whatever else a method raises shows with its traceback; the note names the method.
+        exc.add_note(f"raised by method {declared.name!r}")
+        raise
     rankings = _checked(declared, rankings, context.dataset)
     if declared.calls == "rankings" and mode == "record":
         recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings)

@@ -232,7 +232,8 @@ def _evaluate(config: pytest.Config, state: _State) -> None:
     except Exception as exc:
         # A user's method may raise anything: the gate fails with its traceback, never passes.
         trace = "".join(traceback.format_exception(exc)).rstrip()
-        state.problem = f"the evaluation raised {type(exc).__name__}: {exc}\n{trace}"
+        notes = "; ".join(getattr(exc, "__notes__", []))
+        state.problem = f"the evaluation raised {type(exc).__name__}: {exc}{f' ({notes})' if notes else ''}\n{trace}"
     else:
         state.problem = result.problem
 

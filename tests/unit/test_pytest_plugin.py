@@ -350,6 +350,21 @@ def test_a_repository_without_project_file_is_left_alone(pytester: pytest.Pytest
     )
 
 
+def test_a_method_that_raises_fails_the_gate_naming_it_with_its_traceback(
+    pytester: pytest.Pytester, adopter: Path
+) -> None:
+    _retriever(adopter, "None")  # SIGN * len(...) raises TypeError inside rank()
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*::gate - the evaluation raised TypeError: unsupported operand type(s) for *: 'NoneType' and 'int' "
+            "(raised by method 'overlap')",
+        ]
+    )
+    result.stdout.fnmatch_lines([f'*File "{adopter / "myret.py"}", line *, in rank'])
+
+
 def test_cassettes_recorded_then_replayed_removed_or_edited(
     pytester: pytest.Pytester, adopter: Path, embeddings_server: FakeEmbeddingsServer
 ) -> None:

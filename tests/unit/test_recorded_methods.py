@@ -20,7 +20,7 @@ from retrieval import Context, Ranking
 from retrieval.config import Profile, Settings
 from retrieval.dataset import Dataset
 from retrieval.evaluate import evaluate
-from retrieval.providers.base import ReplayMissError
+from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording import CassetteError
 
 PROFILE = "fixture"
@@ -141,6 +141,26 @@ def test_the_readme_search_retriever_records_replays_and_names_an_edited_request
         " (the closest recorded request differs in its body)."
     )
     assert len(service.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "error"),
+    [
+        ("fake_search:factory", "search", "ConnectError: [Errno 111] Connection refused"),
+        ("fake_search:urllib_factory", "search-urllib", "ConnectionRefusedError: [Errno 111] Connection refused"),
+    ],
+)
+def test_recording_with_the_service_down_is_one_line_and_records_nothing(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService, spec: str, name: str, error: str
+) -> None:
+    service.stop()
+    with pytest.raises(ProviderError) as caught:
+        evaluate(dataset, _settings(tmp_path), mode="record", methods=["bm25", spec])
+    assert str(caught.value) == (
+        f"method {name!r} could not reach its service ({error}): start it or check its address, then run again"
+    )
+    assert caught.value.reason == "connect"
+    assert not (tmp_path / "cassettes").exists() or list((tmp_path / "cassettes").rglob("*")) == []
 
 
 def test_before_any_recording_replay_fails_in_one_line_without_reaching_the_service(
