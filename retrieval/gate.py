@@ -47,6 +47,9 @@ class GateResult:
     checks: list[Check] = field(default_factory=list)
     # cassette file -> sha256 of the cassettes the run read (recording.cassette_digests).
     digests: dict[str, str] = field(default_factory=dict)
+    # The cassettes read whose bytes are not the baseline's: a failure of its own, beside the
+    # figures (still compared, so a re-recording shows what it moved before it is accepted).
+    changed_cassettes: list[str] = field(default_factory=list)
     snapshots: Rankings = field(default_factory=dict)
     # What looks like a credential in the cassettes: such a result can never be accepted.
     secrets: list[str] = field(default_factory=list)
@@ -54,6 +57,18 @@ class GateResult:
     @property
     def profile(self) -> str:
         return self.settings.profile.name
+
+    @property
+    def stale(self) -> str | None:
+        """Why the cassettes are not those the baseline was computed from, with the fix; or None."""
+        if not self.changed_cassettes:
+            return None
+        baseline = _relative(self.baseline_path, self.settings.root)
+        folder = _relative(cassettes_of(self.settings), self.settings.root)
+        return (
+            f"the cassettes changed since the baseline ({', '.join(self.changed_cassettes)}): run "
+            f"`pytest --update-baseline` and commit {baseline} with {folder}/."
+        )
 
     @property
     def baseline_path(self) -> Path:
@@ -133,13 +148,8 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
         )
         return result
     result.problem = incompatibility(entry, run, settings.profile.name)
-    changed = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
-    if result.problem is None and changed:
-        result.problem = (
-            f"the cassettes changed since the baseline ({', '.join(changed)}): run `pytest --update-baseline` "
-            f"and commit {baseline} with {_relative(folder, settings.root)}/."
-        )
     if result.problem is None:
+        result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
         result.checks = _checks(result, entry)
     return result
 
@@ -191,5 +201,6 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
     result.snapshots = current
     result.problem = None
+    result.changed_cassettes = []
     result.checks = _checks(result, result.entry)
     return diff

@@ -256,6 +256,8 @@ class GateCollector(pytest.File):
         if state.problem or result is None:
             item("gate", "problem", state.problem or "the gate produced no result")
         else:
+            if result.stale:
+                item("cassettes", "integrity", result.stale)
             for check in result.checks:
                 item(f"{check.method} {check.metric}", "figure", None if check.ok else check.message())
             for figure in result.unproduced():
@@ -412,6 +414,8 @@ def _summary(state: _State, collect_only: bool = False) -> str:
     tolerance = float((result.entry or {}).get("tolerance", 0.0))
     if tolerance:
         line += f", tolerance {tolerance}"
+    if result.changed_cassettes:
+        line += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
     # Requested methods the profile cannot provide (a reranker without a model): said once here.
     skipped = result.run.skipped
     if skipped:

@@ -116,11 +116,12 @@ def test_edited_cassette_fails_until_the_baseline_is_updated(project: Path) -> N
     path = project / "cassettes/local/question-embeddings.json"
     path.write_text(path.read_text() + "\n")  # same answers, other bytes: still not the baseline's cassettes
     result = _gate()
-    assert result.problem == (
+    assert result.problem is None and result.changed_cassettes == ["question-embeddings.json"]
+    assert result.stale == (
         "the cassettes changed since the baseline (question-embeddings.json): run `pytest --update-baseline` and "
         "commit baselines/metrics.json with cassettes/local/."
     )
-    assert result.checks == []
+    assert len(result.checks) == 18 and all(c.ok for c in result.checks)  # still compared: nothing moved
     digest = result.digests["question-embeddings.json"]
     was = json.loads((project / BASELINE_PATH).read_text())["profiles"]["local"]["cassettes"]
     assert sorted(was) == ["corpus-embeddings.json", "question-embeddings.json"]
@@ -130,7 +131,7 @@ def test_edited_cassette_fails_until_the_baseline_is_updated(project: Path) -> N
         "rankings baselines/rankings/local.json:",
         "  no top 10 moved",
     ]
-    assert _gate().problem is None
+    assert _gate().stale is None
 
 
 def test_a_cassette_no_gated_method_reads_changes_nothing(project: Path) -> None:
@@ -139,7 +140,7 @@ def test_a_cassette_no_gated_method_reads_changes_nothing(project: Path) -> None
     folder = project / "cassettes/local"
     (folder / "experiment.json").write_bytes((folder / "question-embeddings.json").read_bytes())
     result = _gate()
-    assert result.problem is None and sorted(result.digests) == ["corpus-embeddings.json", "question-embeddings.json"]
+    assert result.stale is None and sorted(result.digests) == ["corpus-embeddings.json", "question-embeddings.json"]
     assert [c for c in result.checks if not c.ok] == [] and len(result.checks) == 18
 
 
@@ -149,9 +150,9 @@ def test_a_baseline_holding_one_digest_of_the_folder_is_still_checked(project: P
     data = json.loads(path.read_text())
     data["profiles"]["local"]["cassettes"] = cassette_digest(project / "cassettes/local")
     path.write_text(json.dumps(data))
-    assert _gate().problem is None
+    assert _gate().stale is None
     (project / "cassettes/local/experiment.json").write_text("{}")
-    assert _gate().problem == (
+    assert _gate().stale == (
         "the cassettes changed since the baseline (the baseline holds one digest of the whole folder): run "
         "`pytest --update-baseline` and commit baselines/metrics.json with cassettes/local/."
     )
