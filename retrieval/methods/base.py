@@ -78,7 +78,8 @@ class Method(Protocol):
     Required: `name` (its row in the report), `requires` (methods whose rankings it reads
     from the context; they run first), `needs_vectors` (the evaluator embeds the corpus and
     the questions once) and `rank`, which returns one Ranking per question, in dataset
-    order, at most `context.depth` long.
+    order, at most `context.depth` long (`retrieval.ranking.top_k` builds one from scores,
+    `ranking_from_ids` from the document ids a search engine answers with).
 
     Optional declarations, with their defaults (see `Declaration`): `calls`, `channel`,
     `candidate_source`, `cost_model`, `degradable`, `config`.
