@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -26,10 +26,11 @@ from retrieval.providers.http import new_client
 URL_VARIABLE = "FIXTURE_SEARCH_URL"
 
 
-class FakeSearchService:
-    """POST /search {"query": text, "documents": [[id, text], ...]} -> {"hits": [[index, score], ...]}."""
+class _JsonService:
+    """A JSON-over-POST service on 127.0.0.1 that keeps every request body; `answer` makes the
+    answer of a body."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         self.requests: list[dict[str, Any]] = []
         service = self
 
@@ -40,10 +41,7 @@ class FakeSearchService:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 service.requests.append(body)
-                words = set(body["query"].lower().split())
-                hits = [[i, len(words & set(text.lower().split()))] for i, (_, text) in enumerate(body["documents"])]
-                hits = sorted((h for h in hits if h[1]), key=lambda h: (-h[1], h[0]))
-                payload = json.dumps({"hits": hits}).encode()
+                payload = json.dumps(answer(body)).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -57,37 +55,31 @@ class FakeSearchService:
         self._server.stop()
 
 
-class IdSearchService:
+class FakeSearchService(_JsonService):
+    """POST /search {"query": text, "documents": [[id, text], ...]} -> {"hits": [[index, score], ...]}."""
+
+    def __init__(self) -> None:
+        def answer(body: dict[str, Any]) -> dict[str, Any]:
+            words = set(body["query"].lower().split())
+            hits = [[i, len(words & set(text.lower().split()))] for i, (_, text) in enumerate(body["documents"])]
+            return {"hits": sorted((h for h in hits if h[1]), key=lambda h: (-h[1], h[0]))}
+
+        super().__init__(answer)
+
+
+class IdSearchService(_JsonService):
     """POST /search {"query": text, "size": n} -> {"hits": [{"id": doc_id, "score": s}, ...]}:
     the protocol of the README's retriever, over `documents` ((id, text) pairs) as its index."""
 
     def __init__(self, documents: Sequence[tuple[str, str]]) -> None:
-        self.requests: list[dict[str, Any]] = []
-        service = self
         index = [(doc_id, set(text.lower().split())) for doc_id, text in documents]
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        def answer(body: dict[str, Any]) -> dict[str, Any]:
+            words = set(body["query"].lower().split())
+            scored = sorted(((len(words & terms), doc_id) for doc_id, terms in index), key=lambda h: (-h[0], h[1]))
+            return {"hits": [{"id": doc_id, "score": score} for score, doc_id in scored[: body["size"]] if score]}
 
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                service.requests.append(body)
-                words = set(body["query"].lower().split())
-                scored = sorted(((len(words & terms), doc_id) for doc_id, terms in index), key=lambda h: (-h[0], h[1]))
-                hits = [{"id": doc_id, "score": score} for score, doc_id in scored[: body["size"]] if score]
-                payload = json.dumps({"hits": hits}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._server = LoopbackHTTPServer(Handler)
-        self.url = f"http://127.0.0.1:{self._server.port}/search"
-
-    def stop(self) -> None:
-        self._server.stop()
+        super().__init__(answer)
 
 
 def _ranking(hits: Sequence[Sequence[float]]) -> Ranking:
