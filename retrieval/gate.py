@@ -133,7 +133,7 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     result = GateResult(settings, dataset, run, scores, entry, None, digests=cassette_digests(folder, run.cassettes))
     result.snapshots = load_snapshots(result.snapshot_path)
     # The gate itself scans what it replays: a key must never pass review inside a cassette.
-    secrets = result.secrets = scan_cassettes(cassettes_of(settings))
+    secrets = result.secrets = scan_cassettes(folder)
     if secrets:
         shown = "; ".join(secrets[:3]) + (f" and {len(secrets) - 3} more" if len(secrets) > 3 else "")
         result.problem = (

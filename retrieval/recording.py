@@ -11,6 +11,7 @@ Three modes:
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -46,9 +47,16 @@ Mode = Literal["replay", "live", "record"]
 KEPT_REQUEST_HEADERS = frozenset(
     {"host", "accept", "accept-encoding", "connection", "user-agent", "content-type", "content-length"}
 )
-# Query parameters and answer headers whose name says credential are dropped. Both sides of a
-# replay match are filtered alike, so a harmless name caught too ("monkey") changes nothing.
-_CREDENTIAL_NAME = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
+# Query parameters that only ever carry a credential, dropped from both sides of a replay match.
+# Exact names: a search parameter dropped by a looser rule ("keywords", "author") would make
+# requests that differ in it match each other, and an edited query replay the old answer.
+CREDENTIAL_PARAMETERS = frozenset(
+    {"key", "api_key", "apikey", "api-key", "access_token", "token", "auth", "client_secret", "password", "sig"}
+    | {"signature", "x-algolia-api-key", "x-amz-signature", "x-amz-credential", "x-amz-security-token"}
+)
+# Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
+# client reads answer headers on replay, but none it needs is named like this.
+_CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
 # "loopback_port" instead of vcrpy's "port": a local server may get another port than the one
 # it was recorded on, and the committed local cassettes must still match.
 # "same_body" instead of vcrpy's "body": the same test, without the diff vcrpy builds on a mismatch.
@@ -112,7 +120,9 @@ def _describe_miss(request: Any, cassette: Any) -> str:
     else:
         differing = [_MATCHER_WORDS.get(name.lstrip("_"), name.lstrip("_")) for name, _ in similar[0][2]]
         why = f"the closest recorded request differs in its {', '.join(dict.fromkeys(differing))}"
-    return f"{request.method} {request.uri} ({why})"
+    # Shown as recorded: without the credentials the URL may carry (the message reaches CI logs).
+    shown = _prepare_request(copy.deepcopy(request))
+    return f"{shown.method} {shown.uri} ({why})"
 
 
 def _counting_misses(cassette: Any) -> list[Any]:
@@ -233,7 +243,7 @@ def _prepare_request(request: Any) -> Any:
     # aiohttp records "post" where httpx records "POST".
     request.method = request.method.upper()
     request = replace_headers(request, [(h, None) for h in request.headers if h.lower() not in KEPT_REQUEST_HEADERS])
-    credentials = [(name, None) for name, _ in request.query if _CREDENTIAL_NAME.search(name)]
+    credentials = [(name, None) for name, _ in request.query if name.lower() in CREDENTIAL_PARAMETERS]
     return replace_query_parameters(request, credentials) if credentials else request
 
 
@@ -247,7 +257,7 @@ def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
     # Headers that change on every call would make an identical re-recording show as a diff;
     # a session cookie or a token handed back must not be committed.
     headers = response.get("headers", {})
-    for name in [h for h in headers if h.lower() in VOLATILE_HEADERS or _CREDENTIAL_NAME.search(h)]:
+    for name in [h for h in headers if h.lower() in VOLATILE_HEADERS or _CREDENTIAL_HEADER.search(h)]:
         del headers[name]
     return response
 

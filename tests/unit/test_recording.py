@@ -225,7 +225,9 @@ def keyed_search() -> Iterator[str]:
         server.stop()
 
 
-def _keyed_post(client: httpx.Client, url: str, secret: str, body: bytes = b'{"query": "vpn"}') -> Any:
+def _keyed_post(
+    client: httpx.Client, url: str, secret: str, body: bytes = b'{"query": "vpn"}', keywords: str = "vpn"
+) -> Any:
     headers = {
         "X-Algolia-API-Key": f"{secret}-1",
         "Ocp-Apim-Subscription-Key": f"{secret}-2",
@@ -233,7 +235,7 @@ def _keyed_post(client: httpx.Client, url: str, secret: str, body: bytes = b'{"q
         "X-Request-Source": "ci",
         "Content-Type": "application/json",
     }
-    query = {"api_key": f"{secret}-4", "access_token": f"{secret}-5", "page": "2"}
+    query = {"api_key": f"{secret}-4", "access_token": f"{secret}-5", "keywords": keywords, "page": "2"}
     return client.post(url, params=query, headers=headers, content=body).json()
 
 
@@ -250,11 +252,17 @@ def test_a_cassette_keeps_no_header_or_parameter_that_could_hold_a_key_and_still
         assert "fixture-secret" not in text and "x-request-source" not in text.lower()
         interaction = json.loads(text)["interactions"][0]
         assert set(interaction["request"]["headers"]) <= KEPT_REQUEST_HEADERS
-        assert interaction["request"]["uri"] == f"{keyed_search}?page=2"
+        assert interaction["request"]["uri"] == f"{keyed_search}?keywords=vpn&page=2"
         assert {h.lower() for h in interaction["response"]["headers"]} == {"content-type", "content-length"}
         # Other keys on replay (another CI secret): the same request, answered.
         with Recorder("replay", directory, "fixture").stage("search"):
             assert _keyed_post(client, keyed_search, "other-secret") == answer
+        # A search parameter is not a credential: another value is another request.
+        with pytest.raises(Exception) as caught, Recorder("replay", directory, "fixture").stage("search"):
+            _keyed_post(client, keyed_search, "fixture-secret", keywords="wifi")
+        assert missed_request(caught.value) == (
+            f"POST {keyed_search}?keywords=wifi&page=2 (the closest recorded request differs in its query string)"
+        )
 
 
 def test_a_recording_whose_body_holds_a_key_is_refused_with_the_fix_and_replaces_nothing(
