@@ -51,8 +51,9 @@ KEPT_REQUEST_HEADERS = frozenset(
 # Exact names: a search parameter dropped by a looser rule ("keywords", "author") would make
 # requests that differ in it match each other, and an edited query replay the old answer.
 CREDENTIAL_PARAMETERS = frozenset(
-    {"key", "api_key", "apikey", "api-key", "access_token", "token", "auth", "client_secret", "password", "sig"}
-    | {"signature", "x-algolia-api-key", "x-amz-signature", "x-amz-credential", "x-amz-security-token"}
+    {"key", "api_key", "apikey", "api-key", "x-api-key", "subscription-key", "access_token", "access-token", "token"}
+    | {"id_token", "private_token", "auth", "client_secret", "password", "sig", "signature", "x-algolia-api-key"}
+    | {"x-amz-signature", "x-amz-credential", "x-amz-security-token"}
 )
 # Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
 # client reads answer headers on replay, but none it needs is named like this.
