@@ -379,14 +379,21 @@ class Recorder:
                 # Whatever vcrpy's own loader trips on is a damaged file, not a bug to show as a traceback.
                 raise _damaged(path, f"{type(exc).__name__}: {exc}", self.profile) from exc
             missed = _counting_misses(cassette) if self.mode == "replay" else []
-            yield
-            if missed:
+
+            def unanswered(then: str) -> ReplayMissError:
                 more = f" and {len(missed) - 1} more request(s)" if len(missed) > 1 else ""
-                raise ReplayMissError(
-                    f"no recorded answer in {path} for {_describe_miss(missed[0], cassette)}{more}; the code "
-                    "that sent it caught the error and carried on",
-                    "replay miss",
-                )
+                first = _describe_miss(missed[0], cassette)
+                return ReplayMissError(f"no recorded answer in {path} for {first}{more}; {then}", "replay miss")
+
+            try:
+                yield
+            except Exception as exc:
+                # The code caught the refusal and raised an error of its own, out of the chain.
+                if missed and not is_replay_miss(exc):
+                    raise unanswered(f"the code that sent it then raised {type(exc).__name__}: {exc}") from exc
+                raise
+            if missed:
+                raise unanswered("the code that sent it caught the error and carried on")
 
     def rankings_path(self, channel: str) -> Path:
         """The committed ranking cassette of a method that declares calls = "rankings"."""

@@ -143,23 +143,27 @@ class SwallowingRetriever(SearchRetriever):
             return [_ranking([]) for _ in context.dataset.questions]
 
 
-def _edited(kind: type[SearchRetriever], fallback: bool) -> SearchRetriever:
-    """The retriever after an edit that changed its requests (one more document sent); with
-    `fallback`, it returns an empty ranking for a question whose call fails, as production code may."""
+def _edited(kind: type[SearchRetriever], on_failure: str = "") -> SearchRetriever:
+    """The retriever after an edit that changed its requests (one more document sent). With
+    `on_failure` "empty", a question whose call fails gets an empty ranking, as production code
+    may do; with "raise", it then raises an error of its own, outside the handler (no chain)."""
 
     class Edited(kind):  # type: ignore[valid-type, misc]
         sent = 9
 
         def rank(self, context: Context) -> list[Ranking]:
-            if not fallback:
+            if not on_failure:
                 return super().rank(context)
-            rankings = []
+            rankings, failed = [], False
             for question in context.dataset.questions:
                 alone = replace(context, dataset=replace(context.dataset, questions=(question,)))
                 try:
                     rankings += super().rank(alone)
                 except Exception:
+                    failed = True
                     rankings.append(_ranking([]))
+            if failed and on_failure == "raise":
+                raise RuntimeError("search unavailable")
             return rankings
 
     return Edited()
@@ -182,16 +186,20 @@ def swallowing_factory(settings: object) -> SwallowingRetriever:
 
 
 def edited_factory(settings: object) -> SearchRetriever:
-    return _edited(SearchRetriever, fallback=False)
+    return _edited(SearchRetriever)
 
 
 def edited_urllib_factory(settings: object) -> SearchRetriever:
-    return _edited(UrllibRetriever, fallback=False)
+    return _edited(UrllibRetriever)
 
 
 def fallback_factory(settings: object) -> SearchRetriever:
-    return _edited(SearchRetriever, fallback=True)
+    return _edited(SearchRetriever, "empty")
 
 
 def fallback_urllib_factory(settings: object) -> SearchRetriever:
-    return _edited(UrllibRetriever, fallback=True)
+    return _edited(UrllibRetriever, "empty")
+
+
+def raising_factory(settings: object) -> SearchRetriever:
+    return _edited(SearchRetriever, "raise")

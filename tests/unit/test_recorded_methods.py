@@ -73,27 +73,55 @@ def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
     assert len(service.requests) == 3  # nothing reached the (stopped) service
 
 
+CAUGHT = " and 2 more request(s); the code that sent it"
+
+
 @pytest.mark.parametrize(
-    ("recorded_with", "replayed_with", "expected"),
+    ("recorded_with", "replayed_with", "expected", "after"),
     [
         # The method's own client meets the refusal: named in one line, not vcrpy's advice.
-        ("fake_search:factory", "fake_search:edited_factory", "method 'search': no recorded answer for POST {url} "),
+        (
+            "fake_search:factory",
+            "fake_search:edited_factory",
+            "method 'search': no recorded answer for POST {url} ",
+            "",
+        ),
         (
             "fake_search:urllib_factory",
             "fake_search:edited_urllib_factory",
             "method 'search-urllib': no recorded answer for POST {url} ",
+            "",
         ),
         # The method catches the refusal and falls back to empty rankings: the run still fails.
-        ("fake_search:factory", "fake_search:fallback_factory", "no recorded answer in {cassette} for POST {url} "),
+        (
+            "fake_search:factory",
+            "fake_search:fallback_factory",
+            "no recorded answer in {cassette} for POST {url} ",
+            f"{CAUGHT} caught the error and carried on",
+        ),
         (
             "fake_search:urllib_factory",
             "fake_search:fallback_urllib_factory",
             "no recorded answer in {cassette} for POST {url} ",
+            f"{CAUGHT} caught the error and carried on",
+        ),
+        # ...or raises an error of its own, out of the exception chain: still the miss, named.
+        (
+            "fake_search:factory",
+            "fake_search:raising_factory",
+            "no recorded answer in {cassette} for POST {url} ",
+            f"{CAUGHT} then raised RuntimeError: search unavailable",
         ),
     ],
 )
 def test_a_method_whose_requests_changed_fails_replay_in_one_line_with_the_command(
-    tmp_path: Path, dataset: Dataset, service: FakeSearchService, recorded_with: str, replayed_with: str, expected: str
+    tmp_path: Path,
+    dataset: Dataset,
+    service: FakeSearchService,
+    recorded_with: str,
+    replayed_with: str,
+    expected: str,
+    after: str,
 ) -> None:
     settings = _settings(tmp_path)
     recorded = evaluate(dataset, settings, mode="record", methods=[recorded_with])
@@ -101,12 +129,10 @@ def test_a_method_whose_requests_changed_fails_replay_in_one_line_with_the_comma
     with pytest.raises(ReplayMissError) as caught:
         evaluate(dataset, settings, methods=[replayed_with])
     cassette = tmp_path / "cassettes" / PROFILE / f"{recorded.methods[0]}.json"
-    more = " and 2 more request(s); the code that sent it caught the error and carried on"
-    more = more if "fallback" in replayed_with else ""
     assert str(caught.value) == (
         expected.format(url=service.url, cassette=cassette)
-        + f"(the closest recorded request differs in its body){more}. The cassettes in {cassette.parent} do not hold"
-        " this request: the dataset, a model, a prompt or a method's requests changed since they were recorded."
+        + f"(the closest recorded request differs in its body){after}. The cassettes in {cassette.parent} do not"
+        " hold this request: the dataset, a model, a prompt or a method's requests changed since they were recorded."
         f" Re-record with `pytest --record --retrieval-profile {PROFILE}` (it replaces them), or run without"
         " cassettes: --live, or --methods bm25."
     )
