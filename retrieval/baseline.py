@@ -236,13 +236,16 @@ def compare(
     types: Mapping[str, str],
     degraded: Mapping[str, Sequence[str]] | None = None,
     source: str = "the baseline",
+    why: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Check]:
     """Every gated figure of every method present in both the baseline and the run.
 
     `types` maps question id -> type, to name the questions behind a per-type drop. `degraded`
     (method -> the question ids where it fell back, `Run.degraded`) gates the degraded count
     of the methods whose baseline records one: it fails when the count rises. `source` names
-    the baseline file in the BaselineError raised when a gated figure lacks recall@k.
+    the baseline file in the BaselineError raised when a gated figure lacks recall@k. `why`
+    (method -> question id -> words, `failures.where_relevant`) follows each question that
+    got worse.
     """
     recall = f"recall@{k}"
     tolerance = float(entry.get("tolerance", 0.0))
@@ -255,9 +258,15 @@ def compare(
         rr = base.get("reciprocal_ranks", {})
         rc = base.get("recall_per_question", {})
 
-        def worse(per_q: Mapping[str, float], metric: str, qtype: str | None = None, s: MethodScores = s) -> list[str]:
+        def worse(
+            per_q: Mapping[str, float],
+            metric: str,
+            qtype: str | None = None,
+            s: MethodScores = s,
+            reasons: Mapping[str, str] = (why or {}).get(method, {}),
+        ) -> list[str]:
             return [
-                f"{q} ({per_q[q]:.2f} -> {v[metric]:.2f})"
+                f"{q} ({per_q[q]:.2f} -> {v[metric]:.2f}{f'; {reasons[q]}' if q in reasons else ''})"
                 for q, v in s.per_question.items()
                 if q in per_q and _r(v[metric]) < per_q[q] and (qtype is None or types.get(q) == qtype)
             ]

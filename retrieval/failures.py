@@ -16,9 +16,9 @@ from typing import Literal
 
 from retrieval.analyzer import analyze
 from retrieval.metrics import MethodScores
-from retrieval.run import Run
+from retrieval.run import QuestionResult, Run
 
-__all__ = ["Failure", "RelevantTrace", "best_method", "failures_at_rank_1"]
+__all__ = ["Failure", "RelevantTrace", "best_method", "failures_at_rank_1", "where_relevant"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,6 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
 
     `documents` maps doc id -> indexed content, to find terms BM25 could have matched.
     """
-    source = run.declared(method).candidate_source or method
     traced = [m for m in run.declarations if run.declared(m).first_stage]
     failures = []
     for result in run.results:
@@ -69,8 +68,7 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
         mine = result.methods[method]
         if mine.ids and mine.ids[0] in q.relevant:
             continue
-        pool = result.methods[source].ids[:candidates] if source in result.methods else mine.ids[:candidates]
-        kind: Literal["recall", "ranking"] = "ranking" if set(pool) & set(q.relevant) else "recall"
+        kind, pool = _kind(run, method, result, candidates)
         question_terms = set(analyze(q.text))
         traces = []
         for doc_id in q.relevant:
@@ -93,9 +91,42 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
                 expected=list(q.relevant),
                 obtained=mine.ids[:3],
                 kind=kind,
-                pool=f"{source} top {candidates}",
+                pool=pool,
                 relevant=traces,
                 status=mine.status,
             )
         )
     return failures
+
+
+def _kind(run: Run, method: str, result: QuestionResult, candidates: int) -> tuple[Literal["recall", "ranking"], str]:
+    """Whether a relevant document of the question reached the method's candidate pool
+    ("ranking": reordering could fix it) or not ("recall"), and that pool in words."""
+    source = run.declared(method).candidate_source or method
+    mine = result.methods[method]
+    pool = result.methods[source].ids[:candidates] if source in result.methods else mine.ids[:candidates]
+    kind: Literal["recall", "ranking"] = "ranking" if set(pool) & set(result.question.relevant) else "recall"
+    return kind, f"{source} top {candidates}"
+
+
+def where_relevant(run: Run, candidates: int) -> dict[str, dict[str, str]]:
+    """method -> question id -> where the question's relevant documents stand and the kind of
+    failure that is, in words ("proc-a at rank 7: a ranking failure, within hybrid top 20"):
+    what the gate says of each question whose figure fell."""
+    found: dict[str, dict[str, str]] = {}
+    for method in run.methods:
+        per_question = found.setdefault(method, {})
+        for result in run.results:
+            mine = result.methods.get(method)
+            if mine is None:
+                continue
+            kind, pool = _kind(run, method, result, candidates)
+            ranks = [(d, mine.relevant_ranks.get(d)) for d in result.question.relevant]
+            ranks.sort(key=lambda dr: (dr[1] is None, dr[1] or 0))
+            places = ", ".join(
+                f"{d} at rank {r}" if r is not None else f"{d} not in its top {len(mine.ids)}" for d, r in ranks[:3]
+            )
+            more = f" (+{len(ranks) - 3} more)" if len(ranks) > 3 else ""
+            what = "a ranking failure, within" if kind == "ranking" else "a recall failure, none in"
+            per_question[result.question.id] = f"{places}{more}: {what} {pool}"
+    return found

@@ -19,6 +19,7 @@ from retrieval.baseline import Check, compare, entry_for, incompatibility, load_
 from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
+from retrieval.failures import where_relevant
 from retrieval.metrics import MethodScores, score_run
 from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
 from retrieval.run import Run
@@ -168,7 +169,8 @@ def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
     types = {q.id: q.type for q in result.dataset.questions}
     degraded = {m: list(run.degraded(m)) for m in run.methods}
     source = _relative(result.baseline_path, result.settings.root)
-    return compare(entry, result.scores, result.settings.k, types, degraded, source=source)
+    why = where_relevant(run, result.settings.candidates)
+    return compare(entry, result.scores, result.settings.k, types, degraded, source=source, why=why)
 
 
 def accept(result: GateResult, *, allow_regression: bool = False) -> str:

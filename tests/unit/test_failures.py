@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from retrieval.dataset import Question
-from retrieval.failures import Failure, best_method, failures_at_rank_1
+from retrieval.failures import Failure, best_method, failures_at_rank_1, where_relevant
 from retrieval.metrics import MethodScores
 from retrieval.run import MethodResult, QuestionResult, Run
 
@@ -158,6 +158,18 @@ def test_the_pool_of_rerank_is_the_hybrid_top_n() -> None:
     # With fewer candidates, q3's relevant document (hybrid rank 3) drops out of the pool,
     # even though the reranker's own list holds it at rank 2.
     assert _by_id(failures_at_rank_1(run, "rerank", DOCUMENTS, CANDIDATES - 1))["q3"].kind == "recall"
+
+
+def test_where_relevant_says_in_words_what_the_gate_adds_to_a_question_that_got_worse() -> None:
+    why = where_relevant(_run(), CANDIDATES)
+    assert why["rerank"] == {
+        "q1": "HEL-4040 at rank 1: a ranking failure, within hybrid top 3",
+        "q2": "proc-restauration not in its top 3: a recall failure, none in hybrid top 3",
+        "q3": "proc-diagnostic at rank 2: a ranking failure, within hybrid top 3",
+        "q4": "HEL-4050 at rank 1: a ranking failure, within hybrid top 3",
+    }
+    assert why["bm25"]["q2"] == "proc-restauration not in its top 2: a recall failure, none in bm25 top 3"
+    assert why["vector"]["q2"] == "proc-restauration at rank 28: a recall failure, none in vector top 3"
 
 
 def test_a_method_without_candidate_source_is_its_own_pool() -> None:

@@ -205,9 +205,12 @@ def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: 
             "1 top-10 snapshots matched, 1 moved",
             "FAILED pyproject.toml::retrieval-gate(local)::overlap mrr - overlap mrr fell below the baseline: "
             "baseline 1.0000, current 0.1667, delta -0.8333 (tolerance 0.0). Questions that got worse: "
-            "q1 (1.00 -> 0.17), q2 (1.00 -> 0.17), q3 (1.00 -> 0.17), q4 (1.00 -> 0.17).*",
-            "FAILED pyproject.toml::retrieval-gate(local)::overlap recall@5?paraphrase? - *: q3 (1.00 -> 0.00), "
-            "q4 (1.00 -> 0.00). If this change is intended*",
+            "q1 (1.00 -> 0.17; d1 at rank 6: a ranking failure, within overlap top 20), "
+            "q2 (1.00 -> 0.17; d2 at rank 6: a ranking failure, within overlap top 20), "
+            "q3 (1.00 -> 0.17; d1 at rank 6: a ranking failure, within overlap top 20), "
+            "q4 (1.00 -> 0.17; d4 at rank 6: a ranking failure, within overlap top 20).*",
+            "FAILED pyproject.toml::retrieval-gate(local)::overlap recall@5?paraphrase? - *: q3 (1.00 -> 0.00; d1 at "
+            "rank 6: *), q4 (1.00 -> 0.00; d4 at rank 6: *). If this change is intended*",
             "FAILED pyproject.toml::retrieval-gate(local)::overlap top 10 - overlap top 10 changed for 4 question(s): "
             "q1: d1 d2 d3 d4 d5 d6 -> d2 d3 d4 d5 d6 d1; *",
         ]
