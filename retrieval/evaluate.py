@@ -7,6 +7,7 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -180,6 +181,9 @@ def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[
     return list(rankings)
 
 
+_QUERY_STRING = re.compile(r"\?[^\s'\")]+")
+
+
 def _run_method(method: Method, declared: Declaration, context: Context, recorder: Recorder, mode: Mode) -> None:
     """Run one method through the channel it declares, timing it and keeping its usage."""
     usage = Usage()
@@ -204,9 +208,11 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
             refused = cause_of(exc, ConnectionError)
             if refused is not None:
                 # The method's service is down or elsewhere (live or recording): not a bug to trace.
+                # Without query strings: a client's message may hold the URL, and a key with it.
+                detail = _QUERY_STRING.sub("?…", f"{type(exc).__name__}: {exc}")
                 raise ProviderError(
-                    f"method {declared.name!r} could not reach its service ({type(exc).__name__}: {exc}): start it or "
-                    "check its address, then run again",
+                    f"method {declared.name!r} could not reach its service ({detail}): start it or check its address, "
+                    "then run again",
                     "connect",
                 ) from None
         # Whatever else a method raises shows with its traceback; the note names the method.

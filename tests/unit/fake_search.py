@@ -123,6 +123,29 @@ class UrllibRetriever(SearchRetriever):
         return rankings
 
 
+class RequestsRetriever(SearchRetriever):
+    """The same retriever through requests (urllib3), with its key in the URL, as some hosted
+    search APIs take it."""
+
+    name = "search-requests"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        import requests
+
+        documents = [[d.id, d.content] for d in context.dataset.documents[: self.sent]]
+        with requests.Session() as session:
+            return [
+                _ranking(
+                    session.post(
+                        f"{os.environ[URL_VARIABLE]}?api_key=fixture-secret-0123",
+                        json={"query": q.text, "documents": documents},
+                        timeout=5,
+                    ).json()["hits"]
+                )
+                for q in context.dataset.questions
+            ]
+
+
 class UndeclaredRetriever(SearchRetriever):
     """Calls the service but does not declare it: replay must refuse its connection."""
 
@@ -175,6 +198,10 @@ def factory(settings: object) -> SearchRetriever:
 
 def urllib_factory(settings: object) -> UrllibRetriever:
     return UrllibRetriever()
+
+
+def requests_factory(settings: object) -> RequestsRetriever:
+    return RequestsRetriever()
 
 
 def undeclared_factory(settings: object) -> UndeclaredRetriever:

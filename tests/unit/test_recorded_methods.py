@@ -189,6 +189,23 @@ def test_recording_with_the_service_down_is_one_line_and_records_nothing(
     assert not (tmp_path / "cassettes").exists() or list((tmp_path / "cassettes").rglob("*")) == []
 
 
+def test_a_key_in_the_url_of_an_unreachable_service_stays_out_of_the_message(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService
+) -> None:
+    # requests names the URL in its error: the message drops its query string, key included.
+    service.stop()
+    with pytest.raises(ProviderError) as caught:
+        evaluate(dataset, _settings(tmp_path), mode="record", methods=["fake_search:requests_factory"])
+    message = str(caught.value)
+    assert "fixture-secret" not in message
+    assert re.fullmatch(
+        r"method 'search-requests' could not reach its service \(ConnectionError: "
+        r"HTTPConnectionPool\(host='127\.0\.0\.1', port=\d+\): Max retries exceeded with url: /search\?… "
+        r"\(Caused by NewConnectionError.*\): start it or check its address, then run again",
+        message,
+    ), message
+
+
 def test_before_any_recording_replay_fails_in_one_line_without_reaching_the_service(
     tmp_path: Path, dataset: Dataset, service: FakeSearchService
 ) -> None:
