@@ -7,7 +7,6 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -30,7 +29,7 @@ from retrieval.pipeline import Plan, plan
 from retrieval.providers import credentials
 from retrieval.providers.base import EmbeddingProvider, Kind, ProviderError, ReplayMissError
 from retrieval.ranking import Ranking, RankingError, rank_of
-from retrieval.recording import CassetteError, Mode, Recorder, missed_request
+from retrieval.recording import CassetteError, Mode, Recorder, missed_request, without_query_strings
 from retrieval.run import MethodResult, QuestionResult, Run
 from retrieval.sweeps import keep_depths
 from retrieval.ties import tie_summary
@@ -181,9 +180,6 @@ def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[
     return list(rankings)
 
 
-_QUERY_STRING = re.compile(r"\?[^\s'\")]+")
-
-
 def _run_method(method: Method, declared: Declaration, context: Context, recorder: Recorder, mode: Mode) -> None:
     """Run one method through the channel it declares, timing it and keeping its usage."""
     usage = Usage()
@@ -209,7 +205,7 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
             if refused is not None:
                 # The method's service is down or elsewhere (live or recording): not a bug to trace.
                 # Without query strings: a client's message may hold the URL, and a key with it.
-                detail = _QUERY_STRING.sub("?…", f"{type(exc).__name__}: {exc}")
+                detail = without_query_strings(f"{type(exc).__name__}: {exc}")
                 raise ProviderError(
                     f"method {declared.name!r} could not reach its service ({detail}): start it or check its address, "
                     "then run again",

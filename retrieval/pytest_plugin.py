@@ -231,9 +231,12 @@ def _evaluate(config: pytest.Config, state: _State) -> None:
         state.problem = f"{type(exc).__name__}: {exc}"
     except Exception as exc:
         # A user's method may raise anything: the gate fails with its traceback, never passes.
+        from retrieval.recording import without_query_strings
+
         trace = "".join(traceback.format_exception(exc)).rstrip()
         notes = "; ".join(getattr(exc, "__notes__", []))
-        state.problem = f"the evaluation raised {type(exc).__name__}: {exc}{f' ({notes})' if notes else ''}\n{trace}"
+        problem = f"the evaluation raised {type(exc).__name__}: {exc}{f' ({notes})' if notes else ''}\n{trace}"
+        state.problem = without_query_strings(problem)
     else:
         state.problem = result.problem
 

@@ -37,6 +37,7 @@ __all__ = [
     "missed_request",
     "record_command",
     "scan_cassettes",
+    "without_query_strings",
 ]
 
 Mode = Literal["replay", "live", "record"]
@@ -140,6 +141,15 @@ def _counting_misses(cassette: Any) -> list[Any]:
 
     cassette.can_play_response_for = counted
     return missed
+
+
+_QUERY_STRING = re.compile(r"\?[^\s'\")]+")
+
+
+def without_query_strings(text: str) -> str:
+    """`text` with every URL query string cut to "?…": an HTTP client's error names the URL it
+    failed on, and a key may ride in its query; such text reaches CI logs."""
+    return _QUERY_STRING.sub("?…", text)
 
 
 def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:

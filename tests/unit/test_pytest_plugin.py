@@ -356,16 +356,27 @@ def test_a_repository_without_project_file_is_left_alone(pytester: pytest.Pytest
 def test_a_method_that_raises_fails_the_gate_naming_it_with_its_traceback(
     pytester: pytest.Pytester, adopter: Path
 ) -> None:
-    _retriever(adopter, "None")  # SIGN * len(...) raises TypeError inside rank()
+    # FIXTURE retriever whose client error names a URL holding a key, as requests' errors do.
+    (adopter / "myret.py").write_text(
+        "class Failing:\n"
+        "    name = 'failing'\n"
+        "    requires = ()\n"
+        "    needs_vectors = False\n\n"
+        "    def rank(self, context):\n"
+        "        raise RuntimeError('401 Unauthorized for url: https://search.example/q?api_key=fixture-secret-9')\n\n\n"
+        "def factory(settings):\n"
+        "    return Failing()\n"
+    )
     result = _run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*::gate - the evaluation raised TypeError: unsupported operand type(s) for *: 'NoneType' and 'int' "
-            "(raised by method 'overlap')",
+            "*::gate - the evaluation raised RuntimeError: 401 Unauthorized for url: https://search.example/q?… "
+            "(raised by method 'failing')",
         ]
     )
-    result.stdout.fnmatch_lines([f'*File "{adopter / "myret.py"}", line *, in rank'])
+    result.stdout.fnmatch_lines([f'*File "{adopter / "myret.py"}", line 7, in rank'])
+    assert "fixture-secret" not in result.stdout.str()
 
 
 def test_cassettes_recorded_then_replayed_removed_or_edited(
