@@ -407,6 +407,9 @@ def evaluate(
         else None
     )
     chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
+    # The methods' own credentials join the providers': a recording holding a value is refused.
+    declared_keys = (k for d in chosen.declarations.values() for k in d.key_variables)
+    recorder.key_variables = tuple(dict.fromkeys((*recorder.key_variables, *declared_keys)))
     if not chosen.wanted:
         reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
         raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")

@@ -174,14 +174,19 @@ def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
     return found
 
 
-def scan_cassettes(directory: str | Path, keys: Mapping[str, str] | None = None) -> list[str]:
+def scan_cassettes(
+    directory: str | Path, keys: Mapping[str, str] | None = None, variables: Iterable[str] = ()
+) -> list[str]:
     """Every secret in the cassettes under `directory`, one line each ("<file>: <what>"); a file
     that cannot be read as UTF-8 is reported too (it cannot be shown to be clean).
-    `keys` defaults to the API keys of the environment."""
+    `keys` defaults to the values of the providers' key variables and of `variables` (the
+    methods' own) in the environment."""
     if keys is None:
         from retrieval.providers import PROVIDERS
 
-        names = dict.fromkeys(name for declared in PROVIDERS.values() for name in declared.key_variables)
+        names = dict.fromkeys(
+            [*(name for declared in PROVIDERS.values() for name in declared.key_variables), *variables]
+        )
         keys = {name: os.environ.get(name, "") for name in names}
     found = []
     for path in sorted(Path(directory).rglob("*.json")):

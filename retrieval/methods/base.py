@@ -101,7 +101,8 @@ class Declaration:
     method whose top `candidates` it reorders (None: it is its own candidate pool);
     `cost_model` is the model whose price applies to its calls; `degradable` says it may
     fall back per question ("degraded: <reason>"); `config` holds its settings, recorded
-    in the baseline's configuration.
+    in the baseline's configuration; `key_variables` names the environment variables holding
+    its credentials: a recording or a cassette that holds one of their values is refused.
     """
 
     name: str
@@ -113,6 +114,7 @@ class Declaration:
     cost_model: str | None = None
     degradable: bool = False
     config: Mapping[str, Any] = field(default_factory=dict)
+    key_variables: tuple[str, ...] = ()
 
     @property
     def first_stage(self) -> bool:
@@ -130,6 +132,7 @@ class Declaration:
             "cost_model": self.cost_model,
             "degradable": self.degradable,
             "config": dict(self.config),
+            "key_variables": list(self.key_variables),
         }
 
     @classmethod
@@ -145,6 +148,7 @@ class Declaration:
             cost_model=data.get("cost_model"),
             degradable=bool(data.get("degradable", False)),
             config=dict(data.get("config", {})),
+            key_variables=tuple(data.get("key_variables", ())),
         )
 
 
@@ -169,6 +173,9 @@ def declaration(method: Method) -> Declaration:
     channel = getattr(method, "channel", "") or name
     if not isinstance(channel, str) or "/" in channel or channel.startswith("."):
         raise DeclarationError(f"{name}: `channel` must be a plain file name, got {channel!r}")
+    keys = getattr(method, "key_variables", ())
+    if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
+        raise DeclarationError(f"{name}: `key_variables` must be a tuple of environment variable names, got {keys!r}")
     return Declaration(
         name=name,
         requires=tuple(requires),
@@ -179,4 +186,5 @@ def declaration(method: Method) -> Declaration:
         cost_model=getattr(method, "cost_model", None),
         degradable=bool(getattr(method, "degradable", False)),
         config=dict(getattr(method, "config", {}) or {}),
+        key_variables=tuple(keys),
     )

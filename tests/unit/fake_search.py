@@ -146,6 +146,21 @@ class RequestsRetriever(SearchRetriever):
             ]
 
 
+class KeyedRetriever(SearchRetriever):
+    """Sends its key in the body (some services take it there) and declares the variable."""
+
+    name = "search-keyed"
+    key_variables = ("FIXTURE_SEARCH_KEY",)
+
+    def rank(self, context: Context) -> list[Ranking]:
+        with new_client(5) as client:
+            body = {"query": "", "documents": [], "auth": os.environ["FIXTURE_SEARCH_KEY"]}
+            return [
+                _ranking(client.post(os.environ[URL_VARIABLE], json=body).json()["hits"])
+                for _ in context.dataset.questions
+            ]
+
+
 class UndeclaredRetriever(SearchRetriever):
     """Calls the service but does not declare it: replay must refuse its connection."""
 
@@ -202,6 +217,10 @@ def urllib_factory(settings: object) -> UrllibRetriever:
 
 def requests_factory(settings: object) -> RequestsRetriever:
     return RequestsRetriever()
+
+
+def keyed_factory(settings: object) -> KeyedRetriever:
+    return KeyedRetriever()
 
 
 def undeclared_factory(settings: object) -> UndeclaredRetriever:

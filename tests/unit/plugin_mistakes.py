@@ -48,6 +48,21 @@ class UnknownId(TooFew):
         return [ranking_from_ids(["HEL-4040", "prod-only"], context.dataset) for _ in context.dataset.questions]
 
 
+class BareKeyVariable(TooFew):
+    name = "bare-key-variable"
+    key_variables = "SEARCH_KEY"  # a string, not a tuple of names
+
+
+class KeyedInProcess(TooFew):
+    """Declares the variable of a key it would use: a fixture for the gate's secret scan."""
+
+    name = "keyed"
+    key_variables = ("FIXTURE_GATE_KEY",)
+
+    def rank(self, context: Context) -> list[Ranking]:
+        return [Ranking(np.array([0]), np.array([1.0])) for _ in context.dataset.questions]
+
+
 class Impostor(TooFew):
     name = "bm25"
 

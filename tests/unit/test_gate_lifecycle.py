@@ -162,6 +162,17 @@ def test_a_baseline_holding_one_digest_of_the_folder_is_still_checked(project: P
         _gate()
 
 
+def test_a_cassette_holding_the_value_of_a_key_variable_a_method_declares_fails_the_gate(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FIXTURE_GATE_KEY", "fixture-gate-key-0123")
+    (project / "cassettes/local/experiment.json").write_text('{"auth": "fixture-gate-key-0123"}')
+    assert _gate().secrets == []  # no gated method declares the variable
+    result = _gate(methods=["bm25", "plugin_mistakes:KeyedInProcess"])
+    assert result.secrets == [f"{project / 'cassettes/local/experiment.json'}: value of $FIXTURE_GATE_KEY"]
+    assert result.problem is not None and result.problem.startswith("the cassettes hold what looks like a credential")
+
+
 def test_a_cassette_holding_a_key_fails_the_gate(project: Path) -> None:
     path = project / "cassettes/local/question-embeddings.json"
     # A fixture key shape, JSON-escaped as a careless filter would leave it.

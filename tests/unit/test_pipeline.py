@@ -41,6 +41,11 @@ def test_builtins_are_the_method_modules() -> None:
             "plugin_mistakes:BadCalls",
             "method 'plugin_mistakes:BadCalls': bad-calls: `calls` must be one of none, http, rankings, got 'grpc'.",
         ),
+        (
+            "plugin_mistakes:BareKeyVariable",
+            "method 'plugin_mistakes:BareKeyVariable': bare-key-variable: `key_variables` must be a tuple of "
+            "environment variable names, got 'SEARCH_KEY'.",
+        ),
         ("plugin_mistakes:missing", "method 'plugin_mistakes:missing': cannot import it (module 'plugin_mistakes'"),
         ("no_such_module:factory", "method 'no_such_module:factory': cannot import it (No module named"),
         (

@@ -206,6 +206,21 @@ def test_a_key_in_the_url_of_an_unreachable_service_stays_out_of_the_message(
     ), message
 
 
+def test_a_recording_holding_the_value_of_a_key_variable_the_method_declares_is_refused(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A key no pattern knows, sent in the body: only the declaration names it.
+    monkeypatch.setenv("FIXTURE_SEARCH_KEY", "fixture-body-key-0123")
+    with pytest.raises(CassetteError) as caught:
+        evaluate(dataset, _settings(tmp_path), mode="record", methods=["fake_search:keyed_factory"])
+    assert str(caught.value) == (
+        "recording search-keyed.json holds secrets (value of $FIXTURE_SEARCH_KEY): a request or an answer carries "
+        "a credential in its body or its URL path. Send it in a header, or in a query parameter named like a key "
+        "or a token: neither is recorded. Nothing was replaced."
+    )
+    assert len(service.requests) == 3 and list((tmp_path / "cassettes").rglob("*.json")) == []
+
+
 def test_before_any_recording_replay_fails_in_one_line_without_reaching_the_service(
     tmp_path: Path, dataset: Dataset, service: FakeSearchService
 ) -> None:

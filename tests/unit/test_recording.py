@@ -26,6 +26,7 @@ from retrieval.recording import (
     is_replay_miss,
     missed_request,
     record_command,
+    scan_cassettes,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -353,6 +354,17 @@ def test_find_secrets_catches_a_given_key_value() -> None:
 def test_find_secrets_leaves_clean_text_alone() -> None:
     clean = json.dumps({"request": {"headers": {"content-type": ["application/json"]}, "body": "HEL-4040"}})
     assert find_secrets(clean, {"GEMINI_API_KEY": ""}) == []
+
+
+def test_the_scan_also_looks_for_the_values_of_the_methods_key_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FIXTURE_SEARCH_KEY", "fixture-body-key-0123")
+    (tmp_path / "search.json").write_text('{"interactions": [], "auth": "fixture-body-key-0123"}')
+    assert scan_cassettes(tmp_path) == []
+    assert scan_cassettes(tmp_path, variables=["FIXTURE_SEARCH_KEY"]) == [
+        f"{tmp_path / 'search.json'}: value of $FIXTURE_SEARCH_KEY"
+    ]
 
 
 def test_committed_cassettes_hold_no_secret() -> None:
