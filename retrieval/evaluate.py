@@ -154,6 +154,32 @@ def _shared_embed(embedder: EmbeddingProvider, cache: EmbeddingCache | None, mod
     return embed
 
 
+def _method_error(exc: Exception, declared: Declaration) -> Exception | None:
+    """The one-line error a method's failure stands for; None when it shows as raised (already
+    one line, or a bug to show with its traceback)."""
+    name = declared.name
+    if isinstance(exc, RankingError):
+        return ConfigError(f"method {name!r}: {exc}")
+    if isinstance(exc, ReplayMissError | CassetteError):
+        return None
+    missed = missed_request(exc)
+    if missed is not None:
+        # The method's own HTTP client met vcrpy's refusal: one line, not vcrpy's advice.
+        return ReplayMissError(f"method {name!r}: no recorded answer for {missed}", "replay miss")
+    blocked = cause_of(exc, NetworkBlockedError)
+    if blocked is not None:
+        return CassetteError(str(blocked))
+    if declared.calls == "http" and not isinstance(exc, ProviderError) and cause_of(exc, ConnectionError):
+        # The method's service is down or elsewhere (live or recording): not a bug to trace.
+        # Without query strings: a client's message may hold the URL, and a key with it.
+        detail = without_query_strings(f"{type(exc).__name__}: {exc}")
+        return ProviderError(
+            f"method {name!r} could not reach its service ({detail}): start it or check its address, then run again",
+            "connect",
+        )
+    return None
+
+
 def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[Ranking]:
     """A method's output, refused in one line when it breaks the contract (a user method's bug
     would otherwise surface as an IndexError deep in the scoring)."""
@@ -191,26 +217,9 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
                 with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
                     rankings = method.rank(context)
     except Exception as exc:
-        if isinstance(exc, RankingError):
-            raise ConfigError(f"method {declared.name!r}: {exc}") from None
-        missed = None if isinstance(exc, ReplayMissError | CassetteError) else missed_request(exc)
-        if missed is not None:
-            # A method's own HTTP client met vcrpy's refusal: one line, not vcrpy's advice.
-            raise ReplayMissError(f"method {declared.name!r}: no recorded answer for {missed}", "replay miss") from None
-        blocked = cause_of(exc, NetworkBlockedError)
-        if blocked is not None and not isinstance(exc, ReplayMissError | CassetteError):
-            raise CassetteError(str(blocked)) from None
-        if blocked is None and declared.calls == "http" and not isinstance(exc, ProviderError):
-            refused = cause_of(exc, ConnectionError)
-            if refused is not None:
-                # The method's service is down or elsewhere (live or recording): not a bug to trace.
-                # Without query strings: a client's message may hold the URL, and a key with it.
-                detail = without_query_strings(f"{type(exc).__name__}: {exc}")
-                raise ProviderError(
-                    f"method {declared.name!r} could not reach its service ({detail}): start it or check its address, "
-                    "then run again",
-                    "connect",
-                ) from None
+        error = _method_error(exc, declared)
+        if error is not None:
+            raise error from None
         # Whatever else a method raises shows with its traceback; the note names the method.
         exc.add_note(f"raised by method {declared.name!r}")
         raise

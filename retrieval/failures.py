@@ -61,6 +61,7 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
 
     `documents` maps doc id -> indexed content, to find terms BM25 could have matched.
     """
+    source = run.declared(method).candidate_source or method
     traced = [m for m in run.declarations if run.declared(m).first_stage]
     failures = []
     for result in run.results:
@@ -68,7 +69,7 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
         mine = result.methods[method]
         if mine.ids and mine.ids[0] in q.relevant:
             continue
-        kind, pool = _kind(run, method, result, candidates)
+        kind, pool = _kind(result, method, source, candidates)
         question_terms = set(analyze(q.text))
         traces = []
         for doc_id in q.relevant:
@@ -99,10 +100,12 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
     return failures
 
 
-def _kind(run: Run, method: str, result: QuestionResult, candidates: int) -> tuple[Literal["recall", "ranking"], str]:
-    """Whether a relevant document of the question reached the method's candidate pool
-    ("ranking": reordering could fix it) or not ("recall"), and that pool in words."""
-    source = run.declared(method).candidate_source or method
+def _kind(
+    result: QuestionResult, method: str, source: str, candidates: int
+) -> tuple[Literal["recall", "ranking"], str]:
+    """Whether a relevant document of the question reached the method's candidate pool (the top
+    `candidates` of `source`; "ranking": reordering could fix it) or not ("recall"), and that
+    pool in words."""
     mine = result.methods[method]
     pool = result.methods[source].ids[:candidates] if source in result.methods else mine.ids[:candidates]
     kind: Literal["recall", "ranking"] = "ranking" if set(pool) & set(result.question.relevant) else "recall"
@@ -116,11 +119,12 @@ def where_relevant(run: Run, candidates: int) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for method in run.methods:
         per_question = found.setdefault(method, {})
+        source = run.declared(method).candidate_source or method
         for result in run.results:
             mine = result.methods.get(method)
             if mine is None:
                 continue
-            kind, pool = _kind(run, method, result, candidates)
+            kind, pool = _kind(result, method, source, candidates)
             ranks = [(d, mine.relevant_ranks.get(d)) for d in result.question.relevant]
             ranks.sort(key=lambda dr: (dr[1] is None, dr[1] or 0))
             places = ", ".join(

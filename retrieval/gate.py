@@ -134,7 +134,7 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     result = GateResult(settings, dataset, run, scores, entry, None, digests=cassette_digests(folder, run.cassettes))
     result.snapshots = load_snapshots(result.snapshot_path)
     # The gate itself scans what it replays: a key must never pass review inside a cassette.
-    variables = [k for d in run.declarations.values() for k in d.get("key_variables", [])]
+    variables = [k for m in run.declarations for k in run.declared(m).key_variables]
     secrets = result.secrets = scan_cassettes(folder, variables=variables)
     if secrets:
         shown = "; ".join(secrets[:3]) + (f" and {len(secrets) - 3} more" if len(secrets) > 3 else "")
