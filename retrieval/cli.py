@@ -12,10 +12,11 @@ from retrieval.atomic import atomic_write_text
 from retrieval.baseline import BaselineError, incompatibility, load_baseline
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
-from retrieval.evaluate import evaluate
+from retrieval.evaluate import evaluate, raising_method
 from retrieval.gate import BASELINE_PATH, importable
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
+from retrieval.redaction import failure_text, redacted
 from retrieval.report import build_report, render_json, render_markdown
 from retrieval.run import Run, RunLogError, load_run, run_log
 
@@ -94,18 +95,25 @@ def _all_degraded(run: Run) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the evaluation and print the report; errors are one line on stderr, exit code 2."""
+    """Run the evaluation and print the report. Bad input is one line on stderr, exit code 2; an
+    exception raised by a method (or a bug) prints its redacted traceback, exit code 1."""
     args = _parser().parse_args(argv)
     try:
         return _main(args)
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-    except OSError as exc:
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"error: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {redacted(str(exc))}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted: the cassettes, the cache and the baseline were left as they were", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if isinstance(exc, OSError) and raising_method(exc) is None:
+            where = f" {exc.filename}" if exc.filename else ""
+            print(f"error: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        # A method's own error (requests' HTTPError is an OSError too) or a bug: the traceback
+        # leads into the code at fault, cut of what could hold a key (it reaches CI logs).
+        print(f"error: {failure_text(exc)}", file=sys.stderr)
+        return 1
     return 2
 
 

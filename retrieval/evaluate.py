@@ -29,12 +29,13 @@ from retrieval.pipeline import Plan, plan
 from retrieval.providers import credentials
 from retrieval.providers.base import EmbeddingProvider, Kind, ProviderError, ReplayMissError
 from retrieval.ranking import Ranking, RankingError, rank_of
-from retrieval.recording import CassetteError, Mode, Recorder, missed_request, without_query_strings
+from retrieval.recording import CassetteError, Mode, Recorder, missed_request
+from retrieval.redaction import redacted
 from retrieval.run import MethodResult, QuestionResult, Run
 from retrieval.sweeps import keep_depths
 from retrieval.ties import tie_summary
 
-__all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate"]
+__all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate", "raising_method"]
 
 # Cassettes of the embedding stages every vector-reading method shares.
 CORPUS_STAGE = "corpus-embeddings"
@@ -154,6 +155,17 @@ def _shared_embed(embedder: EmbeddingProvider, cache: EmbeddingCache | None, mod
     return embed
 
 
+_RAISED_BY = "raised by method "
+
+
+def raising_method(exc: BaseException) -> str | None:
+    """The name of the method whose `rank` raised `exc` (as noted by the evaluator), or None."""
+    for note in getattr(exc, "__notes__", ()):
+        if note.startswith(_RAISED_BY):
+            return str(note[len(_RAISED_BY) :].strip("'\""))
+    return None
+
+
 def _method_error(exc: Exception, declared: Declaration) -> Exception | None:
     """The one-line error a method's failure stands for; None when it shows as raised (already
     one line, or a bug to show with its traceback)."""
@@ -171,8 +183,8 @@ def _method_error(exc: Exception, declared: Declaration) -> Exception | None:
         return CassetteError(str(blocked))
     if declared.calls == "http" and not isinstance(exc, ProviderError) and cause_of(exc, ConnectionError):
         # The method's service is down or elsewhere (live or recording): not a bug to trace.
-        # Without query strings: a client's message may hold the URL, and a key with it.
-        detail = without_query_strings(f"{type(exc).__name__}: {exc}")
+        # Redacted: a client's message may hold the URL, and a key in its query string.
+        detail = redacted(f"{type(exc).__name__}: {exc}")
         return ProviderError(
             f"method {name!r} could not reach its service ({detail}): start it or check its address, then run again",
             "connect",
@@ -221,7 +233,7 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
         if error is not None:
             raise error from None
         # Whatever else a method raises shows with its traceback; the note names the method.
-        exc.add_note(f"raised by method {declared.name!r}")
+        exc.add_note(f"{_RAISED_BY}{declared.name!r}")
         raise
     rankings = _checked(declared, rankings, context.dataset)
     if declared.calls == "rankings" and mode == "record":

@@ -19,7 +19,6 @@ A run that gated ends with one summary line saying what was compared.
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,16 +226,15 @@ def _evaluate(config: pytest.Config, state: _State) -> None:
         state.result = result
         if config.getoption("update_baseline"):
             state.diff = accept(result, allow_regression=config.getoption("allow_regression"))
-    except KNOWN_ERRORS as exc:
-        state.problem = f"{type(exc).__name__}: {exc}"
     except Exception as exc:
-        # A user's method may raise anything: the gate fails with its traceback, never passes.
-        from retrieval.recording import without_query_strings
+        from retrieval.redaction import failure_text, redacted
 
-        trace = "".join(traceback.format_exception(exc)).rstrip()
-        notes = "; ".join(getattr(exc, "__notes__", []))
-        problem = f"the evaluation raised {type(exc).__name__}: {exc}{f' ({notes})' if notes else ''}\n{trace}"
-        state.problem = without_query_strings(problem)
+        # Known errors are one line; anything else (a user's method may raise anything) fails the
+        # gate with its traceback, never passes. Either may quote a URL or a key: redacted.
+        known = isinstance(exc, KNOWN_ERRORS)
+        state.problem = (
+            redacted(f"{type(exc).__name__}: {exc}") if known else f"the evaluation raised {failure_text(exc)}"
+        )
     else:
         state.problem = result.problem
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from retrieval.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
 from retrieval.network import cause_of
 from retrieval.providers.base import ReplayMissError
+from retrieval.redaction import find_secrets
 
 __all__ = [
     "CassetteError",
@@ -32,12 +33,10 @@ __all__ = [
     "Recorder",
     "cassette_digest",
     "cassette_digests",
-    "find_secrets",
     "is_replay_miss",
     "missed_request",
     "record_command",
     "scan_cassettes",
-    "without_query_strings",
 ]
 
 Mode = Literal["replay", "live", "record"]
@@ -64,21 +63,6 @@ _CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credenti
 # "same_body" instead of vcrpy's "body": the same test, without the diff vcrpy builds on a mismatch.
 MATCH_ON = ("method", "scheme", "host", "loopback_port", "path", "query", "same_body")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-# Each pattern with the lower-case strings one of which any match holds: a pattern runs only
-# on a text holding one. Most patterns are tried at every position (\b, IGNORECASE): about
-# 25 ms per scan of the demo's embedding cassettes otherwise, and the gate scans on every run.
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
-    (re.compile(r"AIza[0-9A-Za-z_-]{30,}"), ("aiza",)),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), ("sk-",)),
-    # Credential headers, in a cassette's headers or inside a JSON body (quotes escaped there).
-    (
-        re.compile(r'\\?"(x-goog-api-key|authorization|api-key|x-api-key|proxy-authorization)\\?"\s*:', re.IGNORECASE),
-        ('"x-goog-api-key', '"authorization', '"api-key', '"x-api-key', '"proxy-authorization'),
-    ),
-    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", re.IGNORECASE), ("bearer",)),
-    (re.compile(r"(?:[?&]|%3F|%26)(?:api[_-]?)?key(?:=|%3D)[^&\"\s\\]{8,}", re.IGNORECASE), ("key=", "key%3d")),
-)
-_UNICODE_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})")
 META_FILE = "recording.json"
 
 
@@ -141,37 +125,6 @@ def _counting_misses(cassette: Any) -> list[Any]:
 
     cassette.can_play_response_for = counted
     return missed
-
-
-_QUERY_STRING = re.compile(r"\?[^\s'\")]+")
-
-
-def without_query_strings(text: str) -> str:
-    """`text` with every URL query string cut to "?…": an HTTP client's error names the URL it
-    failed on, and a key may ride in its query; such text reaches CI logs."""
-    return _QUERY_STRING.sub("?…", text)
-
-
-def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
-    """What in a cassette looks like a credential: key patterns, auth headers, and the values
-    of `keys` (variable name -> value, e.g. the environment's API keys)."""
-    # JSON may spell any character as \\uXXXX (once per level of nesting: a body is JSON in JSON).
-    decoded = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
-    texts = (text,) if decoded == text else (text, decoded)
-    found = list(
-        dict.fromkeys(
-            m.group(0)[:12] + "…"
-            for t in texts
-            for lowered in (t.lower(),)
-            for pattern, words in _SECRET_PATTERNS
-            if any(w in lowered for w in words)
-            for m in pattern.finditer(t)
-        )
-    )
-    found += [
-        f"value of ${name}" for name, value in (keys or {}).items() if value and (value in text or value in decoded)
-    ]
-    return found
 
 
 def scan_cassettes(

@@ -32,6 +32,7 @@ class _JsonService:
 
     def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.status = 200  # set to 500 to make every call fail
         service = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,7 +43,7 @@ class _JsonService:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 service.requests.append(body)
                 payload = json.dumps(answer(body)).encode()
-                self.send_response(200)
+                self.send_response(service.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -146,6 +147,26 @@ class RequestsRetriever(SearchRetriever):
             ]
 
 
+class CheckedRetriever(SearchRetriever):
+    """Through requests with `raise_for_status`: its error names the URL, which holds a key in
+    its query and a token in its path (as some hosted APIs take them)."""
+
+    name = "search-checked"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        import requests
+
+        url = f"{os.environ[URL_VARIABLE]}/{os.environ['FIXTURE_SEARCH_TOKEN']}?api_key=fixture-secret-0123"
+        documents = [[d.id, d.content] for d in context.dataset.documents[: self.sent]]
+        rankings = []
+        with requests.Session() as session:
+            for question in context.dataset.questions:
+                answer = session.post(url, json={"query": question.text, "documents": documents}, timeout=5)
+                answer.raise_for_status()
+                rankings.append(_ranking(answer.json()["hits"]))
+        return rankings
+
+
 class KeyedRetriever(SearchRetriever):
     """Sends its key in the body (some services take it there) and declares the variable."""
 
@@ -217,6 +238,10 @@ def urllib_factory(settings: object) -> UrllibRetriever:
 
 def requests_factory(settings: object) -> RequestsRetriever:
     return RequestsRetriever()
+
+
+def checked_factory(settings: object) -> CheckedRetriever:
+    return CheckedRetriever()
 
 
 def keyed_factory(settings: object) -> KeyedRetriever:

@@ -27,7 +27,8 @@ from retrieval.config import Settings
 from retrieval.dataset import Dataset
 from retrieval.evaluate import evaluate
 from retrieval.methods.enrich import ENRICHED_EMBEDDINGS, ENRICHMENT
-from retrieval.recording import CassetteError, find_secrets
+from retrieval.recording import CassetteError
+from retrieval.redaction import find_secrets
 from retrieval.report import build_report
 
 REMEDIES = ["hybrid", "rewrite", "rewrite_rerank", "enrich"]

@@ -14,7 +14,8 @@ from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, clean_gemini_env, g
 
 from retrieval.config import Settings
 from retrieval.evaluate import evaluate
-from retrieval.recording import CassetteError, find_secrets
+from retrieval.recording import CassetteError
+from retrieval.redaction import find_secrets
 from retrieval.report import build_report, render_markdown
 
 

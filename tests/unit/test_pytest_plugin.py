@@ -354,16 +354,20 @@ def test_a_repository_without_project_file_is_left_alone(pytester: pytest.Pytest
 
 
 def test_a_method_that_raises_fails_the_gate_naming_it_with_its_traceback(
-    pytester: pytest.Pytester, adopter: Path
+    pytester: pytest.Pytester, adopter: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # FIXTURE retriever whose client error names a URL holding a key, as requests' errors do.
+    # FIXTURE retriever whose client error names a URL holding a key in its query and a token
+    # in its path, as requests' errors do.
+    monkeypatch.setenv("FIXTURE_SEARCH_TOKEN", "fixture-path-token-4567")
     (adopter / "myret.py").write_text(
+        "import os\n\n\n"
         "class Failing:\n"
         "    name = 'failing'\n"
         "    requires = ()\n"
         "    needs_vectors = False\n\n"
         "    def rank(self, context):\n"
-        "        raise RuntimeError('401 Unauthorized for url: https://search.example/q?api_key=fixture-secret-9')\n\n\n"
+        "        url = 'https://search.example/' + os.environ['FIXTURE_SEARCH_TOKEN'] + '/q?api_key=fixture-secret-9'\n"
+        "        raise RuntimeError('401 Unauthorized for url: ' + url)\n\n\n"
         "def factory(settings):\n"
         "    return Failing()\n"
     )
@@ -371,12 +375,12 @@ def test_a_method_that_raises_fails_the_gate_naming_it_with_its_traceback(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*::gate - the evaluation raised RuntimeError: 401 Unauthorized for url: https://search.example/q?… "
-            "(raised by method 'failing')",
+            "*::gate - the evaluation raised RuntimeError: 401 Unauthorized for url: "
+            "https://search.example/$FIXTURE_SEARCH_TOKEN/q?… (raised by method 'failing')",
         ]
     )
-    result.stdout.fnmatch_lines([f'*File "{adopter / "myret.py"}", line 7, in rank'])
-    assert "fixture-secret" not in result.stdout.str()
+    result.stdout.fnmatch_lines([f'*File "{adopter / "myret.py"}", line 11, in rank'])
+    assert "fixture-secret" not in result.stdout.str() and "fixture-path-token" not in result.stdout.str()
 
 
 def test_cassettes_recorded_then_replayed_removed_or_edited(

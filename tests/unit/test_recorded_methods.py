@@ -17,6 +17,7 @@ from demo_fixture import DEMO_DATA, demo_dataset
 from fake_search import URL_VARIABLE, FakeSearchService, IdSearchService
 
 from retrieval import Context, Ranking
+from retrieval.cli import main
 from retrieval.config import Profile, Settings
 from retrieval.dataset import Dataset
 from retrieval.evaluate import evaluate
@@ -204,6 +205,28 @@ def test_a_key_in_the_url_of_an_unreachable_service_stays_out_of_the_message(
         r"\(Caused by NewConnectionError.*\): start it or check its address, then run again",
         message,
     ), message
+
+
+def test_the_cli_shows_a_method_error_with_its_traceback_and_no_key(
+    tmp_path: Path,
+    service: FakeSearchService,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # requests' HTTPError is an OSError: it used to read "cannot write or read", key in the URL.
+    monkeypatch.setenv("FIXTURE_SEARCH_TOKEN", "fixture-path-token-4567")
+    monkeypatch.chdir(tmp_path)
+    service.status = 500
+    code = main(["--dataset", str(DEMO_DATA), "--methods", "bm25,fake_search:checked_factory", "--live"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.splitlines()[0] == (
+        f"error: HTTPError: 500 Server Error: Internal Server Error for url: {service.url}/$FIXTURE_SEARCH_TOKEN?… "
+        "(raised by method 'search-checked')"
+    )
+    assert 'fake_search.py", line' in err and "in rank\n    answer.raise_for_status()" in err
+    assert "fixture-secret" not in err and "fixture-path-token" not in err
+    assert len(service.requests) == 1
 
 
 def test_a_recording_holding_the_value_of_a_key_variable_the_method_declares_is_refused(

@@ -22,12 +22,12 @@ from retrieval.recording import (
     KEPT_REQUEST_HEADERS,
     CassetteError,
     Recorder,
-    find_secrets,
     is_replay_miss,
     missed_request,
     record_command,
     scan_cassettes,
 )
+from retrieval.redaction import find_secrets
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE = "corpus-embeddings"

@@ -18,7 +18,8 @@ from retrieval import atomic
 from retrieval.atomic import STALE_SECONDS
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording import CassetteError, Recorder, _loopback_port, find_secrets, scan_cassettes
+from retrieval.recording import CassetteError, Recorder, _loopback_port, scan_cassettes
+from retrieval.redaction import find_secrets
 
 CORPUS, QUESTIONS = "corpus-embeddings", "question-embeddings"
 FAST = RetryPolicy(attempts=1)

@@ -1,0 +1,37 @@
+"""What reaches a terminal or a CI log holds no credential: `redacted` and `failure_text`."""
+
+from __future__ import annotations
+
+from retrieval.evaluate import raising_method
+from retrieval.redaction import failure_text, redacted
+
+ENVIRON = {
+    "SEARCH_API_KEY": "fixture-key-0123456789",
+    "SEARCH_KEY_PREFIX": "fixture-key",  # a credential's beginning: the longer value wins
+    "PGPASSWORD": "fixture-pw-99",
+    "SHORT_TOKEN": "abc",  # too short to replace without mangling ordinary words
+    "HOME": "/root/fixture-key-0123456789",  # not named like a credential
+}
+
+
+def test_query_strings_and_credential_variables_are_cut() -> None:
+    text = "GET https://s.example/q?api_key=x&q=1 failed; key fixture-key-0123456789, pw fixture-pw-99; abc"
+    assert redacted(text, ENVIRON) == ("GET https://s.example/q?… failed; key $SEARCH_API_KEY, pw $PGPASSWORD; abc")
+
+
+def test_text_without_credentials_is_unchanged() -> None:
+    text = "method 'bm25' returned 3 rankings for 4 questions: rank(context) must return one per question."
+    assert redacted(text, ENVIRON) == text
+
+
+def test_failure_text_names_the_method_and_redacts_the_traceback() -> None:
+    try:
+        raise RuntimeError("401 for url: https://s.example/q?token=fixture-key-0123456789")
+    except RuntimeError as exc:
+        exc.add_note("raised by method 'search'")
+        caught = exc
+    text = failure_text(caught)
+    assert text.splitlines()[0] == "RuntimeError: 401 for url: https://s.example/q?… (raised by method 'search')"
+    assert "Traceback (most recent call last):" in text and "fixture-key" not in text
+    assert raising_method(caught) == "search"
+    assert raising_method(RuntimeError("no note")) is None
