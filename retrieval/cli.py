@@ -14,7 +14,7 @@ from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
 from retrieval.gate import BASELINE_PATH, importable
-from retrieval.providers.base import ProviderError
+from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording import CassetteError
 from retrieval.redaction import failure_text, redacted
 from retrieval.report import build_report, render_json, render_markdown
@@ -101,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(args)
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
-        print(f"error: {redacted(str(exc))}", file=sys.stderr)
+        # Only here: the gate has no way to run without its cassettes.
+        hint = " Or run without cassettes: --live, or --methods bm25." if isinstance(exc, ReplayMissError) else ""
+        print(f"error: {redacted(str(exc))}{hint}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted: the cassettes, the cache and the baseline were left as they were", file=sys.stderr)
         return 130

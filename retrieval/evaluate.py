@@ -29,6 +29,7 @@ from retrieval.pipeline import Plan, plan
 from retrieval.providers import credentials
 from retrieval.providers.base import EmbeddingProvider, Kind, ProviderError, ReplayMissError
 from retrieval.ranking import Ranking, RankingError, rank_of
+from retrieval.ranking_cassettes import method_code
 from retrieval.recording import CassetteError, Mode, Recorder, missed_request
 from retrieval.redaction import redacted
 from retrieval.run import MethodResult, QuestionResult, Run
@@ -224,7 +225,8 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
     try:
         with _timed(usage), running(f"method {declared.name!r}"):
             if declared.calls == "rankings" and mode == "replay":
-                rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth)
+                code = method_code(method)
+                rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
                 with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
                     rankings = method.rank(context)
@@ -237,7 +239,7 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
         raise
     rankings = _checked(declared, rankings, context.dataset)
     if declared.calls == "rankings" and mode == "record":
-        recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings)
+        recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings, method_code(method))
     context.rankings[declared.name] = rankings
     own = context.usage.get(declared.name)
     if own is not None:  # the method's provider counted its calls and tokens
@@ -309,9 +311,9 @@ def _explain_miss(exc: ReplayMissError, recorder: Recorder, dataset: Dataset) ->
         else ""
     )
     return ReplayMissError(
-        f"{exc}. The cassettes in {recorder.directory} do not hold this request: the dataset, a model, a prompt "
-        f"or a method's requests changed since they were recorded.{data} Re-record with "
-        f"`{recorder.record_command}` (it replaces them), or run without cassettes: --live, or --methods bm25.",
+        f"{exc}. The cassettes in {recorder.directory} no longer match this run: the dataset, a model, a prompt "
+        f"or a method (its requests or its code) changed since they were recorded.{data} Re-record with "
+        f"`{recorder.record_command}` (it replaces them).",
         "replay miss",
     )
 

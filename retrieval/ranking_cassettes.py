@@ -4,11 +4,15 @@ A database driver does not speak HTTP, so vcrpy cannot record it. Such a method 
 `calls = "rankings"`: when recording, it runs against the engine and its ranking of every
 question is written here, keyed by the question's text and the corpus fingerprint; when
 replaying, its code does not run and the rankings come from this file. A question whose
-text is not in the file, or a corpus that changed, is a replay miss naming what changed.
+text is not in the file, a corpus that changed, or a method whose code changed since the
+recording (its rankings would not be those of the code under review) is a replay miss naming
+what changed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import math
 from collections.abc import Sequence
@@ -22,14 +26,34 @@ from retrieval.providers.base import ReplayMissError
 from retrieval.ranking import Ranking
 from retrieval.recording import CassetteError
 
-__all__ = ["FORMAT", "SUFFIX", "RankingCassetteError", "dump_rankings", "load_rankings"]
+__all__ = ["FORMAT", "SUFFIX", "RankingCassetteError", "dump_rankings", "load_rankings", "method_code"]
 
 FORMAT = "retrieval-rankings-1"
 SUFFIX = ".rankings.json"
 
 
-def dump_rankings(dataset: Dataset, method: str, rankings: Sequence[Ranking]) -> str:
-    """The cassette text for one method's rankings of every question of `dataset`."""
+def method_code(method: object) -> dict[str, str]:
+    """Which code ranked: module name -> digest of its source, for the modules defining the
+    method's class and its `rank` (line endings normalised: a checkout's autocrlf changes
+    nothing). Replay runs none of it, so a PR that edits the query or the tokenizer must not
+    replay the old code's rankings. Empty when the source cannot be found."""
+    code: dict[str, str] = {}
+    for obj in (type(method), getattr(type(method), "rank", None)):
+        module = inspect.getmodule(obj) if obj is not None else None
+        try:
+            source = Path(inspect.getsourcefile(module) or "").read_bytes() if module is not None else None
+        except (OSError, TypeError):
+            source = None
+        if module is not None and source is not None:
+            code[module.__name__] = hashlib.sha256(source.replace(b"\r\n", b"\n")).hexdigest()[:16]
+    return code
+
+
+def dump_rankings(
+    dataset: Dataset, method: str, rankings: Sequence[Ranking], code: dict[str, str] | None = None
+) -> str:
+    """The cassette text for one method's rankings of every question of `dataset`, with the
+    digests of the code that ranked (`method_code`)."""
     ids = dataset.doc_ids
     entries: dict[str, Any] = {}
     for question, ranking in zip(dataset.questions, rankings, strict=True):
@@ -42,6 +66,7 @@ def dump_rankings(dataset: Dataset, method: str, rankings: Sequence[Ranking]) ->
         "format": FORMAT,
         "method": method,
         "corpus": corpus_fingerprint(dataset.documents),
+        "code": dict(sorted((code or {}).items())),
         "rankings": entries,
     }
     return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
@@ -61,13 +86,24 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_rankings(path: Path, dataset: Dataset, depth: int) -> list[Ranking]:
+def load_rankings(path: Path, dataset: Dataset, depth: int, code: dict[str, str] | None = None) -> list[Ranking]:
     """The recorded ranking of every question of `dataset`, in dataset order.
 
     Raises ReplayMissError naming the questions the cassette has never seen, or saying the
-    corpus changed since it was recorded (its documents, hence every ranking, may differ).
+    corpus changed since it was recorded (its documents, hence every ranking, may differ), or
+    naming the modules of `code` (`method_code`) that differ from the recorded ones. A cassette
+    recorded before code digests existed is read without that check.
     """
     data = _read(path)
+    recorded_code = data.get("code")
+    if code and isinstance(recorded_code, dict) and recorded_code:
+        changed = sorted(m for m in set(code) | set(recorded_code) if code.get(m) != recorded_code.get(m))
+        if changed:
+            raise ReplayMissError(
+                f"{path} was recorded from another version of the method's code ({', '.join(changed)} changed "
+                "since): replay would give the old code's rankings, not those of the code under test",
+                "replay miss",
+            )
     corpus = corpus_fingerprint(dataset.documents)
     if data.get("corpus") != corpus:
         raise ReplayMissError(

@@ -369,23 +369,26 @@ class Recorder:
 
         return self.directory / f"{channel}{SUFFIX}"
 
-    def replay_rankings(self, channel: str, dataset: Any, depth: int) -> list[Any]:
-        """The recorded rankings of every question (replay mode)."""
+    def replay_rankings(self, channel: str, dataset: Any, depth: int, code: dict[str, str] | None = None) -> list[Any]:
+        """The recorded rankings of every question (replay mode), if recorded from `code`."""
         from retrieval.ranking_cassettes import load_rankings
 
         path = self.rankings_path(channel)
         if not path.is_file():
             raise CassetteError(f"no ranking cassette {path}: record it with `{self.record_command}`")
         self.used.add(path.name)
-        return load_rankings(path, dataset, depth)
+        return load_rankings(path, dataset, depth, code)
 
-    def record_rankings(self, channel: str, dataset: Any, method: str, rankings: Any) -> None:
-        """Record mode: stage the rankings, committed with the other cassettes."""
+    def record_rankings(
+        self, channel: str, dataset: Any, method: str, rankings: Any, code: dict[str, str] | None = None
+    ) -> None:
+        """Record mode: stage the rankings and the digests of the `code` that ranked, committed
+        with the other cassettes."""
         from retrieval.ranking_cassettes import dump_rankings
 
         self.used.add(self.rankings_path(channel).name)
         self._staged(self.rankings_path(channel).name).write_text(
-            dump_rankings(dataset, method, rankings), encoding="utf-8"
+            dump_rankings(dataset, method, rankings, code), encoding="utf-8"
         )
 
     def metadata(self) -> dict[str, Any]:

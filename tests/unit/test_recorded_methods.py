@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -132,10 +133,9 @@ def test_a_method_whose_requests_changed_fails_replay_in_one_line_with_the_comma
     cassette = tmp_path / "cassettes" / PROFILE / f"{recorded.methods[0]}.json"
     assert str(caught.value) == (
         expected.format(url=service.url, cassette=cassette)
-        + f"(the closest recorded request differs in its body){after}. The cassettes in {cassette.parent} do not"
-        " hold this request: the dataset, a model, a prompt or a method's requests changed since they were recorded."
-        f" Re-record with `pytest --record --retrieval-profile {PROFILE}` (it replaces them), or run without"
-        " cassettes: --live, or --methods bm25."
+        + f"(the closest recorded request differs in its body){after}. The cassettes in {cassette.parent} no"
+        " longer match this run: the dataset, a model, a prompt or a method (its requests or its code) changed since"
+        f" they were recorded. Re-record with `pytest --record --retrieval-profile {PROFILE}` (it replaces them)."
     )
     assert len(service.requests) == 3  # the recording's; replay reached nothing
 
@@ -315,6 +315,60 @@ def test_an_engine_without_http_replays_from_its_ranking_cassette(tmp_path: Path
     with pytest.raises(ReplayMissError, match=re.escape("engine.rankings.json was recorded for another corpus")):
         evaluate(other_corpus, settings, methods=[], extra=[engine])
     assert engine.runs == 1
+
+
+ENGINE_MODULE = '''"""FIXTURE: an engine reached without HTTP, in a file the test edits as a pull request would."""
+
+import numpy as np
+
+from retrieval import Ranking
+
+
+class FileEngine:
+    name = "file-engine"
+    requires = ()
+    needs_vectors = False
+    calls = "rankings"
+
+    def rank(self, context):
+        order = np.arange(len(context.dataset.documents))[:10]
+        return [Ranking(order, np.arange(len(order), 0, -1, dtype=float)) for _ in context.dataset.questions]
+
+
+def factory(settings):
+    return FileEngine()
+'''
+
+
+def test_an_engine_whose_code_changed_since_its_recording_fails_replay(
+    tmp_path: Path, dataset: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = tmp_path / "engine_under_review.py"
+    module.write_text(ENGINE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "engine_under_review", raising=False)
+    settings, spec = _settings(tmp_path), ["engine_under_review:factory"]
+    recorded = evaluate(dataset, settings, mode="record", methods=spec).ranked_ids("file-engine")
+    cassette = tmp_path / "cassettes" / PROFILE / "file-engine.rankings.json"
+    # The same code checked out with CRLF line endings replays.
+    module.write_bytes(ENGINE_MODULE.replace("\n", "\r\n").encode())
+    assert evaluate(dataset, settings, methods=spec).ranked_ids("file-engine") == recorded
+    # A pull request edits the engine: replay must not give the old code's rankings.
+    module.write_text(ENGINE_MODULE.replace("[:10]", "[:5]"))
+    with pytest.raises(ReplayMissError) as caught:
+        evaluate(dataset, settings, methods=spec)
+    assert str(caught.value).startswith(
+        f"{cassette} was recorded from another version of the method's code (engine_under_review changed since): "
+        "replay would give the old code's rankings, not those of the code under test. The cassettes in "
+    )
+    assert str(caught.value).endswith(
+        f"Re-record with `pytest --record --retrieval-profile {PROFILE}` (it replaces them)."
+    )
+    # A cassette recorded before code digests existed replays as before.
+    data = json.loads(cassette.read_text())
+    del data["code"]
+    cassette.write_text(json.dumps(data))
+    assert evaluate(dataset, settings, methods=spec).ranked_ids("file-engine") == recorded
 
 
 class InProcess:
