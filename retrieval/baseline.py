@@ -25,7 +25,9 @@ if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in ever
 __all__ = [
     "BaselineError",
     "Check",
+    "at_k",
     "compare",
+    "config_changes",
     "entry_for",
     "incompatibility",
     "load_baseline",
@@ -53,6 +55,13 @@ class Check:
     worse_questions: list[str]
     # A count such as "degraded" (reranker calls that fell back) gets worse when it rises.
     lower_is_better: bool = False
+    # The baseline's name of the figure when it is not `metric`: "recall@5" for a run at k = 3.
+    baseline_metric: str | None = None
+
+    @property
+    def baseline_figure(self) -> str:
+        """The baseline figure this check compares with ("bm25 recall@5[paraphrase]")."""
+        return f"{self.method} {self.baseline_metric or self.metric}"
 
     @property
     def delta(self) -> float:
@@ -68,8 +77,9 @@ class Check:
         """What a failing check says: figures, delta, the questions that got worse."""
         worse = ", ".join(self.worse_questions) or "none individually (a mean moved)"
         moved = "rose above" if self.lower_is_better else "fell below"
+        theirs = f"'s {self.baseline_metric}" if self.baseline_metric else ""
         return (
-            f"{self.method} {self.metric} {moved} the baseline: baseline {self.baseline:.4f}, "
+            f"{self.method} {self.metric} {moved} the baseline{theirs}: baseline {self.baseline:.4f}, "
             f"current {self.current:.4f}, delta {self.delta:+.4f} (tolerance {self.tolerance}). "
             f"Questions that got worse: {worse}. If this change is intended, accept it with "
             "`pytest --update-baseline --allow-regression` and say why in the PR."
@@ -205,28 +215,44 @@ def entry_for(
 
 
 def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | None:
-    """Why a run cannot be compared with the baseline entry (dataset or configuration changed), or None."""
-    fix = (
-        f"If the change is intended: re-record (`{record_command(profile)}`) if models or questions changed, "
-        "then `pytest --update-baseline` and commit baselines/metrics.json."
-    )
+    """Why a run cannot be compared with the baseline entry (its dataset changed), or None.
+    A changed configuration is compared all the same: that is what the gate measures."""
     if entry.get("fingerprint") != run.fingerprint:
         return (
             f"the dataset changed since the baseline was made (fingerprint {entry.get('fingerprint')} -> "
-            f"{run.fingerprint}): metrics are not comparable. {fix}"
+            f"{run.fingerprint}): metrics are not comparable. If the change is intended: re-record "
+            f"(`{record_command(profile)}`) if questions changed, then `pytest --update-baseline` and commit "
+            "baselines/metrics.json."
         )
+    return None
+
+
+def at_k(entry: Mapping[str, Any], k: int) -> dict[str, Any]:
+    """The entry with its recall figures named for `k`, as the gate compares them after a change
+    of k (the report shows the run's recall@k against the baseline's)."""
+    theirs, recall = f"recall@{entry.get('config', {}).get('k', k)}", f"recall@{k}"
+
+    def renamed(figures: Mapping[str, Any]) -> dict[str, Any]:
+        return {recall if name == theirs else name: value for name, value in figures.items()}
+
+    methods = {
+        method: {**renamed(figures), "by_type": {t: renamed(v) for t, v in figures.get("by_type", {}).items()}}
+        for method, figures in entry.get("methods", {}).items()
+    }
+    return {**entry, "methods": methods}
+
+
+def config_changes(entry: Mapping[str, Any], run: Run) -> list[str]:
+    """The settings that differ between the baseline entry and the run ("hybrid.rrf_k: 60 -> 5")."""
     before, current = entry.get("config", {}), run.config
     # A method's own settings (`hybrid.rrf_k`) count where the method ran both times; a method
     # added or dropped shows as figures new or no longer produced, not as a configuration change.
     ran_both = {k.split(".")[0] for k in before if "." in k} & {k.split(".")[0] for k in current if "." in k}
-    changed = [
+    return [
         f"{key}: {before.get(key)!r} -> {current.get(key)!r}"
         for key in sorted(set(before) | set(current))
         if before.get(key) != current.get(key) and ("." not in key or key.split(".")[0] in ran_both)
     ]
-    if changed:
-        return f"the configuration differs from the baseline's ({'; '.join(changed)}). {fix}"
-    return None
 
 
 def compare(
@@ -248,12 +274,16 @@ def compare(
     got worse.
     """
     recall = f"recall@{k}"
+    # At another k (how many documents reach the LLM), the run's recall@k is held to the
+    # baseline's: fewer relevant documents in the top k is what such a change costs.
+    theirs = f"recall@{entry.get('config', {}).get('k', k)}"
+    renamed = theirs if theirs != recall else None
     tolerance = float(entry.get("tolerance", 0.0))
     checks = []
     for method, base in entry["methods"].items():
         if method not in scores:
             continue
-        _require_recall(base, method, recall, source)
+        _require_recall(base, method, theirs, source)
         s = scores[method]
         rr = base.get("reciprocal_ranks", {})
         rc = base.get("recall_per_question", {})
@@ -271,7 +301,11 @@ def compare(
                 if q in per_q and _r(v[metric]) < per_q[q] and (qtype is None or types.get(q) == qtype)
             ]
 
-        checks.append(Check(method, recall, base[recall], s.overall[recall], tolerance, worse(rc, recall)))
+        checks.append(
+            Check(
+                method, recall, base[theirs], s.overall[recall], tolerance, worse(rc, recall), baseline_metric=renamed
+            )
+        )
         checks.append(Check(method, "mrr", base["mrr"], s.overall["mrr"], tolerance, worse(rr, "mrr")))
         for qtype, values in base.get("by_type", {}).items():
             if qtype in s.by_type:
@@ -279,10 +313,11 @@ def compare(
                     Check(
                         method,
                         f"{recall}[{qtype}]",
-                        values[recall],
+                        values[theirs],
                         s.by_type[qtype][recall],
                         tolerance,
                         worse(rc, recall, qtype),
+                        baseline_metric=renamed and f"{renamed}[{qtype}]",
                     )
                 )
         if degraded is not None and "degraded" in base:
@@ -307,7 +342,7 @@ def _require_recall(base: Mapping[str, Any], method: str, recall: str, source: s
 def unproduced(entry: Mapping[str, Any], checks: list[Check]) -> list[str]:
     """Figures the baseline gates that no check compared ("vector mrr"): a method or a question
     type the run no longer produces. Each one is a gate lowered to nothing, so the gate fails."""
-    compared = {f"{c.method} {c.metric}" for c in checks}
+    compared = {c.baseline_figure for c in checks}
     return [name for name in _figures(entry.get("methods", {})) if name not in compared]
 
 
@@ -335,6 +370,11 @@ def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[s
         return lines, []
     before, after = _figures((old or {}).get("methods", {})), _figures(new["methods"])
     lines, lowered = [], []
+    was_k, now_k = (old or {}).get("config", {}).get("k"), new["config"].get("k")
+    if old and was_k is not None and now_k is not None and was_k != now_k:
+        # Another k: recall@k is held to the baseline's, as the gate compares it.
+        before = {name.replace(f" recall@{was_k}", f" recall@{now_k}"): v for name, v in before.items()}
+        lines.append(f"  k {was_k} -> {now_k}: recall@{now_k} compared with the baseline's recall@{was_k}")
     for name in [*after, *(n for n in before if n not in after)]:
         was, now = before.get(name), after.get(name)
         if was is None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from retrieval.atomic import atomic_write_text
-from retrieval.baseline import BaselineError, incompatibility, load_baseline
+from retrieval.baseline import BaselineError, at_k, config_changes, incompatibility, load_baseline
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
@@ -147,9 +147,16 @@ def _main(args: argparse.Namespace) -> int:
             raise BaselineError(f"{baseline}: no such baseline file.")
         profile = str(run.config.get("profile", settings.profile.name))
         entry = load_baseline(baseline)["profiles"].get(profile)
+        entry = at_k(entry, settings.k) if entry else None
         problem = incompatibility(entry, run, profile) if entry else None
+        changed = config_changes(entry, run) if entry and not problem else []
         if problem:
             notice = f"the changes shown are against a baseline that is not comparable: {problem}"
+        elif changed:
+            notice = (
+                f"the baseline was made with another configuration ({'; '.join(changed)}): the changes shown "
+                "are what this configuration moved."
+            )
     report = build_report(
         run,
         dataset.documents,

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval.baseline import Check, compare, entry_for, incompatibility, load_baseline, unproduced, update_baseline
+from retrieval.baseline import (
+    Check,
+    compare,
+    config_changes,
+    entry_for,
+    incompatibility,
+    load_baseline,
+    unproduced,
+    update_baseline,
+)
 from retrieval.config import Settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
@@ -35,8 +44,8 @@ BASELINE_PATH = "baselines/metrics.json"
 class GateResult:
     """One profile's evaluation set against its baseline entry and its ranking snapshots.
 
-    `problem` says why nothing could be compared (no baseline entry, other dataset or
-    configuration, other cassettes); when it is None, `checks` holds every compared figure.
+    `problem` says why nothing could be compared (no baseline entry, another dataset, a
+    credential in the cassettes); when it is None, `checks` holds every compared figure.
     """
 
     settings: Settings
@@ -51,6 +60,9 @@ class GateResult:
     # The cassettes read whose bytes are not the baseline's: a failure of its own, beside the
     # figures (still compared, so a re-recording shows what it moved before it is accepted).
     changed_cassettes: list[str] = field(default_factory=list)
+    # The settings that differ from the baseline's ("hybrid.rrf_k: 60 -> 5"): a failure of its
+    # own too, beside the figures compared with the baseline's (what the change costs).
+    changed_config: list[str] = field(default_factory=list)
     snapshots: Rankings = field(default_factory=dict)
     # What looks like a credential in the cassettes: such a result can never be accepted.
     secrets: list[str] = field(default_factory=list)
@@ -69,6 +81,18 @@ class GateResult:
         return (
             f"the cassettes changed since the baseline ({', '.join(self.changed_cassettes)}): run "
             f"`pytest --update-baseline` and commit {baseline} with {folder}/."
+        )
+
+    @property
+    def reconfigured(self) -> str | None:
+        """Why the baseline no longer describes this configuration, with the fix; or None."""
+        if not self.changed_config:
+            return None
+        baseline = _relative(self.baseline_path, self.settings.root)
+        return (
+            f"the configuration differs from the baseline's ({'; '.join(self.changed_config)}): the figures are "
+            f"compared with the baseline's. If the change is intended, run `pytest --update-baseline` "
+            f"(with --allow-regression if a figure fell, and say why in the PR) and commit {baseline}."
         )
 
     @property
@@ -152,6 +176,7 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     result.problem = incompatibility(entry, run, settings.profile.name)
     if result.problem is None:
         result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
+        result.changed_config = config_changes(entry, run)
         result.checks = _checks(result, entry)
     return result
 
@@ -204,6 +229,6 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
     result.snapshots = current
     result.problem = None
-    result.changed_cassettes = []
+    result.changed_cassettes, result.changed_config = [], []
     result.checks = _checks(result, result.entry)
     return diff

@@ -259,6 +259,8 @@ class GateCollector(pytest.File):
         else:
             if result.stale:
                 item("cassettes", "integrity", result.stale)
+            if result.reconfigured:
+                item("configuration", "integrity", result.reconfigured)
             for check in result.checks:
                 item(f"{check.method} {check.metric}", "figure", None if check.ok else check.message())
             for figure in result.unproduced():
@@ -417,6 +419,8 @@ def _summary(state: _State, collect_only: bool = False) -> str:
         line += f", tolerance {tolerance}"
     if result.changed_cassettes:
         line += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
+    if result.changed_config:
+        line += f"; configuration changed since the baseline: {'; '.join(result.changed_config)}"
     # Requested methods the profile cannot provide (a reranker without a model): said once here.
     skipped = result.run.skipped
     if skipped:

@@ -10,10 +10,13 @@ import pytest
 
 from retrieval.baseline import (
     BaselineError,
+    at_k,
     compare,
+    config_changes,
     entry_for,
     incompatibility,
     load_baseline,
+    unproduced,
     update_baseline,
 )
 from retrieval.dataset import Question
@@ -230,16 +233,14 @@ def test_changed_fingerprint_is_named() -> None:
     assert "pytest --record --retrieval-profile local" in reason
 
 
-def test_changed_config_key_is_named() -> None:
-    reason = incompatibility(_entry(), _run(GOOD, config={"rrf_k": 30}), "local")
-    assert reason is not None
-    assert "rrf_k: 60 -> 30" in reason
-    assert "embedding_model" not in reason  # only what changed
+def test_changed_config_key_is_named_and_still_comparable() -> None:
+    run = _run(GOOD, config={"rrf_k": 30})
+    assert incompatibility(_entry(), run, "local") is None  # what the gate measures, not a stop
+    assert config_changes(_entry(), run) == ["rrf_k: 60 -> 30"]  # only what changed
 
 
 def test_added_config_key_is_named() -> None:
-    reason = incompatibility(_entry(), _run(GOOD, config={"prompt_version": "v2"}), "local")
-    assert reason is not None and "prompt_version: None -> 'v2'" in reason
+    assert config_changes(_entry(), _run(GOOD, config={"prompt_version": "v2"})) == ["prompt_version: None -> 'v2'"]
 
 
 def test_update_refuses_to_drop_a_method_without_allow_regression(tmp_path: Path) -> None:
@@ -259,3 +260,37 @@ def test_update_refuses_to_drop_a_method_without_allow_regression(tmp_path: Path
     assert path.read_text() == before
     diff = update_baseline(path, "p", fewer, allow_regression=True)
     assert "hybrid mrr: removed (was 0.5000)" in diff
+
+
+# --- another k ---------------------------------------------------------------------------------
+
+
+def test_another_k_holds_the_runs_recall_at_k_to_the_baselines() -> None:
+    # k is how many documents reach the LLM: at k = 1, q2's document (rank 2) no longer does.
+    run = _run(GOOD, config={"k": 1})
+    checks = compare(_entry(), score_run(run, 1), 1, TYPES, degraded={})
+    bm25 = {c.metric: c for c in checks if c.method == "bm25"}
+    recall = bm25["recall@1"]
+    assert (recall.baseline, recall.current, recall.baseline_figure) == (1.0, 0.5, "bm25 recall@5")
+    assert recall.message().startswith(
+        "bm25 recall@1 fell below the baseline's recall@5: baseline 1.0000, current 0.5000, delta -0.5000"
+    )
+    assert "q2 (1.00 -> 0.00)" in recall.message() and "q3 (1.00 -> 0.50)" in recall.message()
+    assert bm25["recall@1[paraphrase]"].baseline_figure == "bm25 recall@5[paraphrase]"
+    assert bm25["mrr"].baseline_metric is None
+    assert unproduced(_entry(), checks) == []
+    assert config_changes(_entry(), run) == ["k: 5 -> 1"]
+    assert at_k(_entry(), 1)["methods"]["bm25"]["recall@1"] == 1.0
+    assert at_k(_entry(), 1)["methods"]["bm25"]["by_type"]["paraphrase"] == {"recall@1": 1.0}
+
+
+def test_update_at_another_k_is_refused_as_lower_not_as_removed(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    update_baseline(path, "p", _entry())
+    run = _run(GOOD, config={"k": 1})
+    with pytest.raises(BaselineError) as caught:
+        update_baseline(path, "p", entry_for(run, score_run(run, 1), k=1))
+    assert "bm25 recall@1," in str(caught.value) and "removed" not in str(caught.value)
+    diff = update_baseline(path, "p", entry_for(run, score_run(run, 1), k=1), allow_regression=True)
+    assert "  k 5 -> 1: recall@1 compared with the baseline's recall@5" in diff.splitlines()
+    assert "  bm25 recall@1: 1.0000 -> 0.5000 (-0.5000)" in diff.splitlines()

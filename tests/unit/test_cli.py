@@ -170,15 +170,24 @@ def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
     accept(run_gate(load_settings(tmp_path)))
     (tmp_path / "docs").mkdir()
     monkeypatch.chdir(tmp_path / "docs")
-    # A setting bm25 does not read (hybrid's rrf_k) changes nothing comparable...
+    # A setting bm25 does not read (hybrid's rrf_k) is no change of its configuration...
     assert main(["--rrf-k", "5", "--baseline"]) == 0
-    assert "not comparable" not in capsys.readouterr().out
-    # ... one it reads does.
+    assert "Note:" not in capsys.readouterr().out
+    # ... one it reads is named, and the changes shown are what it moved.
     (tmp_path / "retrieval.toml").write_text(project + "bm25_k1 = 1.2\n")
     assert main(["--baseline"]) == 0
     out = capsys.readouterr().out
-    assert "> **Note:** the changes shown are against a baseline that is not comparable" in out
-    assert "bm25.k1: 1.5 -> 1.2" in out
+    assert (
+        "> **Note:** the baseline was made with another configuration (bm25.k1: 1.5 -> 1.2): the changes shown "
+        "are what this configuration moved." in out
+    )
+    # Another dataset is not comparable at all.
+    rows = (tmp_path / "data" / "qa" / "questions.jsonl").read_text().splitlines()
+    (tmp_path / "data" / "qa" / "questions.jsonl").write_text("\n".join(rows[:-1]) + "\n")
+    assert main(["--baseline"]) == 0
+    assert "> **Note:** the changes shown are against a baseline that is not comparable: the dataset changed" in (
+        capsys.readouterr().out
+    )
 
 
 def test_zero_workers_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -244,6 +244,32 @@ def test_a_damaged_baseline_fails_the_gate_and_the_other_tests_still_run(
     )
 
 
+def test_another_k_is_measured_and_fails_until_the_baseline_records_it(
+    pytester: pytest.Pytester, accepted: Path
+) -> None:
+    # k (how many documents reach the LLM) changed: every figure compared with the baseline's,
+    # recall@1 with its recall@5, and one item fails until the baseline records the change.
+    (accepted / "pyproject.toml").write_text(
+        PYPROJECT.format(methods='["bm25", "myret:factory"]', profile="local") + "k = 1\n"
+    )
+    changed = _run(pytester)
+    changed.assert_outcomes(passed=12, failed=1)
+    changed.stdout.fnmatch_lines(
+        [
+            "pyproject.toml::retrieval-gate(local)::overlap recall@1?exact? PASSED*",
+            f"{HELD}; configuration changed since the baseline: k: 5 -> 1",
+            "FAILED pyproject.toml::retrieval-gate(local)::configuration - the configuration differs from the "
+            "baseline's (k: 5 -> 1): the figures are compared with the baseline's. If the change is intended, run "
+            "`pytest --update-baseline` (with --allow-regression if a figure fell, and say why in the PR) and commit "
+            "baselines/metrics.json.",
+        ]
+    )
+    updated = _run(pytester, "--update-baseline")
+    updated.assert_outcomes(passed=12)
+    updated.stdout.fnmatch_lines(["*k 5 -> 1: recall@1 compared with the baseline's recall@5", "*config k: 5 -> 1"])
+    _run(pytester).assert_outcomes(passed=12)
+
+
 def test_refused_update_writes_nothing_and_a_new_dataset_is_a_new_baseline(
     pytester: pytest.Pytester, accepted: Path
 ) -> None:
