@@ -219,13 +219,16 @@ def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[
     return list(rankings)
 
 
-def _run_method(method: Method, declared: Declaration, context: Context, recorder: Recorder, mode: Mode) -> None:
-    """Run one method through the channel it declares, timing it and keeping its usage."""
+def _run_method(
+    method: Method, declared: Declaration, context: Context, recorder: Recorder, mode: Mode, root: str
+) -> None:
+    """Run one method through the channel it declares, timing it and keeping its usage; `root`
+    is the project root its declared `sources` resolve from."""
     usage = Usage()
     try:
         with _timed(usage), running(f"method {declared.name!r}"):
             if declared.calls == "rankings" and mode == "replay":
-                code = method_code(method)
+                code = method_code(method, declared.sources, root)
                 rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
                 with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
@@ -239,7 +242,8 @@ def _run_method(method: Method, declared: Declaration, context: Context, recorde
         raise
     rankings = _checked(declared, rankings, context.dataset)
     if declared.calls == "rankings" and mode == "record":
-        recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings, method_code(method))
+        code = method_code(method, declared.sources, root)
+        recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings, code)
     context.rankings[declared.name] = rankings
     own = context.usage.get(declared.name)
     if own is not None:  # the method's provider counted its calls and tokens
@@ -358,7 +362,7 @@ def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode
         if any(d.needs_vectors for d in chosen.declarations.values()):
             _embed(context, settings, mode, recorder, stack)
         for method in chosen.methods:
-            _run_method(method, chosen.declarations[method.name], context, recorder, mode)
+            _run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root)
 
 
 def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Context, mode: Mode) -> Run:

@@ -12,6 +12,7 @@ what changed.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 import json
 import math
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.config import ConfigError
 from retrieval.dataset import Dataset, corpus_fingerprint
 from retrieval.providers.base import ReplayMissError
 from retrieval.ranking import Ranking
@@ -32,21 +34,51 @@ FORMAT = "retrieval-rankings-1"
 SUFFIX = ".rankings.json"
 
 
-def method_code(method: object) -> dict[str, str]:
-    """Which code ranked: module name -> digest of its source, for the modules defining the
-    method's class and its `rank` (line endings normalised: a checkout's autocrlf changes
-    nothing). Replay runs none of it, so a PR that edits the query or the tokenizer must not
-    replay the old code's rankings. Empty when the source cannot be found."""
+def _digest(path: Path) -> str:
+    # Line endings normalised: a checkout with autocrlf is the same code.
+    return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()[:16]
+
+
+def method_code(method: object, sources: Sequence[str] = (), root: str | Path = ".") -> dict[str, str]:
+    """Which code ranked: name -> digest of its content, for the modules defining the method's
+    class and its `rank`, and for each of its declared `sources` (a module, every module of a
+    package, or a file relative to the project `root`: the search module of the team's app, a
+    SQL file). Replay runs none of it, so a PR that edits the query or the tokenizer must not
+    replay the old code's rankings. ConfigError names a source that is neither."""
     code: dict[str, str] = {}
     for obj in (type(method), getattr(type(method), "rank", None)):
         module = inspect.getmodule(obj) if obj is not None else None
         try:
-            source = Path(inspect.getsourcefile(module) or "").read_bytes() if module is not None else None
-        except (OSError, TypeError):
-            source = None
-        if module is not None and source is not None:
-            code[module.__name__] = hashlib.sha256(source.replace(b"\r\n", b"\n")).hexdigest()[:16]
+            path = Path(inspect.getsourcefile(module) or "") if module is not None else None
+            if module is not None and path is not None and path.is_file():
+                code[module.__name__] = _digest(path)
+        except TypeError:  # a built-in or a class made at run time: no source to follow
+            pass
+    name = getattr(method, "name", type(method).__name__)
+    for source in sources:
+        code.update(_source_digests(source, Path(root), name))
     return code
+
+
+def _source_digests(source: str, root: Path, method: str) -> dict[str, str]:
+    if (root / source).is_file():
+        return {source: _digest(root / source)}
+    try:
+        spec = importlib.util.find_spec(source)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        raise ConfigError(
+            f"method {method!r}: `sources` entry {source!r} is neither a file under {root} nor an importable module"
+        )
+    if not spec.submodule_search_locations:
+        return {source: _digest(Path(spec.origin))}
+    folders = [Path(f) for f in spec.submodule_search_locations]
+    return {
+        f"{source}.{'.'.join(f.relative_to(folder).with_suffix('').parts)}".removesuffix(".__init__"): _digest(f)
+        for folder in folders
+        for f in sorted(folder.rglob("*.py"))
+    }
 
 
 def dump_rankings(

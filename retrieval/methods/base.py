@@ -82,7 +82,7 @@ class Method(Protocol):
     `ranking_from_ids` from the document ids a search engine answers with).
 
     Optional declarations, with their defaults (see `Declaration`): `calls`, `channel`,
-    `candidate_source`, `cost_model`, `degradable`, `config`.
+    `candidate_source`, `cost_model`, `degradable`, `config`, `key_variables`, `sources`.
     """
 
     name: str
@@ -102,7 +102,10 @@ class Declaration:
     `cost_model` is the model whose price applies to its calls; `degradable` says it may
     fall back per question ("degraded: <reason>"); `config` holds its settings, recorded
     in the baseline's configuration; `key_variables` names the environment variables holding
-    its credentials: a recording or a cassette that holds one of their values is refused.
+    its credentials: a recording or a cassette that holds one of their values is refused;
+    `sources` names the modules and project files, beyond its own module, that decide the
+    rankings of a `calls = "rankings"` method: its ranking cassette replays only while they
+    are unchanged.
     """
 
     name: str
@@ -115,6 +118,7 @@ class Declaration:
     degradable: bool = False
     config: Mapping[str, Any] = field(default_factory=dict)
     key_variables: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
 
     @property
     def first_stage(self) -> bool:
@@ -133,6 +137,7 @@ class Declaration:
             "degradable": self.degradable,
             "config": dict(self.config),
             "key_variables": list(self.key_variables),
+            "sources": list(self.sources),
         }
 
     @classmethod
@@ -149,6 +154,7 @@ class Declaration:
             degradable=bool(data.get("degradable", False)),
             config=dict(data.get("config", {})),
             key_variables=tuple(data.get("key_variables", ())),
+            sources=tuple(data.get("sources", ())),
         )
 
 
@@ -176,6 +182,11 @@ def declaration(method: Method) -> Declaration:
     keys = getattr(method, "key_variables", ())
     if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
         raise DeclarationError(f"{name}: `key_variables` must be a tuple of environment variable names, got {keys!r}")
+    sources = getattr(method, "sources", ())
+    if isinstance(sources, str) or not all(isinstance(s, str) and s for s in sources):
+        raise DeclarationError(
+            f"{name}: `sources` must be a tuple of module names or project file paths, got {sources!r}"
+        )
     return Declaration(
         name=name,
         requires=tuple(requires),
@@ -187,4 +198,5 @@ def declaration(method: Method) -> Declaration:
         degradable=bool(getattr(method, "degradable", False)),
         config=dict(getattr(method, "config", {}) or {}),
         key_variables=tuple(keys),
+        sources=tuple(sources),
     )

@@ -53,6 +53,11 @@ class BareKeyVariable(TooFew):
     key_variables = "SEARCH_KEY"  # a string, not a tuple of names
 
 
+class BareSource(TooFew):
+    name = "bare-source"
+    sources = "myapp.search"  # a string, not a tuple of names
+
+
 class KeyedInProcess(TooFew):
     """Declares the variable of a key it would use: a fixture for the gate's secret scan."""
 

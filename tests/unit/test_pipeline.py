@@ -46,6 +46,11 @@ def test_builtins_are_the_method_modules() -> None:
             "method 'plugin_mistakes:BareKeyVariable': bare-key-variable: `key_variables` must be a tuple of "
             "environment variable names, got 'SEARCH_KEY'.",
         ),
+        (
+            "plugin_mistakes:BareSource",
+            "method 'plugin_mistakes:BareSource': bare-source: `sources` must be a tuple of module names or project "
+            "file paths, got 'myapp.search'.",
+        ),
         ("plugin_mistakes:missing", "method 'plugin_mistakes:missing': cannot import it (module 'plugin_mistakes'"),
         ("no_such_module:factory", "method 'no_such_module:factory': cannot import it (No module named"),
         (

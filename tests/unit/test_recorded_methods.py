@@ -19,7 +19,7 @@ from fake_search import URL_VARIABLE, FakeSearchService, IdSearchService
 
 from retrieval import Context, Ranking
 from retrieval.cli import main
-from retrieval.config import Profile, Settings
+from retrieval.config import ConfigError, Profile, Settings
 from retrieval.dataset import Dataset
 from retrieval.evaluate import evaluate
 from retrieval.providers.base import ProviderError, ReplayMissError
@@ -369,6 +369,56 @@ def test_an_engine_whose_code_changed_since_its_recording_fails_replay(
     del data["code"]
     cassette.write_text(json.dumps(data))
     assert evaluate(dataset, settings, methods=spec).ranked_ids("file-engine") == recorded
+
+
+# FIXTURE: a thin engine wrapper whose ranking logic lives in the team's app (a package) and
+# a SQL file, as most database retrievers are written.
+WRAPPER_MODULE = ENGINE_MODULE.replace('calls = "rankings"', 'calls = "rankings"\n    sources = SOURCES').replace(
+    "import numpy as np\n", "import numpy as np\n\nSOURCES = ()\n"
+)
+
+
+def test_an_engine_replays_only_while_its_declared_sources_are_unchanged(
+    tmp_path: Path, dataset: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "searchapp").mkdir()
+    (tmp_path / "searchapp" / "__init__.py").write_text("")
+    (tmp_path / "searchapp" / "tokenize.py").write_text("SEPARATORS = ' -'\n")
+    (tmp_path / "queries").mkdir()
+    (tmp_path / "queries" / "search.sql").write_text("SELECT id FROM docs WHERE docs MATCH ?\n")
+    module = tmp_path / "wrapper_under_review.py"
+    module.write_text(WRAPPER_MODULE.replace("SOURCES = ()", 'SOURCES = ("searchapp", "queries/search.sql")'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "wrapper_under_review", raising=False)
+    settings, spec = _settings(tmp_path, root=str(tmp_path)), ["wrapper_under_review:factory"]
+    evaluate(dataset, settings, mode="record", methods=spec)
+    cassette = tmp_path / "cassettes" / PROFILE / "file-engine.rankings.json"
+    assert sorted(json.loads(cassette.read_text())["code"]) == [
+        "queries/search.sql",
+        "searchapp",
+        "searchapp.tokenize",
+        "wrapper_under_review",
+    ]
+    assert evaluate(dataset, settings, methods=spec).methods == ["file-engine"]
+    for path, edit, named in [
+        (tmp_path / "searchapp" / "tokenize.py", "SEPARATORS = ' -_'\n", "searchapp.tokenize"),
+        (tmp_path / "queries" / "search.sql", "SELECT id FROM docs WHERE docs MATCH ? LIMIT 5\n", "queries/search.sql"),
+    ]:
+        before = path.read_text()
+        path.write_text(edit)
+        with pytest.raises(ReplayMissError, match=re.escape(f"another version of the method's code ({named} changed")):
+            evaluate(dataset, settings, methods=spec)
+        path.write_text(before)
+    # A source that is neither a project file nor a module: one line, at recording as in replay.
+    missing = tmp_path / "wrapper_missing_source.py"
+    missing.write_text(WRAPPER_MODULE.replace("SOURCES = ()", 'SOURCES = ("queries/missing.sql",)'))
+    monkeypatch.delitem(sys.modules, "wrapper_missing_source", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        evaluate(dataset, settings, mode="record", methods=["wrapper_missing_source:factory"])
+    assert str(caught.value) == (
+        "method 'file-engine': `sources` entry 'queries/missing.sql' is neither a file under "
+        f"{tmp_path} nor an importable module"
+    )
 
 
 class InProcess:
