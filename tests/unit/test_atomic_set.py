@@ -50,6 +50,15 @@ def test_replaces_the_set_and_keeps_the_other_files(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["local"]
 
 
+@pytest.mark.skipif(os.uname().sysname != "Linux", reason="renameat2 is Linux's")
+def test_on_linux_the_two_folders_are_swapped_in_one_step(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "from-a").write_bytes(b"")
+    assert atomic._exchange(tmp_path / "a", tmp_path / "b") is True
+    assert [p.name for p in (tmp_path / "b").iterdir()] == ["from-a"] and not any((tmp_path / "a").iterdir())
+
+
 def test_creates_a_missing_folder(tmp_path: Path) -> None:
     target = tmp_path / "cassettes" / "local"
     replace_files(target, NEW)
