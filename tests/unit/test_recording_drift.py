@@ -281,7 +281,8 @@ def test_pytest_record_shows_the_drift_in_the_terminal_summary(
     pytester: pytest.Pytester, small_demo: Dataset, drifting_server: DriftingEmbeddingsServer
 ) -> None:
     _project(pytester.path, small_demo, drifting_server.url)
-    quiet = ("-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+    # No benchmark plugin: it runs git, hg and file at each session start, and no assertion reads it.
+    quiet = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-W", "ignore::pytest.PytestAssertRewriteWarning")
     first = pytester.runpytest_inprocess(*quiet, "--record", "--update-baseline")
     first.assert_outcomes(passed=21)
     first.stdout.fnmatch_lines(
