@@ -228,7 +228,7 @@ def _run_method(
     try:
         with _timed(usage), running(f"method {declared.name!r}"):
             if declared.calls == "rankings" and mode == "replay":
-                code = method_code(method, declared.sources, root)
+                code = method_code(method, declared.sources, root, declared.config)
                 rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
                 with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
@@ -242,7 +242,7 @@ def _run_method(
         raise
     rankings = _checked(declared, rankings, context.dataset)
     if declared.calls == "rankings" and mode == "record":
-        code = method_code(method, declared.sources, root)
+        code = method_code(method, declared.sources, root, declared.config)
         recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings, code)
     context.rankings[declared.name] = rankings
     own = context.usage.get(declared.name)
@@ -413,6 +413,7 @@ def evaluate(
     methods: Sequence[str] | None = None,
     extra: Sequence[Method] = (),
     progress: ProgressFactory | None = None,
+    verify_code: bool = True,
 ) -> Run:
     """Run the requested methods (and what they require) over every question.
 
@@ -421,14 +422,18 @@ def evaluate(
     (record). `extra` adds method objects built by the caller. A built-in the profile cannot
     provide (a reranker without a model) is left out, its reason in `Run.skipped`; a missing
     cassette is an error, never a skip. A recording first replays the committed cassettes, and
-    its drift against them (retrieval.drift) goes to `Run.drift` and recording.json.
+    its drift against them (retrieval.drift) goes to `Run.drift` and recording.json; that
+    replay reads ranking cassettes whatever code recorded them (`verify_code=False`: the old
+    code's rankings are what the drift compares with).
     """
     requested = list(methods if methods is not None else settings.methods)
     recorder = _recorder(settings, mode)
+    recorder.verify_code = verify_code
     # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
     previous = (
         replay_previous(
-            recorder.has_any(), lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra)
+            recorder.has_any(),
+            lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra, verify_code=False),
         )
         if mode == "record"
         else None

@@ -16,7 +16,7 @@ import importlib.util
 import inspect
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +39,23 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()[:16]
 
 
-def method_code(method: object, sources: Sequence[str] = (), root: str | Path = ".") -> dict[str, str]:
+# The key of the method's declared `config` among the module names: no module is named so.
+CONFIG_KEY = "(declared config)"
+
+
+def method_code(
+    method: object, sources: Sequence[str] = (), root: str | Path = ".", config: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     """Which code ranked: name -> digest of its content, for the modules defining the method's
-    class and its `rank`, and for each of its declared `sources` (a module, every module of a
+    class and its `rank`, for each of its declared `sources` (a module, every module of a
     package, or a file relative to the project `root`: the search module of the team's app, a
-    SQL file). Replay runs none of it, so a PR that edits the query or the tokenizer must not
-    replay the old code's rankings. ConfigError names a source that is neither."""
+    SQL file), and for its declared `config` (a text search configuration given to the engine).
+    Replay runs none of it, so a PR that edits the query, the tokenizer or those settings must
+    not replay the old rankings. ConfigError names a source that is neither."""
     code: dict[str, str] = {}
+    if config:
+        text = json.dumps(config, sort_keys=True, default=str).encode()
+        code[CONFIG_KEY] = hashlib.sha256(text).hexdigest()[:16]
     for obj in (type(method), getattr(type(method), "rank", None)):
         module = inspect.getmodule(obj) if obj is not None else None
         try:
@@ -131,9 +141,10 @@ def load_rankings(path: Path, dataset: Dataset, depth: int, code: dict[str, str]
     if code and isinstance(recorded_code, dict) and recorded_code:
         changed = sorted(m for m in set(code) | set(recorded_code) if code.get(m) != recorded_code.get(m))
         if changed:
+            named = ", ".join("its declared config" if m == CONFIG_KEY else m for m in changed)
             raise ReplayMissError(
-                f"{path} was recorded from another version of the method's code ({', '.join(changed)} changed "
-                "since): replay would give the old code's rankings, not those of the code under test",
+                f"{path} was recorded from another version of the method's code ({named} changed since): replay "
+                "would give the old code's rankings, not those of the code under test",
                 "replay miss",
             )
     corpus = corpus_fingerprint(dataset.documents)

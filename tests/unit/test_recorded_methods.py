@@ -288,6 +288,7 @@ class CountingEngine:
 
     def __init__(self) -> None:
         self.runs = 0
+        self.config: dict[str, str] = {}
 
     def rank(self, context: Context) -> list[Ranking]:
         self.runs += 1
@@ -364,11 +365,35 @@ def test_an_engine_whose_code_changed_since_its_recording_fails_replay(
     assert str(caught.value).endswith(
         f"Re-record with `pytest --record --retrieval-profile {PROFILE}` (it replaces them)."
     )
+    # Re-recorded with the edit (imported again, as a new pytest run would): the drift compares
+    # with what the old code gave.
+    monkeypatch.delitem(sys.modules, "engine_under_review")
+    again = evaluate(dataset, settings, mode="record", methods=spec)
+    assert again.drift[1:] == [
+        "  file-engine.rankings: recorded rankings changed for 3 of 3 questions",
+        "  file-engine: top 10 changed for 3 of 3 questions; mrr 0.1310 -> 0.0833 (-0.0476), "
+        "mrr identifiant 0.1310 -> 0.0833 (-0.0476)",
+    ]
+    shorter = again.ranked_ids("file-engine")
+    assert evaluate(dataset, settings, methods=spec).ranked_ids("file-engine") == shorter != recorded
     # A cassette recorded before code digests existed replays as before.
     data = json.loads(cassette.read_text())
     del data["code"]
     cassette.write_text(json.dumps(data))
-    assert evaluate(dataset, settings, methods=spec).ranked_ids("file-engine") == recorded
+    assert evaluate(dataset, settings, methods=spec).ranked_ids("file-engine") == shorter
+
+
+def test_an_engine_whose_declared_config_changed_fails_replay(tmp_path: Path, dataset: Dataset) -> None:
+    # The settings it gives its engine (a text search configuration) decide its rankings too.
+    settings, engine = _settings(tmp_path), CountingEngine()
+    engine.config = {"text_search_config": "french"}
+    evaluate(dataset, settings, mode="record", methods=[], extra=[engine])
+    engine.config = {"text_search_config": "simple"}
+    with pytest.raises(ReplayMissError, match=re.escape("method's code (its declared config changed since)")):
+        evaluate(dataset, settings, methods=[], extra=[engine])
+    engine.config = {"text_search_config": "french"}
+    assert evaluate(dataset, settings, methods=[], extra=[engine]).methods == ["engine"]
+    assert engine.runs == 1
 
 
 # FIXTURE: a thin engine wrapper whose ranking logic lives in the team's app (a package) and
