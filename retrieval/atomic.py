@@ -15,6 +15,7 @@ import functools
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -53,12 +54,26 @@ _UMASK = _read_umask()
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
     """Call `write` on a temporary file beside `path`, flush it to disk, then rename it over `path`.
 
-    The file gets the permissions a plain `open` would give (mkstemp's 0600 would hide a
+    A path that is not a regular file (`/dev/null`, `/dev/stdout`, a named pipe) is written
+    through, and a symbolic link's target is the file replaced. The file gets the permissions
+    a plain `open` would give (mkstemp's 0600 would hide a
     committed baseline from other users); on any error the temporary file is removed. The
     temporary file's name carries the process id, so `clean_stale` can tell a killed writer's
     leftover from a concurrent writer's file in progress.
     """
     target = Path(path)
+    try:
+        special = not stat.S_ISREG(os.stat(target).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        special = False
+    if special:
+        # /dev/null, /dev/stdout, a named pipe: renaming over one would replace it with a file
+        # (as root, /dev/null for the whole machine). Written through; no atomicity to keep.
+        with open(target, "wb") as handle:
+            write(handle)
+        return
+    if target.is_symlink():
+        target = target.resolve()  # the file behind the link is replaced, the link kept
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}-", suffix=".tmp")
     try:
