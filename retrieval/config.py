@@ -34,6 +34,7 @@ __all__ = [
     "find_project_root",
     "flat_profile",
     "load_settings",
+    "project_file_in",
 ]
 
 
@@ -215,7 +216,7 @@ def _read_project_file(root: Path) -> tuple[dict[str, Any], str | None]:
     return {}, None
 
 
-def _declares_project(folder: Path) -> Path | None:
+def project_file_in(folder: Path) -> Path | None:
     """The folder's project file: retrieval.toml, or a pyproject.toml with a [tool.retrieval] table."""
     if (folder / "retrieval.toml").is_file():
         return folder / "retrieval.toml"
@@ -238,7 +239,7 @@ def find_project_file(start: str | Path = ".") -> Path | None:
     """
     folder = Path(start).resolve()
     for candidate in (folder, *folder.parents):
-        found = _declares_project(candidate)
+        found = project_file_in(candidate)
         if found is not None:
             return found
     return None

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from retrieval.baseline import BaselineError
-from retrieval.config import ConfigError, find_project_file, load_settings
+from retrieval.config import ConfigError, find_project_file, load_settings, project_file_in
 from retrieval.dataset import DatasetError
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
@@ -58,6 +58,9 @@ class _State:
     skipped: list[str] = field(default_factory=list)
     session_problem: str | None = None
     probe: pytest.Item | None = None  # stands for the gate while -m/-k apply
+    # With no project file at or above the rootdir (a monorepo's root run): the project files
+    # the collection met below it. One is gated; more fail the session.
+    discovered: list[Path] = field(default_factory=list)
 
 
 STATE = pytest.StashKey[_State]()
@@ -93,7 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if asked and project_file is None:
         raise pytest.UsageError(
             f"--{asked[0].replace('_', '-')}: no project file: add a [tool.retrieval] table to pyproject.toml "
-            "(or a retrieval.toml) at the root of the repository."
+            "(or a retrieval.toml) at the root of the repository, or name the project's folder "
+            f"(`pytest path/to/project --{asked[0].replace('_', '-')}`)."
         )
     if config.getoption("allow_regression") and not config.getoption("update_baseline"):
         raise pytest.UsageError("--allow-regression only applies with --update-baseline.")
@@ -301,18 +305,45 @@ class GateCollector(pytest.File):
         return list(made)
 
 
-def _collector(session: pytest.Session, project_file: Path, name: str) -> GateCollector:
+def _relative_to(path: Path, root: Path) -> str:
     try:
-        where = project_file.relative_to(session.config.rootpath).as_posix()
+        return path.relative_to(root).as_posix()
     except ValueError:
-        where = str(project_file)
+        return str(path)
+
+
+def _collector(session: pytest.Session, project_file: Path, name: str) -> GateCollector:
+    where = _relative_to(project_file, session.config.rootpath)
     return GateCollector.from_parent(session, path=project_file, name=name, nodeid=f"{where}::{name}")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    """Note a project file met below the rootdir when none is at or above it: `pytest` at the root
+    of a monorepo collects services/rag/, whose gate must not be left out unseen."""
+    state = parent.config.stash[STATE]
+    if (
+        state.project_file is None
+        and file_path.name in ("pyproject.toml", "retrieval.toml")
+        and project_file_in(file_path.parent) == file_path
+        and file_path not in state.discovered
+    ):
+        state.discovered.append(file_path)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Before -m/-k apply: add a probe standing for the gate, so `-m "not regression"` leaves it out."""
     state = config.stash[STATE]
+    if state.project_file is None and len(state.discovered) == 1:
+        state.project_file = state.discovered[0]
+    elif state.project_file is None and state.discovered:
+        where = [_relative_to(p, config.rootpath) for p in state.discovered]
+        state.session_problem = (
+            f"this run collects {len(where)} retrieval projects ({', '.join(where)}) and the gate runs one "
+            f"project per pytest run: gate each in its own, e.g. `pytest {Path(where[0]).parent.as_posix()}`, "
+            "and leave the others out of this one (`--ignore`)."
+        )
+        return
     if state.project_file is None or not _collects_a_folder(config):
         return
     name = f"retrieval-gate({_profile_name(config, state.project_file)})"
@@ -355,7 +386,7 @@ class _Reporter:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state, options = self.state, self.config.option
-        problems = []
+        problems = [state.session_problem] if state.session_problem else []  # found at collection
         if state.skipped:
             problems.append(
                 f"gate item(s) skipped: {', '.join(state.skipped)}. The gate never skips: "

@@ -270,6 +270,35 @@ def test_another_k_is_measured_and_fails_until_the_baseline_records_it(
     _run(pytester).assert_outcomes(passed=12)
 
 
+def test_a_monorepo_root_run_gates_the_project_below_it_and_refuses_two(
+    pytester: pytest.Pytester, accepted: Path
+) -> None:
+    # The adopter project moved to services/rag/; the repository's root has its own pytest
+    # configuration and no [tool.retrieval]: `pytest` there used to leave the gate out, green.
+    rag = accepted / "services" / "rag"
+    rag.mkdir(parents=True)
+    for name in ("data", "baselines", "myret.py", "pyproject.toml"):
+        shutil.move(accepted / name, rag / name)
+    (accepted / "pytest.ini").write_text("[pytest]\n")
+    (accepted / "services" / "api").mkdir()
+    (accepted / "services" / "api" / "test_api.py").write_text("def test_api():\n    assert True\n")
+    gated = _run(pytester)
+    gated.assert_outcomes(passed=13)
+    gated.stdout.fnmatch_lines(["services/rag/pyproject.toml::retrieval-gate(local)::overlap mrr PASSED*", HELD])
+    # A second project below the root: the gate runs one per pytest run, so the run fails.
+    shutil.copytree(rag, accepted / "services" / "search")
+    refused = _run(pytester)
+    assert refused.ret == pytest.ExitCode.TESTS_FAILED and refused.parseoutcomes() == {"passed": 1}
+    refused.stdout.fnmatch_lines(
+        [
+            "retrieval gate FAILED: this run collects 2 retrieval projects (services/rag/pyproject.toml, "
+            "services/search/pyproject.toml) and the gate runs one project per pytest run: gate each in its own, "
+            "e.g. `pytest services/rag`, and leave the others out of this one (`--ignore`)."
+        ]
+    )
+    _run(pytester, "--ignore", "services/search").assert_outcomes(passed=13)
+
+
 def test_refused_update_writes_nothing_and_a_new_dataset_is_a_new_baseline(
     pytester: pytest.Pytester, accepted: Path
 ) -> None:
