@@ -22,7 +22,7 @@ from retrieval.cost import Usage
 from retrieval.dataset import Dataset
 from retrieval.drift import recording_drift, replay_previous
 from retrieval.embeddings import embed_texts
-from retrieval.methods.base import Context, Declaration, Embed, Method, ProgressFactory
+from retrieval.methods.base import Context, Declaration, Embed, Method, ProgressFactory, Rankings
 from retrieval.metrics import MRR_DEPTH
 from retrieval.network import NetworkBlockedError, cause_of, closed_network, running
 from retrieval.pipeline import Plan, plan
@@ -445,7 +445,9 @@ def evaluate(
     if not chosen.wanted:
         reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
         raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
-    context = Context(dataset=dataset, depth=settings.depth, progress=progress, mode=mode)
+    context = Context(
+        dataset=dataset, depth=settings.depth, progress=progress, mode=mode, rankings=Rankings(chosen.aliases)
+    )
     try:
         _run_pipeline(context, chosen, settings, mode, recorder)
         run = _collect(dataset, settings, chosen, context, mode)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import retrieval.methods
 from retrieval.config import ConfigError, Settings
@@ -45,6 +45,8 @@ class Plan:
     declarations: dict[str, Declaration] = field(default_factory=dict)
     wanted: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
+    # `module:factory` spec -> the name of the method it built: a requirement may give either.
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def pipeline(self, name: str) -> list[str]:
         """The methods `name` runs through, dependencies first (hybrid: bm25, vector, hybrid)."""
@@ -115,40 +117,63 @@ def plan(requested: Sequence[str], settings: Settings, *, replay: bool, extra: S
 
     `extra` adds method objects built by the caller. A requested built-in this profile cannot
     provide is left out with its reason (`Plan.unavailable`); a method required by another
-    must be available, or the configuration is refused.
+    must be available, or the configuration is refused. A requirement names a method by its
+    name (`title-overlap`, wherever it stands in `requested`) or by its `module:factory` spec;
+    a spec is an alias of the name (`Plan.aliases`), and the declarations hold names.
     """
     result = Plan()
     built: dict[str, Method] = {method.name: method for method in extra}
-    by_spec: dict[str, str] = {}  # "module:factory" -> the name of the method it built
+    declared = {method.name: _declared(method, method.name) for method in extra}
+    made: dict[str, str] = {name: name for name in built}  # a name or spec -> the method's name
 
-    def visit(name: str, chain: tuple[str, ...]) -> str | None:
+    def build(token: str) -> str:
+        if token in made or token in built:
+            return made.get(token, token)
+        method = _build(token, settings, replay)
+        own = _declared(method, token)
+        if own.name in built:
+            raise ConfigError(f"two methods are named {own.name!r}: give each its own name.")
+        built[own.name], declared[own.name], made[token] = method, own, own.name
+        if token != own.name:
+            result.aliases[token] = own.name
+        return own.name
+
+    # First every requested method, so that a requirement may name one listed after it.
+    names = [*requested, *(m.name for m in extra if m.name not in requested)]
+    for token in names:
+        try:
+            build(token)
+        except MethodUnavailable as why:
+            result.unavailable[token] = str(why)
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
         if name in chain:
             raise ConfigError(f"methods require each other in a cycle: {' -> '.join((*chain, name))}.")
-        if by_spec.get(name, name) in result.declarations:
-            return by_spec.get(name, name)
-        try:
-            method = built.get(name) or _build(name, settings, replay)
-        except MethodUnavailable as why:
-            if chain:
-                raise ConfigError(f"method {chain[-1]!r} requires {name!r}, which is unavailable: {why}") from why
-            result.unavailable[name] = str(why)
-            return None
-        try:
-            declared = declaration(method)
-        except DeclarationError as exc:
-            raise ConfigError(f"method {name!r}: {exc}.") from exc
-        if any(d.name == declared.name for d in result.declarations.values()):
-            raise ConfigError(f"two methods are named {declared.name!r}: give each its own name.")
-        for dependency in declared.requires:
-            visit(dependency, (*chain, declared.name))
-        result.methods.append(method)
-        result.declarations[declared.name] = declared
-        by_spec[name] = declared.name
-        return declared.name
+        if name in result.declarations:
+            return
+        requires = []
+        for dependency in declared[name].requires:
+            try:
+                requires.append(build(dependency))
+            except MethodUnavailable as why:
+                raise ConfigError(f"method {name!r} requires {dependency!r}, which is unavailable: {why}") from why
+            visit(requires[-1], (*chain, name))
+        source = declared[name].candidate_source
+        result.methods.append(built[name])
+        result.declarations[name] = replace(
+            declared[name], requires=tuple(requires), candidate_source=source and made.get(source, source)
+        )
 
-    names = [*requested, *(m.name for m in extra if m.name not in requested)]
-    for name in names:
-        wanted = visit(name, ())
-        if wanted is not None and wanted not in result.wanted:
-            result.wanted.append(wanted)
+    for token in names:
+        if token in made:
+            visit(made[token], ())
+            if made[token] not in result.wanted:
+                result.wanted.append(made[token])
     return result
+
+
+def _declared(method: Method, name: str) -> Declaration:
+    try:
+        return declaration(method)
+    except DeclarationError as exc:
+        raise ConfigError(f"method {name!r}: {exc}.") from exc

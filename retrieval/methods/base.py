@@ -18,7 +18,7 @@ from retrieval.dataset import Dataset
 from retrieval.providers.base import Kind
 from retrieval.ranking import Ranking
 
-__all__ = ["Calls", "Context", "Declaration", "Embed", "Method", "ProgressFactory", "declaration"]
+__all__ = ["Calls", "Context", "Declaration", "Embed", "Method", "ProgressFactory", "Rankings", "declaration"]
 
 ProgressFactory = Callable[[int, str], "Progress"]
 
@@ -44,6 +44,20 @@ class Progress(Protocol):
     def close(self) -> object: ...
 
 
+class Rankings(dict[str, list[Ranking]]):
+    """The rankings of the methods already run, by name; a method that required another by its
+    `module:factory` spec reads it under that spec too (`aliases`: spec -> name)."""
+
+    def __init__(self, aliases: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self.aliases = dict(aliases or {})
+
+    def __missing__(self, key: str) -> list[Ranking]:
+        if key in self.aliases:
+            return self[self.aliases[key]]
+        raise KeyError(key)
+
+
 @dataclass
 class Context:
     """What methods share during one evaluation.
@@ -64,7 +78,7 @@ class Context:
     depth: int
     question_vectors: np.ndarray | None = None
     document_vectors: np.ndarray | None = None
-    rankings: dict[str, list[Ranking]] = field(default_factory=dict)
+    rankings: dict[str, list[Ranking]] = field(default_factory=Rankings)
     usage: dict[str, Usage] = field(default_factory=dict)
     progress: ProgressFactory | None = None
     embed: Embed | None = None

@@ -105,3 +105,31 @@ def test_a_method_required_by_another_must_exist() -> None:
     settings = replace(SETTINGS, hybrid_inputs=("bm25", "plugin_mistakes:missing"))
     with pytest.raises(ConfigError, match="cannot import it"):
         plan(["hybrid"], settings, replay=True)
+
+
+@pytest.mark.parametrize("given", ["keyed", "plugin_mistakes:KeyedInProcess"])
+def test_hybrid_fuses_a_user_method_given_by_its_name_or_its_spec(given: str) -> None:
+    # "To fuse your method with another, list both in hybrid_inputs": by the name of a method
+    # listed after hybrid ("unknown method") or by its spec (a KeyError in hybrid), it failed.
+    settings = replace(SETTINGS, hybrid_inputs=("bm25", given))
+    requested = ["hybrid", "plugin_mistakes:KeyedInProcess"]
+    chosen = plan(requested, settings, replay=True)
+    assert [m.name for m in chosen.methods] == ["bm25", "keyed", "hybrid"]
+    assert chosen.declarations["hybrid"].requires == ("bm25", "keyed")
+    assert chosen.aliases == {"plugin_mistakes:KeyedInProcess": "keyed"}
+    demo = demo_dataset()
+    run = evaluate(replace(demo, questions=demo.questions[:3]), settings, methods=requested)
+    assert run.methods == ["hybrid", "keyed"] and run.pipelines["hybrid"] == ["bm25", "keyed", "hybrid"]
+    # The user method ranks document 0 first for every question: fused, it reaches hybrid's top.
+    assert all(demo.doc_ids[0] in ids[:2] for ids in run.ranked_ids("hybrid").values())
+    assert run.config["hybrid.inputs"] == ["bm25", given]
+
+
+def test_a_requirement_naming_no_built_method_is_one_line() -> None:
+    settings = replace(SETTINGS, hybrid_inputs=("bm25", "title-overlap"))
+    with pytest.raises(ConfigError) as caught:
+        plan(["hybrid"], settings, replay=True)
+    assert str(caught.value) == (
+        "unknown method 'title-overlap': choose among bm25, enrich, hybrid, rerank, rewrite, rewrite_rerank, vector "
+        "or give module:factory."
+    )
