@@ -227,10 +227,15 @@ def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | N
     return None
 
 
+def _recall_of(entry: Mapping[str, Any], k: int) -> str:
+    """The name of the entry's recall figures: recall@ its own k (`k` for an entry without one)."""
+    return f"recall@{entry.get('config', {}).get('k', k)}"
+
+
 def at_k(entry: Mapping[str, Any], k: int) -> dict[str, Any]:
     """The entry with its recall figures named for `k`, as the gate compares them after a change
     of k (the report shows the run's recall@k against the baseline's)."""
-    theirs, recall = f"recall@{entry.get('config', {}).get('k', k)}", f"recall@{k}"
+    theirs, recall = _recall_of(entry, k), f"recall@{k}"
 
     def renamed(figures: Mapping[str, Any]) -> dict[str, Any]:
         return {recall if name == theirs else name: value for name, value in figures.items()}
@@ -276,7 +281,7 @@ def compare(
     recall = f"recall@{k}"
     # At another k (how many documents reach the LLM), the run's recall@k is held to the
     # baseline's: fewer relevant documents in the top k is what such a change costs.
-    theirs = f"recall@{entry.get('config', {}).get('k', k)}"
+    theirs = _recall_of(entry, k)
     renamed = theirs if theirs != recall else None
     tolerance = float(entry.get("tolerance", 0.0))
     checks = []
@@ -368,13 +373,14 @@ def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[s
             *(f"  {name}: {value:.4f}" for name, value in _figures(new["methods"]).items()),
         ]
         return lines, []
-    before, after = _figures((old or {}).get("methods", {})), _figures(new["methods"])
     lines, lowered = [], []
-    was_k, now_k = (old or {}).get("config", {}).get("k"), new["config"].get("k")
-    if old and was_k is not None and now_k is not None and was_k != now_k:
+    now_k = new["config"].get("k")
+    was_k = (old or {}).get("config", {}).get("k", now_k)
+    if old and now_k is not None and was_k != now_k:
         # Another k: recall@k is held to the baseline's, as the gate compares it.
-        before = {name.replace(f" recall@{was_k}", f" recall@{now_k}"): v for name, v in before.items()}
         lines.append(f"  k {was_k} -> {now_k}: recall@{now_k} compared with the baseline's recall@{was_k}")
+        old = at_k(old, now_k)
+    before, after = _figures((old or {}).get("methods", {})), _figures(new["methods"])
     for name in [*after, *(n for n in before if n not in after)]:
         was, now = before.get(name), after.get(name)
         if was is None:

@@ -35,6 +35,7 @@ __all__ = [
     "flat_profile",
     "load_settings",
     "project_file_in",
+    "shown_path",
 ]
 
 
@@ -243,6 +244,14 @@ def find_project_file(start: str | Path = ".") -> Path | None:
         if found is not None:
             return found
     return None
+
+
+def shown_path(path: str | Path, root: str | Path) -> str:
+    """A path as the user sees it in the project (relative to the root when inside it)."""
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def find_project_root(start: str | Path = ".") -> Path | None:

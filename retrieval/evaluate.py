@@ -225,10 +225,11 @@ def _run_method(
     """Run one method through the channel it declares, timing it and keeping its usage; `root`
     is the project root its declared `sources` resolve from."""
     usage = Usage()
+    # What ranked, recorded with a ranking cassette and checked against it on replay.
+    code = method_code(method, declared.sources, root, declared.config) if declared.calls == "rankings" else None
     try:
         with _timed(usage), running(f"method {declared.name!r}"):
             if declared.calls == "rankings" and mode == "replay":
-                code = method_code(method, declared.sources, root, declared.config)
                 rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
                 with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
@@ -242,7 +243,6 @@ def _run_method(
         raise
     rankings = _checked(declared, rankings, context.dataset)
     if declared.calls == "rankings" and mode == "record":
-        code = method_code(method, declared.sources, root, declared.config)
         recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings, code)
     context.rankings[declared.name] = rankings
     own = context.usage.get(declared.name)

@@ -25,7 +25,7 @@ from retrieval.baseline import (
     unproduced,
     update_baseline,
 )
-from retrieval.config import Settings
+from retrieval.config import Settings, shown_path
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.failures import where_relevant
@@ -76,8 +76,8 @@ class GateResult:
         """Why the cassettes are not those the baseline was computed from, with the fix; or None."""
         if not self.changed_cassettes:
             return None
-        baseline = _relative(self.baseline_path, self.settings.root)
-        folder = _relative(cassettes_of(self.settings), self.settings.root)
+        baseline = shown_path(self.baseline_path, self.settings.root)
+        folder = shown_path(cassettes_of(self.settings), self.settings.root)
         return (
             f"the cassettes changed since the baseline ({', '.join(self.changed_cassettes)}): run "
             f"`pytest --update-baseline` and commit {baseline} with {folder}/."
@@ -88,7 +88,7 @@ class GateResult:
         """Why the baseline no longer describes this configuration, with the fix; or None."""
         if not self.changed_config:
             return None
-        baseline = _relative(self.baseline_path, self.settings.root)
+        baseline = shown_path(self.baseline_path, self.settings.root)
         return (
             f"the configuration differs from the baseline's ({'; '.join(self.changed_config)}): the figures are "
             f"compared with the baseline's. If the change is intended, run `pytest --update-baseline` "
@@ -111,14 +111,6 @@ class GateResult:
         """Methods the run evaluated that have no baseline figure: each one fails the gate."""
         gated = (self.entry or {}).get("methods", {})
         return [m for m in self.run.methods if m not in gated]
-
-
-def _relative(path: str | Path, root: str | Path) -> str:
-    """A path as the user sees it in the project (relative to the root when inside it)."""
-    try:
-        return Path(path).relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def cassettes_of(settings: Settings) -> Path:
@@ -152,7 +144,7 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     with importable(settings.root):
         run = evaluate(dataset, settings, mode=mode)
     scores = score_run(run, settings.k)
-    baseline = _relative(settings.baseline, settings.root)
+    baseline = shown_path(settings.baseline, settings.root)
     entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)
     folder = cassettes_of(settings)
     result = GateResult(settings, dataset, run, scores, entry, None, digests=cassette_digests(folder, run.cassettes))
@@ -194,7 +186,7 @@ def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
     run = result.run
     types = {q.id: q.type for q in result.dataset.questions}
     degraded = {m: list(run.degraded(m)) for m in run.methods}
-    source = _relative(result.baseline_path, result.settings.root)
+    source = shown_path(result.baseline_path, result.settings.root)
     why = where_relevant(run, result.settings.candidates)
     return compare(entry, result.scores, result.settings.k, types, degraded, source=source, why=why)
 
@@ -212,7 +204,7 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     current = top_rankings(result.run)
     diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression)
     # The diff names the file as the project sees it, whatever the working directory.
-    diff = diff.replace(str(result.baseline_path), _relative(result.baseline_path, result.settings.root), 1)
+    diff = diff.replace(str(result.baseline_path), shown_path(result.baseline_path, result.settings.root), 1)
     moves = [
         line
         for m in sorted(current)
@@ -224,7 +216,7 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     ]
     if current != result.snapshots:
         write_snapshots(result.snapshot_path, result.profile, current)
-    shown = _relative(result.snapshot_path, result.settings.root)
+    shown = shown_path(result.snapshot_path, result.settings.root)
     diff += f"\nrankings {shown}:\n" + ("\n".join(moves) if moves else "  no top 10 moved")
     result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
     result.snapshots = current

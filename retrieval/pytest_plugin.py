@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from retrieval.baseline import BaselineError
-from retrieval.config import ConfigError, find_project_file, load_settings, project_file_in
+from retrieval.config import ConfigError, find_project_file, load_settings, project_file_in, shown_path
 from retrieval.dataset import DatasetError
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
@@ -94,10 +94,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_Reporter(config, state), "retrieval-gate-reporter")
     asked = [o for o in ("record", "update_baseline", "allow_regression") if config.getoption(o)]
     if asked and project_file is None:
+        flag = "--" + asked[0].replace("_", "-")
         raise pytest.UsageError(
-            f"--{asked[0].replace('_', '-')}: no project file: add a [tool.retrieval] table to pyproject.toml "
-            "(or a retrieval.toml) at the root of the repository, or name the project's folder "
-            f"(`pytest path/to/project --{asked[0].replace('_', '-')}`)."
+            f"{flag}: no project file: add a [tool.retrieval] table to pyproject.toml (or a retrieval.toml) at "
+            f"the root of the repository, or name the project's folder (`pytest path/to/project {flag}`)."
         )
     if config.getoption("allow_regression") and not config.getoption("update_baseline"):
         raise pytest.UsageError("--allow-regression only applies with --update-baseline.")
@@ -305,15 +305,8 @@ class GateCollector(pytest.File):
         return list(made)
 
 
-def _relative_to(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def _collector(session: pytest.Session, project_file: Path, name: str) -> GateCollector:
-    where = _relative_to(project_file, session.config.rootpath)
+    where = shown_path(project_file, session.config.rootpath)
     return GateCollector.from_parent(session, path=project_file, name=name, nodeid=f"{where}::{name}")
 
 
@@ -337,7 +330,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if state.project_file is None and len(state.discovered) == 1:
         state.project_file = state.discovered[0]
     elif state.project_file is None and state.discovered:
-        where = [_relative_to(p, config.rootpath) for p in state.discovered]
+        where = [shown_path(p, config.rootpath) for p in state.discovered]
         state.session_problem = (
             f"this run collects {len(where)} retrieval projects ({', '.join(where)}) and the gate runs one "
             f"project per pytest run: gate each in its own, e.g. `pytest {Path(where[0]).parent.as_posix()}`, "

@@ -28,6 +28,8 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
 _UNICODE_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})")
 _QUERY_STRING = re.compile(r"\?[^\s'\")]+")
 # Environment variables whose value is a credential, by name (GEMINI_API_KEY, SEARCH_TOKEN, PGPASSWORD).
+# Narrower than the recorder's header names: AUTH or SESSION would take GIT_AUTHOR_NAME or
+# XDG_SESSION_ID, and replacing their values would garble ordinary messages.
 _CREDENTIAL_VARIABLE = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.IGNORECASE)
 
 
