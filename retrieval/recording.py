@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
+from retrieval.cassette_matching import MATCH_ON, index_cassette, loopback_port, same_body
 from retrieval.network import cause_of
 from retrieval.providers.base import ReplayMissError
 from retrieval.redaction import find_secrets
@@ -58,11 +59,6 @@ CREDENTIAL_PARAMETERS = frozenset(
 # Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
 # client reads answer headers on replay, but none it needs is named like this.
 _CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
-# "loopback_port" instead of vcrpy's "port": a local server may get another port than the one
-# it was recorded on, and the committed local cassettes must still match.
-# "same_body" instead of vcrpy's "body": the same test, without the diff vcrpy builds on a mismatch.
-MATCH_ON = ("method", "scheme", "host", "loopback_port", "path", "query", "same_body")
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 META_FILE = "recording.json"
 
 
@@ -150,30 +146,6 @@ def scan_cassettes(
             continue
         found += [f"{path}: {secret}" for secret in find_secrets(text, keys)]
     return found
-
-
-def _loopback_port(r1: Any, r2: Any) -> None:
-    # vcrpy matchers raise AssertionError on a mismatch.
-    if r1.port != r2.port and not (r1.host in LOOPBACK_HOSTS and r2.host in LOOPBACK_HOSTS):
-        raise AssertionError(f"port {r1.port} != {r2.port}")
-
-
-def _same_body(r1: Any, r2: Any) -> None:
-    """vcrpy's "body" matcher for the bodies sent here (equal bytes, else equal as parsed JSON),
-    without the unified diff it builds on every mismatch. vcrpy compares each request with
-    every recorded one, even while recording, so those diffs, which nobody reads, took a
-    third of a recording's time."""
-    from vcr.matchers import read_body
-
-    b1, b2 = read_body(r1), read_body(r2)
-    if b1 == b2:
-        return
-    try:
-        same = b1 is not None and b2 is not None and json.loads(b1) == json.loads(b2)
-    except ValueError:  # not JSON (UnicodeDecodeError is one): the bytes differ
-        same = False
-    if not same:
-        raise AssertionError("the bodies differ")
 
 
 def _damaged(path: Path, reason: str, profile: str) -> CassetteError:
@@ -341,14 +313,15 @@ class Recorder:
             before_record_response=_clean_response,
             record_on_exception=False,
         )
-        recorder.register_matcher("loopback_port", _loopback_port)
-        recorder.register_matcher("same_body", _same_body)
+        recorder.register_matcher("loopback_port", loopback_port)
+        recorder.register_matcher("same_body", same_body)
         with ExitStack() as stack:
             try:
                 cassette = stack.enter_context(recorder.use_cassette(str(path)))
             except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
                 # Whatever vcrpy's own loader trips on is a damaged file, not a bug to show as a traceback.
                 raise _damaged(path, f"{type(exc).__name__}: {exc}", self.profile) from exc
+            index_cassette(cassette)  # without it (another vcrpy), the same answers, found by a scan
             missed = _counting_misses(cassette) if self.mode == "replay" else []
 
             def unanswered(then: str) -> ReplayMissError:

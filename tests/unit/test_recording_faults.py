@@ -16,9 +16,10 @@ from vcr.request import Request
 
 from retrieval import atomic
 from retrieval.atomic import STALE_SECONDS
+from retrieval.cassette_matching import loopback_port
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording import CassetteError, Recorder, _loopback_port, scan_cassettes
+from retrieval.recording import CassetteError, Recorder, scan_cassettes
 from retrieval.redaction import find_secrets
 
 CORPUS, QUESTIONS = "corpus-embeddings", "question-embeddings"
@@ -114,9 +115,9 @@ def test_local_cassettes_replay_on_another_port(embeddings_server: FakeEmbedding
 def test_the_port_still_matters_off_loopback() -> None:
     same = Request("POST", "http://127.0.0.1:8765/v1/embeddings", b"", {})
     other = Request("POST", "http://localhost:9000/v1/embeddings", b"", {})
-    _loopback_port(same, other)  # loopback: any port
+    loopback_port(same, other)  # loopback: any port
     with pytest.raises(AssertionError, match="port 8765 != 9000"):
-        _loopback_port(
+        loopback_port(
             Request("POST", "http://10.0.0.1:8765/v1/embeddings", b"", {}),
             Request("POST", "http://10.0.0.1:9000/v1/embeddings", b"", {}),
         )

@@ -1,0 +1,114 @@
+"""How a request finds its recorded answer in a vcrpy cassette: the matchers, and an index that
+keeps the look-up from scanning the whole cassette.
+
+vcrpy looks a request up by running every matcher against every recorded request, twice per
+request (`can_play_response_for`, then `play_response`), and does the same while recording. A
+corpus embedded in N batches thus cost N² body comparisons: 12,000 documents (375 batches of
+32) took 20 s to replay, 13.6 s of it parsing the same JSON bodies again and again. The index
+keys each recorded request by what every match requires (method, path, body as canonical JSON),
+so only requests that can match reach the matchers; the matchers still decide which one does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["LOOPBACK_HOSTS", "MATCH_ON", "index_cassette", "loopback_port", "match_key", "same_body"]
+
+# "loopback_port" instead of vcrpy's "port": a local server may get another port than the one
+# it was recorded on, and the committed local cassettes must still match.
+# "same_body" instead of vcrpy's "body": the same test, without the diff vcrpy builds on a mismatch.
+MATCH_ON = ("method", "scheme", "host", "loopback_port", "path", "query", "same_body")
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+# The matchers `match_key` summarises; any other in MATCH_ON only narrows a match further.
+_KEYED = {"method", "path", "same_body"}
+
+
+def loopback_port(r1: Any, r2: Any) -> None:
+    """vcrpy matcher: the same port, or both on loopback (raises AssertionError otherwise)."""
+    if r1.port != r2.port and not (r1.host in LOOPBACK_HOSTS and r2.host in LOOPBACK_HOSTS):
+        raise AssertionError(f"port {r1.port} != {r2.port}")
+
+
+def same_body(r1: Any, r2: Any) -> None:
+    """vcrpy's "body" matcher for the bodies sent here (equal bytes, else equal as parsed JSON),
+    without the unified diff it builds on every mismatch, which nobody reads and which took a
+    third of a recording's time."""
+    from vcr.matchers import read_body
+
+    b1, b2 = read_body(r1), read_body(r2)
+    if b1 == b2:
+        return
+    try:
+        same = b1 is not None and b2 is not None and json.loads(b1) == json.loads(b2)
+    except ValueError:  # not JSON (UnicodeDecodeError is one): the bytes differ
+        same = False
+    if not same:
+        raise AssertionError("the bodies differ")
+
+
+def _numbers_as_floats(value: Any) -> Any:
+    # Parsed JSON compares 1 == 1.0 == True and 0.0 == -0.0: one spelling for each, so requests
+    # `same_body` accepts always share a key. An int too large for a float equals no float.
+    if isinstance(value, dict):
+        return {k: _numbers_as_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_as_floats(v) for v in value]
+    if isinstance(value, (bool, int, float)):
+        try:
+            return float(value) + 0.0
+        except OverflowError:
+            return value
+    return value
+
+
+def match_key(request: Any) -> tuple[str, str, bytes]:
+    """What the matchers require two requests to share: the method, the path and the body (a
+    digest of its canonical JSON when it parses, else of its bytes). Requests `MATCH_ON`
+    accepts always have equal keys; requests with equal keys may still differ elsewhere."""
+    from vcr.util import read_body
+
+    body = read_body(request)
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    body = body or b""
+    try:
+        parsed = _numbers_as_floats(json.loads(body))
+        body = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    except ValueError:  # not JSON (UnicodeDecodeError is one): its bytes are the key
+        pass
+    return request.method.upper(), request.path, hashlib.sha256(body).digest()
+
+
+def index_cassette(cassette: Any) -> bool:
+    """Make `cassette` find a request's answers through an index instead of a scan: the same
+    answers, in recorded order. False (the cassette left as it is) when its matchers are not
+    ones `match_key` summarises, or this vcrpy lacks the internals the index relies on."""
+    from vcr.matchers import requests_match
+
+    if not all(hasattr(cassette, name) for name in ("_responses", "_before_record_request", "_match_on", "data")):
+        return False
+    if not {matcher.__name__.lstrip("_") for matcher in cassette._match_on} >= _KEYED:
+        return False
+    by_key: dict[tuple[str, str, bytes], list[int]] = {}
+    indexed = 0
+
+    def responses(request: Any) -> Iterator[tuple[int, Any]]:
+        nonlocal indexed
+        # Interactions appended while recording join the index on the next look-up.
+        for index in range(indexed, len(cassette.data)):
+            by_key.setdefault(match_key(cassette.data[index][0]), []).append(index)
+        indexed = len(cassette.data)
+        prepared = cassette._before_record_request(request)
+        if not prepared:
+            return
+        for index in by_key.get(match_key(prepared), ()):
+            stored, response = cassette.data[index]
+            if requests_match(prepared, stored, cassette._match_on):
+                yield index, response
+
+    cassette._responses = responses
+    return True
