@@ -402,7 +402,7 @@ def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: 
         drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k),
     )
     if written:  # nothing recorded (bm25 alone): no drift to show
-        run.drift = recorder.metadata()["drift"]["summary"]
+        run.drift = [*recorder.metadata()["drift"]["summary"], *(f"note: {n}" for n in recorder.notices)]
 
 
 def evaluate(

@@ -26,7 +26,7 @@ from retrieval.config import ConfigError
 from retrieval.dataset import Dataset, corpus_fingerprint
 from retrieval.providers.base import ReplayMissError
 from retrieval.ranking import Ranking
-from retrieval.recording import CassetteError
+from retrieval.recording import CassetteError, read_committed
 
 __all__ = ["FORMAT", "SUFFIX", "RankingCassetteError", "dump_rankings", "load_rankings", "method_code"]
 
@@ -120,7 +120,7 @@ class RankingCassetteError(CassetteError):
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_committed(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RankingCassetteError(f"{path}: unreadable ranking cassette ({exc}). Re-record it.") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("rankings"), dict):

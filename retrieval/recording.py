@@ -66,6 +66,36 @@ class CassetteError(RuntimeError):
     """A cassette is missing, empty or unsafe; the message says which and how to re-record."""
 
 
+# GitHub refuses files over 100 MiB and warns over 50: a corpus cassette passes 50 MiB from
+# about 15,000 documents at 384 dimensions (its texts and vectors), far fewer with Gemini's
+# vectors, which it answers as JSON lists of floats.
+LARGE_FILE = 50 * 2**20
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
+
+
+def read_committed(path: Path) -> bytes:
+    """A committed cassette file's bytes; CassetteError when the checkout holds its Git LFS
+    pointer instead (a clone or a CI checkout without LFS)."""
+    raw = path.read_bytes()
+    if raw.startswith(_LFS_POINTER):
+        raise CassetteError(
+            f"{path} is a Git LFS pointer, not the file: fetch it with `git lfs pull` "
+            "(in GitHub Actions: `lfs: true` on actions/checkout)."
+        )
+    return raw
+
+
+def large_file_notice(name: str, size: int) -> str | None:
+    """One line for a recorded file too large for GitHub without Git LFS, else None."""
+    if size <= LARGE_FILE:
+        return None
+    return (
+        f"{name} is {size / 2**20:.1f} MiB: GitHub refuses files over 100 MiB and warns over 50 MiB; "
+        "keep the cassettes in Git LFS (`git lfs track 'cassettes/**/*.json'`, and `lfs: true` on the "
+        "workflow's actions/checkout)"
+    )
+
+
 def record_command(profile: str, key_variables: tuple[str, ...] = ()) -> str:
     """The command that re-records a profile's cassettes, with the key it needs, if any."""
     prefix = f"{key_variables[0]}=... " if key_variables else ""
@@ -158,7 +188,7 @@ def _damaged(path: Path, reason: str, profile: str) -> CassetteError:
 def read_cassette(path: Path, profile: str) -> dict[str, Any]:
     """A cassette file, checked to be vcrpy's JSON shape; CassetteError naming the file otherwise."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(read_committed(path).decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise _damaged(path, f"not UTF-8: {exc.reason} at byte {exc.start}", profile) from exc
     except json.JSONDecodeError as exc:
@@ -239,6 +269,8 @@ class Recorder:
     _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
     # Cassette file names this run replayed or recorded: the ones its figures come from.
     used: set[str] = field(default_factory=set, init=False)
+    # What the last commit has to say beyond its drift (files too large for GitHub), one line each.
+    notices: list[str] = field(default_factory=list, init=False)
 
     def _staged(self, name: str) -> Path:
         if self._staging is None:
@@ -373,7 +405,7 @@ class Recorder:
         if not path.is_file():
             return {}
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
+            data = json.loads(read_committed(path).decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
             raise CassetteError(
                 f"{path}: damaged recording metadata ({exc}). Restore it with `git checkout -- {path}` "
@@ -427,6 +459,7 @@ class Recorder:
                 meta["drift"] = drift({name: self._staging / name for name in dict.fromkeys(self._recorded)})
             files[META_FILE] = (json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
             replace_files(self.directory, files)
+            self.notices = [n for name, data in files.items() if (n := large_file_notice(name, len(data)))]
         except CassetteError:
             self.discard()
             raise

@@ -311,3 +311,19 @@ def test_a_commit_without_drift_drops_the_previous_recordings_drift(
     recorder.record_rankings("engine", small_demo, "engine", [ranking] * len(small_demo.questions))
     assert recorder.commit({}) == [directory / "engine.rankings.json"]
     assert "drift" not in json.loads((directory / "recording.json").read_text())
+
+
+def test_a_recording_too_large_for_github_ends_its_summary_with_a_note(
+    tmp_path: Path, small_demo: Dataset, drifting_server: DriftingEmbeddingsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrieval import recording
+
+    monkeypatch.setattr(recording, "LARGE_FILE", 2000)
+    recorded = evaluate(small_demo, _settings(tmp_path, drifting_server.url), mode="record")
+    folder = tmp_path / "cassettes" / "fixture"
+    notes = [line for line in recorded.drift if line.startswith("note: ")]
+    assert recorded.drift[-len(notes) :] == notes
+    assert notes == [
+        f"note: {recording.large_file_notice(name, (folder / name).stat().st_size)}"
+        for name in ("corpus-embeddings.json", "question-embeddings.json")
+    ]

@@ -14,7 +14,7 @@ from demo_fixture import DEMO_CASSETTES
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 from vcr.request import Request
 
-from retrieval import atomic
+from retrieval import atomic, recording
 from retrieval.atomic import STALE_SECONDS
 from retrieval.cassette_matching import loopback_port
 from retrieval.providers.http import RetryPolicy
@@ -163,6 +163,52 @@ def test_damaged_metadata_and_recorded_strings_are_named(tmp_path: Path) -> None
         recorder.metadata()
     with pytest.raises(CassetteError, match=rf"{CORPUS}\.json: damaged cassette \(not UTF-8"):
         recorder.recorded_strings(CORPUS)
+
+
+# FIXTURE: what `git lfs pointer --file=cassettes/local/question-embeddings.json` wrote (git-lfs 3.3):
+# a checkout holds this in place of a file tracked by Git LFS when LFS did not fetch it.
+LFS_POINTER = (
+    "version https://git-lfs.github.com/spec/v1\n"
+    "oid sha256:ba1896de3d815eac9b51fda447638d4571a40bbd608962946ae6b13bff4f85ff\n"
+    "size 56593\n"
+)
+LFS_FETCH = (
+    "is a Git LFS pointer, not the file: fetch it with `git lfs pull` "
+    "(in GitHub Actions: `lfs: true` on actions/checkout)."
+)
+
+
+def test_a_git_lfs_pointer_in_place_of_a_cassette_says_to_fetch_it(tmp_path: Path) -> None:
+    directory = tmp_path / "cassettes" / "fixture"
+    directory.mkdir(parents=True)
+    for name in (f"{CORPUS}.json", "recording.json", "search.rankings.json"):
+        (directory / name).write_text(LFS_POINTER)
+    recorder = Recorder("replay", directory, "fixture")
+    with pytest.raises(CassetteError) as cassette, recorder.stage(CORPUS):
+        pass
+    with pytest.raises(CassetteError) as metadata:
+        recorder.metadata()
+    with pytest.raises(CassetteError) as rankings:
+        recorder.replay_rankings("search", None, 10)
+    assert str(cassette.value) == f"{directory / CORPUS}.json {LFS_FETCH}"
+    assert str(metadata.value) == f"{directory}/recording.json {LFS_FETCH}"
+    assert str(rankings.value) == f"{directory}/search.rankings.json {LFS_FETCH}"
+
+
+def test_a_recorded_file_too_large_for_github_is_named_with_the_fix(
+    embeddings_server: FakeEmbeddingsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert recording.large_file_notice("c.json", recording.LARGE_FILE) is None
+    assert recording.large_file_notice("c.json", 150 * 2**20) == (
+        "c.json is 150.0 MiB: GitHub refuses files over 100 MiB and warns over 50 MiB; keep the cassettes in Git "
+        "LFS (`git lfs track 'cassettes/**/*.json'`, and `lfs: true` on the workflow's actions/checkout)"
+    )
+    directory = tmp_path / "cassettes" / "fixture"
+    recorder = _record_set(embeddings_server, directory, ["premier"])
+    corpus = len((recorder._staging / f"{CORPUS}.json").read_bytes())  # type: ignore[operator]
+    monkeypatch.setattr(recording, "LARGE_FILE", corpus - 1)
+    recorder.commit({})
+    assert [n.split(" is ")[0] for n in recorder.notices] == [f"{CORPUS}.json", f"{QUESTIONS}.json"]
 
 
 @pytest.mark.parametrize(
