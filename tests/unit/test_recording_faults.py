@@ -248,6 +248,8 @@ GOOGLE = "AIza" + "Sy" + "F" * 33  # FIXTURE: the shape of a Google key, not one
     ("text", "expected"),
     [
         (json.dumps({"body": json.dumps({"key": "\\u0041" + GOOGLE[1:]})}), ["AIzaSyFFFFFF…"]),
+        # Among escaped accents (left as they are: no pattern matches them), an escaped header name.
+        (json.dumps({"body": json.dumps({"t": "café", "\\u0061uthorization": "x"})}), ['\\"authorizat…']),
         (json.dumps({"headers": {"api-key": ["abc"]}}), ['"api-key":…']),
         (json.dumps({"headers": {"X-Api-Key": ["abc"]}}), ['"X-Api-Key":…']),
         (json.dumps({"body": '{"auth": "Bearer abcdefgh12345678"}'}), ["Bearer abcde…"]),
@@ -262,6 +264,7 @@ GOOGLE = "AIza" + "Sy" + "F" * 33  # FIXTURE: the shape of a Google key, not one
     ],
     ids=[
         "json-escaped google key",
+        "escaped header among escaped accents",
         "api-key header",
         "x-api-key header",
         "bearer in body",
