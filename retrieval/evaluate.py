@@ -6,10 +6,13 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import inspect
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -219,12 +222,31 @@ def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[
     return list(rankings)
 
 
+async def _await(awaitable: Awaitable[object]) -> object:
+    return await awaitable
+
+
+def _resolved(result: object) -> object:
+    """What `rank` returned; for an `async def rank`, what its coroutine returns, run on an event
+    loop of its own (in a worker thread when this thread already runs one, under pytest-asyncio
+    for instance): a team's retriever is often its async search client."""
+    if not inspect.isawaitable(result):
+        return result
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await(result))
+    with ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, _await(result)).result()
+
+
 def _run_method(
     method: Method, declared: Declaration, context: Context, recorder: Recorder, mode: Mode, root: str
 ) -> None:
     """Run one method through the channel it declares, timing it and keeping its usage; `root`
     is the project root its declared `sources` resolve from."""
     usage = Usage()
+    rankings: object
     # What ranked, recorded with a ranking cassette and checked against it on replay.
     code = method_code(method, declared.sources, root, declared.config) if declared.calls == "rankings" else None
     try:
@@ -233,7 +255,7 @@ def _run_method(
                 rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
                 with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
-                    rankings = method.rank(context)
+                    rankings = _resolved(method.rank(context))
     except Exception as exc:
         error = _method_error(exc, declared)
         if error is not None:
@@ -241,10 +263,10 @@ def _run_method(
         # Whatever else a method raises shows with its traceback; the note names the method.
         exc.add_note(f"{_RAISED_BY}{declared.name!r}")
         raise
-    rankings = _checked(declared, rankings, context.dataset)
+    checked = _checked(declared, rankings, context.dataset)
     if declared.calls == "rankings" and mode == "record":
-        recorder.record_rankings(declared.channel, context.dataset, declared.name, rankings, code)
-    context.rankings[declared.name] = rankings
+        recorder.record_rankings(declared.channel, context.dataset, declared.name, checked, code)
+    context.rankings[declared.name] = checked
     own = context.usage.get(declared.name)
     if own is not None:  # the method's provider counted its calls and tokens
         usage.add(own.calls, own.input_tokens, own.output_tokens)

@@ -7,7 +7,7 @@ evaluator, the recorder, the failure analysis and the report read these declarat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, get_args
 
@@ -93,7 +93,8 @@ class Method(Protocol):
     from the context; they run first), `needs_vectors` (the evaluator embeds the corpus and
     the questions once) and `rank`, which returns one Ranking per question, in dataset
     order, at most `context.depth` long (`retrieval.ranking.top_k` builds one from scores,
-    `ranking_from_ids` from the document ids a search engine answers with).
+    `ranking_from_ids` from the document ids a search engine answers with). `rank` may be
+    `async def`: the evaluator runs it to completion on an event loop of its own.
 
     Optional declarations, with their defaults (see `Declaration`): `calls`, `channel`,
     `candidate_source`, `cost_model`, `degradable`, `config`, `key_variables`, `sources`.
@@ -103,7 +104,7 @@ class Method(Protocol):
     requires: tuple[str, ...]
     needs_vectors: bool
 
-    def rank(self, context: Context) -> list[Ranking]: ...
+    def rank(self, context: Context) -> list[Ranking] | Awaitable[list[Ranking]]: ...
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ undeclared one cannot reach the network in replay.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import urllib.request
@@ -124,6 +125,30 @@ class UrllibRetriever(SearchRetriever):
         return rankings
 
 
+class AsyncRetriever(SearchRetriever):
+    """The same retriever written `async def rank`, its questions sent concurrently through
+    httpx's AsyncClient, as a team whose search client is async writes it."""
+
+    name = "search-async"
+
+    async def rank(self, context: Context) -> list[Ranking]:  # type: ignore[override]
+        documents = [[d.id, d.content] for d in context.dataset.documents[: self.sent]]
+        async with httpx.AsyncClient(timeout=5) as client:
+
+            async def one(text: str) -> Ranking:
+                answer = await client.post(os.environ[URL_VARIABLE], json={"query": text, "documents": documents})
+                return _ranking(answer.json()["hits"])
+
+            return list(await asyncio.gather(*(one(q.text) for q in context.dataset.questions)))
+
+
+class UndeclaredAsyncRetriever(AsyncRetriever):
+    """The async retriever without its calls declared: replay must refuse its connection too."""
+
+    name = "search-async-undeclared"
+    calls = "none"
+
+
 class RequestsRetriever(SearchRetriever):
     """The same retriever through requests (urllib3), with its key in the URL, as some hosted
     search APIs take it."""
@@ -234,6 +259,18 @@ def factory(settings: object) -> SearchRetriever:
 
 def urllib_factory(settings: object) -> UrllibRetriever:
     return UrllibRetriever()
+
+
+def async_factory(settings: object) -> AsyncRetriever:
+    return AsyncRetriever()
+
+
+def undeclared_async_factory(settings: object) -> UndeclaredAsyncRetriever:
+    return UndeclaredAsyncRetriever()
+
+
+def edited_async_factory(settings: object) -> SearchRetriever:
+    return _edited(AsyncRetriever)
 
 
 def requests_factory(settings: object) -> RequestsRetriever:

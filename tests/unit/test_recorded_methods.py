@@ -4,6 +4,7 @@ and replay is closed. The search service and its answers are fixtures (fake_sear
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -56,7 +57,12 @@ def _settings(tmp_path: Path, **changes: object) -> Settings:
 
 
 @pytest.mark.parametrize(
-    ("spec", "name"), [("fake_search:factory", "search"), ("fake_search:urllib_factory", "search-urllib")]
+    ("spec", "name"),
+    [
+        ("fake_search:factory", "search"),
+        ("fake_search:urllib_factory", "search-urllib"),
+        ("fake_search:async_factory", "search-async"),
+    ],
 )
 def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
     tmp_path: Path, dataset: Dataset, service: FakeSearchService, spec: str, name: str
@@ -73,6 +79,21 @@ def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
     assert replayed.ranked_ids(name) == recorded.ranked_ids(name)
     assert replayed.ranked_ids(name)["q01"][:2] == ["HEL-4020", "HEL-4040"]  # the fixture service's order
     assert len(service.requests) == 3  # nothing reached the (stopped) service
+
+
+def test_an_async_retriever_runs_even_where_an_event_loop_is_already_running(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService
+) -> None:
+    settings = _settings(tmp_path)
+    recorded = evaluate(dataset, settings, mode="record", methods=["fake_search:async_factory"])
+    service.stop()
+
+    async def under_a_running_loop() -> list[str]:  # as under pytest-asyncio, or in a notebook
+        return evaluate(dataset, settings, methods=["fake_search:async_factory"]).methods
+
+    assert asyncio.run(under_a_running_loop()) == ["search-async"]
+    replayed = evaluate(dataset, settings, methods=["fake_search:async_factory"])
+    assert replayed.ranked_ids("search-async") == recorded.ranked_ids("search-async")
 
 
 CAUGHT = " and 2 more request(s); the code that sent it"
@@ -92,6 +113,12 @@ CAUGHT = " and 2 more request(s); the code that sent it"
             "fake_search:urllib_factory",
             "fake_search:edited_urllib_factory",
             "method 'search-urllib': no recorded answer for POST {url} ",
+            "",
+        ),
+        (
+            "fake_search:async_factory",
+            "fake_search:edited_async_factory",
+            "method 'search-async': no recorded answer for POST {url} ",
             "",
         ),
         # The method catches the refusal and falls back to empty rankings: the run still fails.
@@ -260,6 +287,7 @@ def test_before_any_recording_replay_fails_in_one_line_without_reaching_the_serv
     ("spec", "message"),
     [
         ("fake_search:undeclared_factory", "method 'search-undeclared' tried to connect to 127.0.0.1:"),
+        ("fake_search:undeclared_async_factory", "method 'search-async-undeclared' tried to connect to 127.0.0.1:"),
         ("fake_search:swallowing_factory", "method 'search-swallowing' tried to connect during replay (1 attempt(s))"),
     ],
 )
