@@ -509,7 +509,10 @@ def load_settings(
 
 
 def _prices(prices: Any, where: str) -> Mapping[str, Mapping[str, float]]:
-    """The price table checked: model -> {"input": USD, "output": USD} per million tokens, numbers >= 0."""
+    """The price table checked: model or service -> {"input": USD, "output": USD} per million
+    tokens and {"call": USD} per call, numbers >= 0; a misspelt key is refused, not priced at 0."""
+    from retrieval.cost import PRICE_KEYS
+
     if not isinstance(prices, Mapping):
         raise ConfigError(f'{where}: prices must be a table of models ([prices."MODEL"]), got {prices!r}.')
     for model, table in prices.items():
@@ -519,6 +522,12 @@ def _prices(prices: Any, where: str) -> Mapping[str, Mapping[str, float]]:
         ):
             raise ConfigError(
                 f'{where}: prices."{model}" must be a table of numbers >= 0 (USD per million tokens, e.g. '
-                f'[prices."{model}"] input = 0.15), got {table!r}.'
+                f'[prices."{model}"] input = 0.15, or USD per call: call = 0.002), got {table!r}.'
+            )
+        unknown = sorted(set(table) - set(PRICE_KEYS))
+        if unknown:
+            raise ConfigError(
+                f'{where}: prices."{model}" has unknown key(s) {unknown}; known: input and output (USD per '
+                "million tokens), call (USD per call)."
             )
     return prices

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Usage", "estimate_cost"]
+__all__ = ["PRICE_KEYS", "Usage", "estimate_cost"]
 
 
 @dataclass
@@ -44,11 +44,16 @@ class Usage:
         }
 
 
+# What a price table entry may hold: USD per million input or output tokens (models), USD per
+# call (services priced per request: a hosted search, a rerank API).
+PRICE_KEYS = ("input", "output", "call")
+
+
 def estimate_cost(usage: Usage, model: str, prices: Mapping[str, Mapping[str, float]]) -> float | None:
-    """Estimated cost in the price table's currency (per million tokens); None if the model has no price."""
+    """Estimated cost in the price table's currency (tokens per million, plus calls); None if the
+    model has no price."""
     price = prices.get(model)
     if price is None:
         return None
-    return (
-        usage.input_tokens * float(price.get("input", 0.0)) + usage.output_tokens * float(price.get("output", 0.0))
-    ) / 1_000_000
+    tokens = usage.input_tokens * float(price.get("input", 0.0)) + usage.output_tokens * float(price.get("output", 0.0))
+    return tokens / 1_000_000 + usage.calls * float(price.get("call", 0.0))

@@ -240,6 +240,10 @@ def _resolved(result: object) -> object:
         return worker.submit(asyncio.run, _await(result)).result()
 
 
+def _counters(context: Context) -> dict[str, tuple[int, int, int]]:
+    return {stage: (u.calls, u.input_tokens, u.output_tokens) for stage, u in context.usage.items()}
+
+
 def _run_method(
     method: Method, declared: Declaration, context: Context, recorder: Recorder, mode: Mode, root: str
 ) -> None:
@@ -249,6 +253,7 @@ def _run_method(
     rankings: object
     # What ranked, recorded with a ranking cassette and checked against it on replay.
     code = method_code(method, declared.sources, root, declared.config) if declared.calls == "rankings" else None
+    answered, counted = recorder.calls.get(declared.channel, 0), _counters(context)
     try:
         with _timed(usage), running(f"method {declared.name!r}"):
             if declared.calls == "rankings" and mode == "replay":
@@ -270,6 +275,10 @@ def _run_method(
     own = context.usage.get(declared.name)
     if own is not None:  # the method's provider counted its calls and tokens
         usage.add(own.calls, own.input_tokens, own.output_tokens)
+    elif declared.calls == "http" and _counters(context) == counted:
+        # A method that counts none of its calls (a team's search client) is charged with those its
+        # cassette answered; a live run, without a cassette, counts none.
+        usage.add(recorder.calls.get(declared.channel, 0) - answered)
     context.usage[declared.name] = usage
 
 

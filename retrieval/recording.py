@@ -269,6 +269,9 @@ class Recorder:
     _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
     # Cassette file names this run replayed or recorded: the ones its figures come from.
     used: set[str] = field(default_factory=set, init=False)
+    # HTTP calls answered through each stage's cassette this run (replayed, or recorded): what a
+    # method that does not count its own calls (a team's search service) is charged with.
+    calls: dict[str, int] = field(default_factory=dict, init=False)
     # What the last commit has to say beyond its drift (files too large for GitHub), one line each.
     notices: list[str] = field(default_factory=list, init=False)
 
@@ -370,6 +373,8 @@ class Recorder:
                 raise
             if missed:
                 raise unanswered("the code that sent it caught the error and carried on")
+            answered = cassette.play_count if self.mode == "replay" else len(cassette.data)
+            self.calls[stage] = self.calls.get(stage, 0) + answered
 
     def rankings_path(self, channel: str) -> Path:
         """The committed ranking cassette of a method that declares calls = "rankings"."""

@@ -261,6 +261,17 @@ def urllib_factory(settings: object) -> UrllibRetriever:
     return UrllibRetriever()
 
 
+class PricedRetriever(SearchRetriever):
+    """The retriever of a service priced per request: its calls are charged at its price."""
+
+    name = "search-priced"
+    cost_model = "fixture-search"
+
+
+def priced_factory(settings: object) -> PricedRetriever:
+    return PricedRetriever()
+
+
 def async_factory(settings: object) -> AsyncRetriever:
     return AsyncRetriever()
 

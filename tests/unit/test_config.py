@@ -339,13 +339,18 @@ def test_path_setting_must_be_a_string(tmp_path: Path) -> None:
         ("prices = 3", 'prices must be a table of models ([prices."MODEL"]), got 3.'),
         (
             '[prices]\n"e5" = 3',
-            'prices."e5" must be a table of numbers >= 0 (USD per million tokens, e.g. [prices."e5"] input = 0.15), '
-            "got 3.",
+            'prices."e5" must be a table of numbers >= 0 (USD per million tokens, e.g. [prices."e5"] input = 0.15, '
+            "or USD per call: call = 0.002), got 3.",
         ),
         (
             '[prices."e5"]\ninput = "0.1"',
-            'prices."e5" must be a table of numbers >= 0 (USD per million tokens, e.g. [prices."e5"] input = 0.15), '
-            "got {'input': '0.1'}.",
+            'prices."e5" must be a table of numbers >= 0 (USD per million tokens, e.g. [prices."e5"] input = 0.15, '
+            "or USD per call: call = 0.002), got {'input': '0.1'}.",
+        ),
+        (
+            '[prices."search"]\ncalls = 0.002',
+            "prices.\"search\" has unknown key(s) ['calls']; known: input and output (USD per million tokens), "
+            "call (USD per call).",
         ),
         (
             'methods = ["bm25", 1]',
@@ -362,6 +367,7 @@ def test_path_setting_must_be_a_string(tmp_path: Path) -> None:
         "prices a number",
         "price a number",
         "price a string",
+        "misspelt price key",
         "int method",
         "methods a number",
         "hybrid input twice",

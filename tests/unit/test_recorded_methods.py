@@ -81,6 +81,27 @@ def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
     assert len(service.requests) == 3  # nothing reached the (stopped) service
 
 
+def test_a_service_priced_per_call_is_charged_for_the_calls_its_cassette_answered(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService
+) -> None:
+    from retrieval.report import build_report
+
+    settings = replace(_settings(tmp_path), prices={"fixture-search": {"call": 0.002}})
+    methods = ["bm25", "fake_search:priced_factory"]
+    live = evaluate(dataset, settings, mode="live", methods=methods)
+    recorded = evaluate(dataset, settings, mode="record", methods=methods)
+    service.stop()
+    replayed = evaluate(dataset, settings, methods=methods)
+    # One call per question, whether sent (recorded) or answered by the cassette (replayed); a
+    # live run has no cassette to count them.
+    assert [run.usage["search-priced"].calls for run in (live, recorded, replayed)] == [0, 3, 3]
+    assert replayed.recorded_usage["search-priced"]["calls"] == 3  # as recording.json keeps it
+    cost = {row.method: row for row in build_report(replayed, dataset.documents, settings.prices).cost}
+    assert (cost["search-priced"].calls, cost["search-priced"].cost) == (3, pytest.approx(0.006))
+    assert cost["search-priced"].cost_per_1000_questions == pytest.approx(2.0)
+    assert (cost["bm25"].calls, cost["bm25"].cost) == (0, 0.0)
+
+
 def test_an_async_retriever_runs_even_where_an_event_loop_is_already_running(
     tmp_path: Path, dataset: Dataset, service: FakeSearchService
 ) -> None:
