@@ -10,7 +10,7 @@ rounded to 4 decimals so that a diff of the file reads as a diff of the metrics.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,12 +25,18 @@ if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in ever
 __all__ = [
     "BaselineError",
     "Check",
+    "QuestionChanges",
+    "as_scores",
     "at_k",
     "compare",
     "config_changes",
     "entry_for",
     "incompatibility",
     "load_baseline",
+    "on_questions",
+    "question_changes",
+    "question_digests",
+    "run_question_changes",
     "unproduced",
     "update_baseline",
 ]
@@ -197,6 +203,9 @@ def entry_for(
         **({"cassettes": dict(cassettes)} if cassettes is not None else {}),
         "dataset": run.dataset,
         "fingerprint": run.fingerprint,
+        # What says, once questions are added or edited, which figures can still be compared.
+        **({"corpus": run.corpus} if run.corpus else {}),
+        "questions": question_digests(run),
         "config": dict(run.config),
         "tolerance": tolerance,
         "methods": {
@@ -214,10 +223,111 @@ def entry_for(
     }
 
 
+def question_digests(run: Run) -> dict[str, str]:
+    """Each question's digest (its text, type and relevant documents), by id: a question is the
+    same in two datasets when its id has the same digest in both."""
+    import hashlib
+
+    return {
+        q.id: hashlib.sha256(json.dumps([q.text, q.type, sorted(q.relevant)], ensure_ascii=False).encode()).hexdigest()[
+            :16
+        ]
+        for q in (r.question for r in run.results)
+    }
+
+
+@dataclass(frozen=True)
+class QuestionChanges:
+    """The questions added, removed and edited since the baseline, and those both hold unchanged."""
+
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    edited: tuple[str, ...]
+    common: tuple[str, ...]
+
+    def __str__(self) -> str:
+        parts = [
+            f"{len(ids)} {what} ({', '.join(ids[:5])}{f' and {len(ids) - 5} more' if len(ids) > 5 else ''})"
+            for what, ids in (("added", self.added), ("removed", self.removed), ("edited", self.edited))
+            if ids
+        ]
+        return "; ".join(parts) or "none added, removed or edited (the file's order changed)"
+
+
+def question_changes(entry: Mapping[str, Any], questions: Mapping[str, str], corpus: str) -> QuestionChanges | None:
+    """How the questions (`questions`: id -> digest, `question_digests`) differ from the baseline
+    entry's, when the figures can still be compared on those both hold: the same corpus, and at
+    least one question unchanged. None otherwise (another corpus, a baseline made before question
+    digests, no question in common): the dataset is then a new one."""
+    recorded = entry.get("questions")
+    if not isinstance(recorded, dict) or not corpus or entry.get("corpus") != corpus:
+        return None
+    common = tuple(q for q, digest in questions.items() if recorded.get(q) == digest)
+    if not common:
+        return None
+    return QuestionChanges(
+        added=tuple(q for q in questions if q not in recorded),
+        removed=tuple(q for q in recorded if q not in questions),
+        edited=tuple(q for q, digest in questions.items() if q in recorded and recorded[q] != digest),
+        common=common,
+    )
+
+
+def run_question_changes(entry: Mapping[str, Any], run: Run) -> QuestionChanges | None:
+    """`question_changes` of a run against the baseline entry; None when its dataset is the baseline's."""
+    if entry.get("fingerprint") == run.fingerprint:
+        return None
+    return question_changes(entry, question_digests(run), run.corpus)
+
+
+def on_questions(entry: Mapping[str, Any], common: Collection[str], types: Mapping[str, str], k: int) -> dict[str, Any]:
+    """The entry with every figure recomputed on the `common` questions from its per-question
+    values (rounded as committed): how both sides are compared after questions changed."""
+    keep, recall = set(common), _recall_of(entry, k)
+
+    def mean(values: Sequence[float]) -> float:
+        return _r(sum(values) / len(values))
+
+    methods = {}
+    for method, figures in entry.get("methods", {}).items():
+        rc = {q: v for q, v in figures.get("recall_per_question", {}).items() if q in keep}
+        rr = {q: v for q, v in figures.get("reciprocal_ranks", {}).items() if q in keep}
+        if not rc or not rr:
+            continue  # its figures cannot be recomputed: reported as not compared
+        by_type: dict[str, list[float]] = {}
+        for q, v in rc.items():
+            by_type.setdefault(types.get(q, ""), []).append(v)
+        methods[method] = {
+            **{name: value for name, value in figures.items() if name == "degraded"},
+            recall: mean(list(rc.values())),
+            "mrr": mean(list(rr.values())),
+            "by_type": {t: {recall: mean(v)} for t, v in sorted(by_type.items()) if t in figures.get("by_type", {})},
+            "reciprocal_ranks": rr,
+            "recall_per_question": rc,
+        }
+    return {**entry, "methods": methods}
+
+
+def as_scores(entry: Mapping[str, Any], k: int) -> dict[str, MethodScores]:
+    """An entry's figures as the scores `compare` reads (per method: overall, per type, per question)."""
+    from retrieval.metrics import MethodScores
+
+    recall = _recall_of(entry, k)
+    return {
+        method: MethodScores(
+            overall={recall: f[recall], "mrr": f["mrr"]},
+            by_type={t: dict(v) for t, v in f.get("by_type", {}).items()},
+            per_question={q: {recall: v, "mrr": f["reciprocal_ranks"][q]} for q, v in f["recall_per_question"].items()},
+        )
+        for method, f in entry.get("methods", {}).items()
+    }
+
+
 def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | None:
     """Why a run cannot be compared with the baseline entry (its dataset changed), or None.
-    A changed configuration is compared all the same: that is what the gate measures."""
-    if entry.get("fingerprint") != run.fingerprint:
+    A changed configuration is compared all the same: that is what the gate measures, and so
+    are questions added, removed or edited over the same corpus (on the questions both hold)."""
+    if entry.get("fingerprint") != run.fingerprint and run_question_changes(entry, run) is None:
         return (
             f"the dataset changed since the baseline was made (fingerprint {entry.get('fingerprint')} -> "
             f"{run.fingerprint}): metrics are not comparable. If the change is intended: re-record "
@@ -363,7 +473,24 @@ def _figures(methods: Mapping[str, Any]) -> dict[str, float]:
     return flat
 
 
-def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def _diff(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], types: Mapping[str, str] | None = None
+) -> tuple[list[str], list[str]]:
+    changes = None
+    if old and old.get("fingerprint") != new["fingerprint"] and types is not None:
+        changes = question_changes(old, new.get("questions", {}), new.get("corpus", ""))
+    if old and changes is not None and types is not None:
+        # Questions added, removed or edited over the same corpus: the figures of the questions
+        # both hold are compared (and may not fall), then the new ones are listed.
+        k = int(new["config"].get("k", 5))
+        same = {**on_questions(old, changes.common, types, k), "fingerprint": new["fingerprint"]}
+        lines, lowered = _diff(same, on_questions(new, changes.common, types, k))
+        return [
+            f"  questions changed: {changes}; on the {len(changes.common)} questions both hold:",
+            *lines,
+            f"  the new baseline, on all {len(new.get('questions', {}))} questions:",
+            *(f"  {name}: {value:.4f}" for name, value in _figures(new["methods"]).items()),
+        ], lowered
     if old and old.get("fingerprint") != new["fingerprint"]:
         # Other questions or documents: the old figures measured something else, so nothing is
         # lowered; the new baseline replaces the old one whole.
@@ -414,15 +541,24 @@ def _per_file(cassettes: Any) -> dict[str, str]:
     return {"(whole folder)": cassettes} if cassettes else {}
 
 
-def update_baseline(path: str | Path, profile: str, entry: Mapping[str, Any], *, allow_regression: bool = False) -> str:
+def update_baseline(
+    path: str | Path,
+    profile: str,
+    entry: Mapping[str, Any],
+    *,
+    allow_regression: bool = False,
+    types: Mapping[str, str] | None = None,
+) -> str:
     """Write `entry` as the profile's baseline and return the diff; refuse to lower a figure
-    unless `allow_regression`. The file is replaced atomically."""
+    unless `allow_regression`. With `types` (question id -> type), questions added, removed or
+    edited over the same corpus are a changed dataset whose common questions' figures may not
+    fall; without, any other dataset replaces the old one whole. The file is replaced atomically."""
     path = Path(path)
     data = load_baseline(path)
     old = data["profiles"].get(profile)
     if old and "tolerance" in old:
         entry = {**entry, "tolerance": old["tolerance"]}
-    lines, lowered = _diff(old, entry)
+    lines, lowered = _diff(old, entry, types)
     if lowered and not allow_regression:
         raise BaselineError(
             f"refusing to lower the baseline of profile {profile!r}: {', '.join(lowered)}. "

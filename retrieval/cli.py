@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from retrieval.atomic import atomic_write_text
-from retrieval.baseline import BaselineError, at_k, config_changes, incompatibility, load_baseline
+from retrieval.baseline import (
+    BaselineError,
+    at_k,
+    config_changes,
+    incompatibility,
+    load_baseline,
+    run_question_changes,
+)
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
@@ -150,12 +157,30 @@ def _main(args: argparse.Namespace) -> int:
         entry = at_k(entry, settings.k) if entry else None
         problem = incompatibility(entry, run, profile) if entry else None
         changed = config_changes(entry, run) if entry and not problem else []
+        questions = run_question_changes(entry, run) if entry and not problem else None
         if problem:
             notice = f"the changes shown are against a baseline that is not comparable: {problem}"
-        elif changed:
-            notice = (
-                f"the baseline was made with another configuration ({'; '.join(changed)}): the changes shown "
-                "are what this configuration moved."
+        elif changed or questions:
+            notice = " ".join(
+                [
+                    *(
+                        [
+                            f"the questions changed since the baseline ({questions}): the changes shown compare this "
+                            "run's figures with the baseline's, each on its own questions (the gate compares the "
+                            f"{len(questions.common)} questions both hold)."
+                        ]
+                        if questions
+                        else []
+                    ),
+                    *(
+                        [
+                            f"the baseline was made with another configuration ({'; '.join(changed)}): the changes "
+                            "shown are what this configuration moved."
+                        ]
+                        if changed
+                        else []
+                    ),
+                ]
             )
     report = build_report(
         run,

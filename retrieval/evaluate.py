@@ -22,7 +22,7 @@ import numpy as np
 from retrieval.cache import EmbeddingCache
 from retrieval.config import ConfigError, Settings
 from retrieval.cost import Usage
-from retrieval.dataset import Dataset
+from retrieval.dataset import Dataset, corpus_fingerprint
 from retrieval.drift import recording_drift, replay_previous
 from retrieval.embeddings import embed_texts
 from retrieval.methods.base import Context, Declaration, Embed, Method, ProgressFactory, Rankings
@@ -418,6 +418,7 @@ def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Contex
             **{name: d.cost_model for name, d in chosen.declarations.items()},
         },
         kept=kept,
+        corpus=corpus_fingerprint(dataset.documents),
     )
 
 

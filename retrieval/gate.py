@@ -17,11 +17,15 @@ from typing import Any
 
 from retrieval.baseline import (
     Check,
+    QuestionChanges,
+    as_scores,
     compare,
     config_changes,
     entry_for,
     incompatibility,
     load_baseline,
+    on_questions,
+    run_question_changes,
     unproduced,
     update_baseline,
 )
@@ -63,6 +67,10 @@ class GateResult:
     # The settings that differ from the baseline's ("hybrid.rrf_k: 60 -> 5"): a failure of its
     # own too, beside the figures compared with the baseline's (what the change costs).
     changed_config: list[str] = field(default_factory=list)
+    # Questions added, removed or edited since the baseline (same corpus): a failure of its own,
+    # beside the figures, compared on the questions both hold (`compared`: the baseline's, so).
+    changed_questions: QuestionChanges | None = None
+    compared: dict[str, Any] | None = None
     snapshots: Rankings = field(default_factory=dict)
     # What looks like a credential in the cassettes: such a result can never be accepted.
     secrets: list[str] = field(default_factory=list)
@@ -96,6 +104,18 @@ class GateResult:
         )
 
     @property
+    def requestioned(self) -> str | None:
+        """Why the baseline no longer holds these questions, with the fix; or None."""
+        if self.changed_questions is None:
+            return None
+        baseline = shown_path(self.baseline_path, self.settings.root)
+        return (
+            f"the questions changed since the baseline ({self.changed_questions}): the figures are compared on the "
+            f"{len(self.changed_questions.common)} questions both hold. If the change is intended, run "
+            f"`pytest --update-baseline` and commit {baseline}."
+        )
+
+    @property
     def baseline_path(self) -> Path:
         return Path(self.settings.baseline)
 
@@ -105,7 +125,7 @@ class GateResult:
 
     def unproduced(self) -> list[str]:
         """Baseline figures no check compared: each one fails the gate."""
-        return unproduced(self.entry or {}, self.checks)
+        return unproduced(self.compared or self.entry or {}, self.checks)
 
     def ungated_methods(self) -> list[str]:
         """Methods the run evaluated that have no baseline figure: each one fails the gate."""
@@ -169,6 +189,7 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     if result.problem is None:
         result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
         result.changed_config = config_changes(entry, run)
+        result.changed_questions = run_question_changes(entry, run)
         result.checks = _checks(result, entry)
     return result
 
@@ -182,13 +203,21 @@ def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path) 
 
 
 def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
-    """Every figure compare() gates for this run: metrics per method and type, degraded counts."""
-    run = result.run
+    """Every figure compare() gates for this run: metrics per method and type, degraded counts;
+    after questions changed, both sides recomputed on the questions both hold."""
+    run, k = result.run, result.settings.k
     types = {q.id: q.type for q in result.dataset.questions}
     degraded = {m: list(run.degraded(m)) for m in run.methods}
+    scores: Mapping[str, MethodScores] = result.scores
+    result.compared = None
+    if result.changed_questions is not None:
+        common = result.changed_questions.common
+        result.compared = entry = on_questions(entry, common, types, k)
+        scores = as_scores(on_questions(entry_for(run, result.scores, k), common, types, k), k)
+        degraded = {m: [q for q in fell_back if q in set(common)] for m, fell_back in degraded.items()}
     source = shown_path(result.baseline_path, result.settings.root)
     why = where_relevant(run, result.settings.candidates)
-    return compare(entry, result.scores, result.settings.k, types, degraded, source=source, why=why)
+    return compare(entry, scores, k, types, degraded, source=source, why=why)
 
 
 def accept(result: GateResult, *, allow_regression: bool = False) -> str:
@@ -202,7 +231,8 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
         raise CassetteError(result.problem or "the cassettes hold what looks like a credential")
     entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digests)
     current = top_rankings(result.run)
-    diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression)
+    types = {q.id: q.type for q in result.dataset.questions}
+    diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression, types=types)
     # The diff names the file as the project sees it, whatever the working directory.
     diff = diff.replace(str(result.baseline_path), shown_path(result.baseline_path, result.settings.root), 1)
     moves = [
@@ -221,6 +251,6 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
     result.snapshots = current
     result.problem = None
-    result.changed_cassettes, result.changed_config = [], []
+    result.changed_cassettes, result.changed_config, result.changed_questions = [], [], None
     result.checks = _checks(result, result.entry)
     return diff

@@ -19,6 +19,7 @@ A run that gated ends with one summary line saying what was compared.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -265,6 +266,8 @@ class GateCollector(pytest.File):
                 item("cassettes", "integrity", result.stale)
             if result.reconfigured:
                 item("configuration", "integrity", result.reconfigured)
+            if result.requestioned:
+                item("questions", "integrity", result.requestioned)
             for check in result.checks:
                 item(f"{check.method} {check.metric}", "figure", None if check.ok else check.message())
             for figure in result.unproduced():
@@ -293,7 +296,9 @@ class GateCollector(pytest.File):
                 elif method not in result.snapshots:
                     failure = f"{shown} has no top {TOP} of {method}: write it with `pytest --update-baseline`."
                 else:
-                    changes = moved(result.snapshots[method], current[method])
+                    # After questions changed, the top 10s of the questions both hold.
+                    kept = result.changed_questions.common if result.changed_questions else None
+                    changes = moved(*(_only(r[method], kept) for r in (result.snapshots, current)))
                     if changes:
                         failure = (
                             f"{method} top {TOP} changed for {len(changes)} question(s): "
@@ -303,6 +308,10 @@ class GateCollector(pytest.File):
                 item(f"{method} top {TOP}", "snapshot", failure)
         state.kinds.update({i.nodeid: i.kind for i in made})
         return list(made)
+
+
+def _only(tops: Mapping[str, list[str]], questions: Sequence[str] | None) -> Mapping[str, list[str]]:
+    return tops if questions is None else {q: tops[q] for q in questions if q in tops}
 
 
 def _collector(session: pytest.Session, project_file: Path, name: str) -> GateCollector:
@@ -445,6 +454,11 @@ def _summary(state: _State, collect_only: bool = False) -> str:
         line += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
     if result.changed_config:
         line += f"; configuration changed since the baseline: {'; '.join(result.changed_config)}"
+    if result.changed_questions:
+        line += (
+            f"; questions changed since the baseline: {result.changed_questions}, figures compared on the "
+            f"{len(result.changed_questions.common)} both hold"
+        )
     # Requested methods the profile cannot provide (a reranker without a model): said once here.
     skipped = result.run.skipped
     if skipped:

@@ -74,6 +74,9 @@ class Run:
     drift: list[str] = field(default_factory=list)
     # The cassette files (in the profile's folder) the run replayed or recorded.
     cassettes: tuple[str, ...] = ()
+    # The corpus alone's fingerprint (retrieval.dataset.corpus_fingerprint): whether a baseline made
+    # on other questions was made on the same documents ("" in a log written before it existed).
+    corpus: str = ""
 
     def declared(self, method: str) -> Declaration:
         """What a method declared (defaults for a log that did not record it)."""
@@ -114,6 +117,7 @@ def run_log(run: Run) -> str:
         "declarations": run.declarations,
         "cost_models": run.cost_models,
         "kept": run.kept,
+        "corpus": run.corpus,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
     }
@@ -251,4 +255,5 @@ def load_run(path: str | Path) -> Run:
         header.get("declarations", {}),
         header.get("cost_models", {}),
         header.get("kept", {}),
+        corpus=header.get("corpus", ""),
     )

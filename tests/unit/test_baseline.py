@@ -10,12 +10,16 @@ import pytest
 
 from retrieval.baseline import (
     BaselineError,
+    QuestionChanges,
+    as_scores,
     at_k,
     compare,
     config_changes,
     entry_for,
     incompatibility,
     load_baseline,
+    on_questions,
+    question_changes,
     unproduced,
     update_baseline,
 )
@@ -294,3 +298,42 @@ def test_update_at_another_k_is_refused_as_lower_not_as_removed(tmp_path: Path) 
     diff = update_baseline(path, "p", entry_for(run, score_run(run, 1), k=1), allow_regression=True)
     assert "  k 5 -> 1: recall@1 compared with the baseline's recall@5" in diff.splitlines()
     assert "  bm25 recall@1: 1.0000 -> 0.5000 (-0.5000)" in diff.splitlines()
+
+
+def test_questions_are_compared_one_by_one_only_over_the_same_corpus() -> None:
+    entry = {"corpus": "sha256:c1", "questions": {"q1": "a", "q2": "b", "q3": "c"}}
+    changes = question_changes(entry, {"q1": "a", "q2": "x", "q4": "d"}, "sha256:c1")
+    assert changes == QuestionChanges(added=("q4",), removed=("q3",), edited=("q2",), common=("q1",))
+    assert str(changes) == "1 added (q4); 1 removed (q3); 1 edited (q2)"
+    many = QuestionChanges(tuple(f"n{i}" for i in range(7)), (), (), ("q1",))
+    assert str(many) == "7 added (n0, n1, n2, n3, n4 and 2 more)"
+    # Another corpus, a baseline without question digests, no question in common: a new dataset.
+    assert question_changes(entry, {"q1": "a"}, "sha256:c2") is None
+    assert question_changes({"corpus": "sha256:c1"}, {"q1": "a"}, "sha256:c1") is None
+    assert question_changes(entry, {"q1": "z"}, "sha256:c1") is None
+
+
+def test_figures_on_the_common_questions_are_means_of_the_committed_per_question_figures() -> None:
+    run = _run(GOOD)
+    run.corpus = "sha256:c1"
+    entry = entry_for(run, score_run(run), k=5)
+    assert entry["corpus"] == "sha256:c1" and sorted(entry["questions"]) == ["q1", "q2", "q3"]
+    types = {q.id: q.type for q in QUESTIONS}
+    kept = on_questions(entry, ["q1", "q3"], types, 5)["methods"]["bm25"]
+    # bm25 ranks q1's document 1st and q3's two documents 1st and 2nd; q2 (rank 2) left out.
+    assert (kept["mrr"], kept["recall@5"], kept["by_type"]) == (
+        1.0,
+        1.0,
+        {"identifiant": {"recall@5": 1.0}, "paraphrase": {"recall@5": 1.0}},
+    )
+    assert on_questions(entry, ["q2"], types, 5)["methods"]["bm25"]["by_type"] == {"paraphrase": {"recall@5": 1.0}}
+    # Rounded per question, then averaged: both sides the same way, so an unchanged run holds.
+    rounded = {
+        **entry,
+        "methods": {"m": {**entry["methods"]["bm25"], "reciprocal_ranks": {"q1": 0.6667, "q2": 0.6667, "q3": 0.0}}},
+    }
+    assert on_questions(rounded, ["q1", "q2", "q3"], types, 5)["methods"]["m"]["mrr"] == 0.4445
+    same = compare(
+        on_questions(entry, ["q1", "q3"], types, 5), as_scores(on_questions(entry, ["q1", "q3"], types, 5), 5), 5, types
+    )
+    assert [c.ok for c in same] == [True] * len(same) and len(same) == 8

@@ -87,16 +87,27 @@ def test_analyzer_change_is_reported_as_configuration(project: Path, monkeypatch
     assert result.problem is None and result.changed_config == [f"analyzer: '{old}' -> '{old}-next'"]
 
 
-def test_question_change_is_reported_as_dataset_change(project: Path) -> None:
+def test_an_edited_question_is_measured_on_the_others_until_the_baseline_records_it(project: Path) -> None:
     path = project / "data/demo/questions.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     rows[0]["type"] = "mixte"  # same text: the recorded embeddings still apply
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
     result = _gate()
-    assert result.problem and "the dataset changed" in result.problem
-    # A new dataset is a new baseline, not a lowered one: no --allow-regression needed.
-    assert "new dataset: demo" in accept(result)
-    assert _gate().problem is None
+    edited, others = rows[0]["id"], [r["id"] for r in rows[1:]]
+    assert result.problem is None and result.changed_questions is not None
+    assert (str(result.changed_questions), list(result.changed_questions.common)) == (f"1 edited ({edited})", others)
+    assert result.requestioned == (
+        f"the questions changed since the baseline (1 edited ({edited})): the figures are compared on the "
+        f"{len(others)} questions both hold. If the change is intended, run `pytest --update-baseline` and commit "
+        "baselines/metrics.json."
+    )
+    assert [f"{c.method} {c.metric}" for c in result.checks if not c.ok] == [] and result.unproduced() == []
+    # Both sides are the committed per-question figures, averaged over the unchanged questions.
+    hybrid = json.loads(Path(BASELINE_PATH).read_text())["profiles"]["local"]["methods"]["hybrid"]
+    mrr = next(c for c in result.checks if (c.method, c.metric) == ("hybrid", "mrr"))
+    assert mrr.baseline == mrr.current == round(sum(hybrid["reciprocal_ranks"][q] for q in others) / len(others), 4)
+    assert f"  questions changed: 1 edited ({edited}); on the {len(others)} questions both hold:" in accept(result)
+    assert _gate().changed_questions is None
 
 
 def test_new_question_text_needs_a_recording(project: Path) -> None:

@@ -107,9 +107,13 @@ UNREAD = tuple(
 )
 
 
-def _write_dataset(folder: Path, questions: list[tuple[str, str, str, list[str]]] = QUESTIONS) -> None:
+def _write_dataset(
+    folder: Path,
+    questions: list[tuple[str, str, str, list[str]]] = QUESTIONS,
+    documents: list[tuple[str, str, str]] = DOCUMENTS,
+) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    rows = [{"id": i, "title": t, "text": x} for i, t, x in DOCUMENTS]
+    rows = [{"id": i, "title": t, "text": x} for i, t, x in documents]
     (folder / "corpus.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     answers = [{"id": i, "text": t, "type": y, "relevant": r} for i, t, y, r in questions]
     (folder / "questions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in answers))
@@ -299,7 +303,7 @@ def test_a_monorepo_root_run_gates_the_project_below_it_and_refuses_two(
     _run(pytester, "--ignore", "services/search").assert_outcomes(passed=13)
 
 
-def test_refused_update_writes_nothing_and_a_new_dataset_is_a_new_baseline(
+def test_refused_update_writes_nothing_added_questions_are_gated_and_a_new_corpus_is_a_new_baseline(
     pytester: pytest.Pytester, accepted: Path
 ) -> None:
     files = {p: p.read_bytes() for p in (accepted / "baselines").rglob("*.json")}
@@ -311,8 +315,36 @@ def test_refused_update_writes_nothing_and_a_new_dataset_is_a_new_baseline(
     )
     assert {p: p.read_bytes() for p in (accepted / "baselines").rglob("*.json")} == files
     _retriever(accepted, "1.0")
-    # Another dataset: the old figures measured something else, so nothing is "lowered".
-    _write_dataset(accepted / "data" / "qa", [*QUESTIONS, ("q5", "changer la langue", "exact", ["d6"])])
+    # A question added over the same corpus: the figures are compared on the 4 questions both
+    # datasets hold, and the change fails on its own until the baseline records it...
+    questions = [*QUESTIONS, ("q5", "changer la langue", "exact", ["d6"])]
+    _write_dataset(accepted / "data" / "qa", questions)
+    added = _run(pytester)
+    added.assert_outcomes(passed=12, failed=1)
+    added.stdout.fnmatch_lines(
+        [
+            "retrieval gate (profile local, dataset qa): 2 methods, 10 figures held, 0 fell, 2 top-10 snapshots "
+            "matched, 0 moved; questions changed since the baseline: 1 added (q5), figures compared on the 4 both hold",
+            "FAILED *::questions - the questions changed since the baseline (1 added (q5)): the figures are compared "
+            "on the 4 questions both hold. If the change is intended, run `pytest --update-baseline` and commit "
+            "baselines/metrics.json.",
+        ]
+    )
+    # ...so a worse retriever in the same pull request is caught, and cannot be recorded.
+    _retriever(accepted, "-1.00")
+    _run(pytester).stdout.fnmatch_lines(["*::overlap recall@5 - overlap recall@5 fell below the baseline*"])
+    _run(pytester, "--update-baseline").stdout.fnmatch_lines(
+        ["*BaselineError: refusing to lower the baseline of profile 'local': overlap recall@5*"]
+    )
+    _retriever(accepted, "1.0")
+    renewed = _run(pytester, "--update-baseline")
+    renewed.assert_outcomes(passed=12)
+    renewed.stdout.fnmatch_lines(
+        ["  questions changed: 1 added (q5); on the 4 questions both hold:", "  the new baseline, on all 5 questions:"]
+    )
+    # Another corpus: the old figures measured something else, so nothing is "lowered".
+    edited = [(i, t, x + " Voir aussi la documentation.") if i == "d6" else (i, t, x) for i, t, x in DOCUMENTS]
+    _write_dataset(accepted / "data" / "qa", questions, edited)
     _run(pytester).stdout.fnmatch_lines(["*::gate - the dataset changed since the baseline was made*"])
     renewed = _run(pytester, "--update-baseline")
     renewed.assert_outcomes(passed=12)
