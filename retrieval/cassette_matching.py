@@ -33,6 +33,22 @@ def loopback_port(r1: Any, r2: Any) -> None:
         raise AssertionError(f"port {r1.port} != {r2.port}")
 
 
+_NOT_JSON = object()
+
+
+def _as_json(body: Any) -> Any:
+    """A request body as parsed JSON, or _NOT_JSON. vcrpy holds bytes or text for most clients,
+    but the object itself for aiohttp's `json=`."""
+    if isinstance(body, dict | list):
+        return body
+    if not isinstance(body, bytes | str):
+        return _NOT_JSON
+    try:
+        return json.loads(body)
+    except ValueError:  # not JSON (UnicodeDecodeError is one)
+        return _NOT_JSON
+
+
 def same_body(r1: Any, r2: Any) -> None:
     """vcrpy's "body" matcher for the bodies sent here (equal bytes, else equal as parsed JSON),
     without the unified diff it builds on every mismatch, which nobody reads and which took a
@@ -42,11 +58,8 @@ def same_body(r1: Any, r2: Any) -> None:
     b1, b2 = read_body(r1), read_body(r2)
     if b1 == b2:
         return
-    try:
-        same = b1 is not None and b2 is not None and json.loads(b1) == json.loads(b2)
-    except ValueError:  # not JSON (UnicodeDecodeError is one): the bytes differ
-        same = False
-    if not same:
+    v1 = _as_json(b1)
+    if v1 is _NOT_JSON or v1 != _as_json(b2):
         raise AssertionError("the bodies differ")
 
 
@@ -72,15 +85,14 @@ def match_key(request: Any) -> tuple[str, str, bytes]:
     from vcr.util import read_body
 
     body = read_body(request)
-    if isinstance(body, str):
-        body = body.encode("utf-8")
-    body = body or b""
-    try:
-        parsed = _numbers_as_floats(json.loads(body))
-        body = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    except ValueError:  # not JSON (UnicodeDecodeError is one): its bytes are the key
-        pass
-    return request.method.upper(), request.path, hashlib.sha256(body).digest()
+    parsed = _as_json(body)
+    if parsed is not _NOT_JSON:
+        key = json.dumps(_numbers_as_floats(parsed), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    elif isinstance(body, bytes | str):  # not JSON: its bytes are the key
+        key = body.encode("utf-8") if isinstance(body, str) else body
+    else:  # nothing (None), or what only equality can tell apart: every such request shares one key
+        key = b""
+    return request.method.upper(), request.path, hashlib.sha256(key).digest()
 
 
 def index_cassette(cassette: Any) -> bool:

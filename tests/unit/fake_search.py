@@ -142,6 +142,25 @@ class AsyncRetriever(SearchRetriever):
             return list(await asyncio.gather(*(one(q.text) for q in context.dataset.questions)))
 
 
+class AiohttpRetriever(SearchRetriever):
+    """The async retriever on aiohttp, its bodies sent with `json=` (vcrpy keeps them as objects)."""
+
+    name = "search-aiohttp"
+
+    async def rank(self, context: Context) -> list[Ranking]:  # type: ignore[override]
+        import aiohttp
+
+        documents = [[d.id, d.content] for d in context.dataset.documents[: self.sent]]
+        async with aiohttp.ClientSession() as session:
+
+            async def one(text: str) -> Ranking:
+                body = {"query": text, "documents": documents}
+                async with session.post(os.environ[URL_VARIABLE], json=body) as answer:
+                    return _ranking((await answer.json())["hits"])
+
+            return list(await asyncio.gather(*(one(q.text) for q in context.dataset.questions)))
+
+
 class UndeclaredAsyncRetriever(AsyncRetriever):
     """The async retriever without its calls declared: replay must refuse its connection too."""
 
@@ -274,6 +293,14 @@ def priced_factory(settings: object) -> PricedRetriever:
 
 def async_factory(settings: object) -> AsyncRetriever:
     return AsyncRetriever()
+
+
+def aiohttp_factory(settings: object) -> AiohttpRetriever:
+    return AiohttpRetriever()
+
+
+def edited_aiohttp_factory(settings: object) -> SearchRetriever:
+    return _edited(AiohttpRetriever)
 
 
 def undeclared_async_factory(settings: object) -> UndeclaredAsyncRetriever:

@@ -62,6 +62,7 @@ def _settings(tmp_path: Path, **changes: object) -> Settings:
         ("fake_search:factory", "search"),
         ("fake_search:urllib_factory", "search-urllib"),
         ("fake_search:async_factory", "search-async"),
+        ("fake_search:aiohttp_factory", "search-aiohttp"),
     ],
 )
 def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
@@ -140,6 +141,12 @@ CAUGHT = " and 2 more request(s); the code that sent it"
             "fake_search:async_factory",
             "fake_search:edited_async_factory",
             "method 'search-async': no recorded answer for POST {url} ",
+            "",
+        ),
+        (
+            "fake_search:aiohttp_factory",
+            "fake_search:edited_aiohttp_factory",
+            "method 'search-aiohttp': no recorded answer for POST {url} ",
             "",
         ),
         # The method catches the refusal and falls back to empty rankings: the run still fails.
