@@ -25,18 +25,18 @@ if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in ever
 __all__ = [
     "BaselineError",
     "Check",
-    "QuestionChanges",
+    "DataChanges",
     "as_scores",
     "at_k",
     "compare",
     "config_changes",
+    "data_changes",
     "entry_for",
     "incompatibility",
     "load_baseline",
     "on_questions",
-    "question_changes",
     "question_digests",
-    "run_question_changes",
+    "run_data_changes",
     "unproduced",
     "update_baseline",
 ]
@@ -237,13 +237,20 @@ def question_digests(run: Run) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class QuestionChanges:
-    """The questions added, removed and edited since the baseline, and those both hold unchanged."""
+class DataChanges:
+    """How the dataset changed since the baseline, when its figures can still be compared on the
+    questions both hold: the questions added, removed and edited, those both hold unchanged, and
+    the documents' fingerprints ("sha256:a -> sha256:b") when they changed."""
 
     added: tuple[str, ...]
     removed: tuple[str, ...]
     edited: tuple[str, ...]
     common: tuple[str, ...]
+    documents: str | None = None
+
+    @property
+    def questions_changed(self) -> bool:
+        return bool(self.added or self.removed or self.edited)
 
     def __str__(self) -> str:
         parts = [
@@ -251,33 +258,37 @@ class QuestionChanges:
             for what, ids in (("added", self.added), ("removed", self.removed), ("edited", self.edited))
             if ids
         ]
-        return "; ".join(parts) or "none added, removed or edited (the file's order changed)"
+        if self.documents:
+            parts.append(f"the documents changed ({self.documents})")
+        return "; ".join(parts) or "no question added, removed or edited (the file's order changed)"
 
 
-def question_changes(entry: Mapping[str, Any], questions: Mapping[str, str], corpus: str) -> QuestionChanges | None:
-    """How the questions (`questions`: id -> digest, `question_digests`) differ from the baseline
-    entry's, when the figures can still be compared on those both hold: the same corpus, and at
-    least one question unchanged. None otherwise (another corpus, a baseline made before question
-    digests, no question in common): the dataset is then a new one."""
+def data_changes(entry: Mapping[str, Any], questions: Mapping[str, str], corpus: str) -> DataChanges | None:
+    """How the questions (`questions`: id -> digest, `question_digests`) and the documents
+    (`corpus`, their fingerprint) differ from the baseline entry's, when the figures can still be
+    compared on the questions both hold: at least one question unchanged. None otherwise (a
+    baseline made before question digests, no question in common): the dataset is a new one."""
     recorded = entry.get("questions")
-    if not isinstance(recorded, dict) or not corpus or entry.get("corpus") != corpus:
+    if not isinstance(recorded, dict):
         return None
     common = tuple(q for q, digest in questions.items() if recorded.get(q) == digest)
     if not common:
         return None
-    return QuestionChanges(
+    before = entry.get("corpus")
+    return DataChanges(
         added=tuple(q for q in questions if q not in recorded),
         removed=tuple(q for q in recorded if q not in questions),
         edited=tuple(q for q, digest in questions.items() if q in recorded and recorded[q] != digest),
         common=common,
+        documents=None if before == corpus else f"{before or 'unknown'} -> {corpus or 'unknown'}",
     )
 
 
-def run_question_changes(entry: Mapping[str, Any], run: Run) -> QuestionChanges | None:
-    """`question_changes` of a run against the baseline entry; None when its dataset is the baseline's."""
+def run_data_changes(entry: Mapping[str, Any], run: Run) -> DataChanges | None:
+    """`data_changes` of a run against the baseline entry; None when its dataset is the baseline's."""
     if entry.get("fingerprint") == run.fingerprint:
         return None
-    return question_changes(entry, question_digests(run), run.corpus)
+    return data_changes(entry, question_digests(run), run.corpus)
 
 
 def on_questions(entry: Mapping[str, Any], common: Collection[str], types: Mapping[str, str], k: int) -> dict[str, Any]:
@@ -326,11 +337,12 @@ def as_scores(entry: Mapping[str, Any], k: int) -> dict[str, MethodScores]:
 def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | None:
     """Why a run cannot be compared with the baseline entry (its dataset changed), or None.
     A changed configuration is compared all the same: that is what the gate measures, and so
-    are questions added, removed or edited over the same corpus (on the questions both hold)."""
-    if entry.get("fingerprint") != run.fingerprint and run_question_changes(entry, run) is None:
+    is a dataset that kept some questions as they were (on those questions)."""
+    if entry.get("fingerprint") != run.fingerprint and run_data_changes(entry, run) is None:
+        why = "no question is the same in both" if "questions" in entry else "the baseline predates question digests"
         return (
             f"the dataset changed since the baseline was made (fingerprint {entry.get('fingerprint')} -> "
-            f"{run.fingerprint}): metrics are not comparable. If the change is intended: re-record "
+            f"{run.fingerprint}) and {why}: metrics are not comparable. If the change is intended: re-record "
             f"(`{record_command(profile)}`) if questions changed, then `pytest --update-baseline` and commit "
             "baselines/metrics.json."
         )
@@ -478,15 +490,17 @@ def _diff(
 ) -> tuple[list[str], list[str]]:
     changes = None
     if old and old.get("fingerprint") != new["fingerprint"] and types is not None:
-        changes = question_changes(old, new.get("questions", {}), new.get("corpus", ""))
+        changes = data_changes(old, new.get("questions", {}), new.get("corpus", ""))
     if old and changes is not None and types is not None:
-        # Questions added, removed or edited over the same corpus: the figures of the questions
-        # both hold are compared (and may not fall), then the new ones are listed.
+        # A dataset that kept some questions as they were: their figures are compared (and may
+        # not fall), then the new baseline's are listed.
         k = int(new["config"].get("k", 5))
-        same = {**on_questions(old, changes.common, types, k), "fingerprint": new["fingerprint"]}
-        lines, lowered = _diff(same, on_questions(new, changes.common, types, k))
+        kept_old, kept_new = {**old, "fingerprint": new["fingerprint"]}, new
+        if changes.questions_changed:
+            kept_old, kept_new = (on_questions(e, changes.common, types, k) for e in (kept_old, new))
+        lines, lowered = _diff(kept_old, kept_new)
         return [
-            f"  questions changed: {changes}; on the {len(changes.common)} questions both hold:",
+            f"  dataset changed: {changes}; on the {len(changes.common)} questions both hold:",
             *lines,
             f"  the new baseline, on all {len(new.get('questions', {}))} questions:",
             *(f"  {name}: {value:.4f}" for name, value in _figures(new["methods"]).items()),
@@ -550,9 +564,9 @@ def update_baseline(
     types: Mapping[str, str] | None = None,
 ) -> str:
     """Write `entry` as the profile's baseline and return the diff; refuse to lower a figure
-    unless `allow_regression`. With `types` (question id -> type), questions added, removed or
-    edited over the same corpus are a changed dataset whose common questions' figures may not
-    fall; without, any other dataset replaces the old one whole. The file is replaced atomically."""
+    unless `allow_regression`. With `types` (question id -> type), a dataset that kept some
+    questions as they were is a changed one, whose figures on those questions may not fall;
+    without, any other dataset replaces the old one whole. The file is replaced atomically."""
     path = Path(path)
     data = load_baseline(path)
     old = data["profiles"].get(profile)

@@ -15,7 +15,7 @@ from retrieval.baseline import (
     config_changes,
     incompatibility,
     load_baseline,
-    run_question_changes,
+    run_data_changes,
 )
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
@@ -157,19 +157,19 @@ def _main(args: argparse.Namespace) -> int:
         entry = at_k(entry, settings.k) if entry else None
         problem = incompatibility(entry, run, profile) if entry else None
         changed = config_changes(entry, run) if entry and not problem else []
-        questions = run_question_changes(entry, run) if entry and not problem else None
+        data = run_data_changes(entry, run) if entry and not problem else None
         if problem:
             notice = f"the changes shown are against a baseline that is not comparable: {problem}"
-        elif changed or questions:
+        elif changed or data:
             notice = " ".join(
                 [
                     *(
                         [
-                            f"the questions changed since the baseline ({questions}): the changes shown compare this "
+                            f"the dataset changed since the baseline ({data}): the changes shown compare this "
                             "run's figures with the baseline's, each on its own questions (the gate compares the "
-                            f"{len(questions.common)} questions both hold)."
+                            f"{len(data.common)} questions both hold)."
                         ]
-                        if questions
+                        if data
                         else []
                     ),
                     *(

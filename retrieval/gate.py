@@ -17,7 +17,7 @@ from typing import Any
 
 from retrieval.baseline import (
     Check,
-    QuestionChanges,
+    DataChanges,
     as_scores,
     compare,
     config_changes,
@@ -25,7 +25,7 @@ from retrieval.baseline import (
     incompatibility,
     load_baseline,
     on_questions,
-    run_question_changes,
+    run_data_changes,
     unproduced,
     update_baseline,
 )
@@ -67,9 +67,9 @@ class GateResult:
     # The settings that differ from the baseline's ("hybrid.rrf_k: 60 -> 5"): a failure of its
     # own too, beside the figures compared with the baseline's (what the change costs).
     changed_config: list[str] = field(default_factory=list)
-    # Questions added, removed or edited since the baseline (same corpus): a failure of its own,
-    # beside the figures, compared on the questions both hold (`compared`: the baseline's, so).
-    changed_questions: QuestionChanges | None = None
+    # The dataset's changes since the baseline when some questions stayed as they were: a failure
+    # of its own, beside the figures, compared on those questions (`compared`: the baseline's, so).
+    changed_data: DataChanges | None = None
     compared: dict[str, Any] | None = None
     snapshots: Rankings = field(default_factory=dict)
     # What looks like a credential in the cassettes: such a result can never be accepted.
@@ -104,16 +104,23 @@ class GateResult:
         )
 
     @property
-    def requestioned(self) -> str | None:
-        """Why the baseline no longer holds these questions, with the fix; or None."""
-        if self.changed_questions is None:
+    def redataset(self) -> str | None:
+        """Why the baseline no longer describes this dataset, with the fix; or None."""
+        if self.changed_data is None:
             return None
         baseline = shown_path(self.baseline_path, self.settings.root)
         return (
-            f"the questions changed since the baseline ({self.changed_questions}): the figures are compared on the "
-            f"{len(self.changed_questions.common)} questions both hold. If the change is intended, run "
-            f"`pytest --update-baseline` and commit {baseline}."
+            f"the dataset changed since the baseline ({self.changed_data}): the figures are compared on the "
+            f"{len(self.changed_data.common)} questions both hold. If the change is intended, run "
+            f"`pytest --update-baseline` (with --allow-regression if a figure fell, and say why in the PR) and "
+            f"commit {baseline}."
         )
+
+    @property
+    def kept_questions(self) -> tuple[str, ...] | None:
+        """The questions the figures and top 10s are compared on, when not all of them."""
+        changes = self.changed_data
+        return changes.common if changes is not None and changes.questions_changed else None
 
     @property
     def baseline_path(self) -> Path:
@@ -189,7 +196,7 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     if result.problem is None:
         result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
         result.changed_config = config_changes(entry, run)
-        result.changed_questions = run_question_changes(entry, run)
+        result.changed_data = run_data_changes(entry, run)
         result.checks = _checks(result, entry)
     return result
 
@@ -210,8 +217,8 @@ def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
     degraded = {m: list(run.degraded(m)) for m in run.methods}
     scores: Mapping[str, MethodScores] = result.scores
     result.compared = None
-    if result.changed_questions is not None:
-        common = result.changed_questions.common
+    common = result.kept_questions
+    if common is not None:
         result.compared = entry = on_questions(entry, common, types, k)
         scores = as_scores(on_questions(entry_for(run, result.scores, k), common, types, k), k)
         degraded = {m: [q for q in fell_back if q in set(common)] for m, fell_back in degraded.items()}
@@ -251,6 +258,6 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
     result.snapshots = current
     result.problem = None
-    result.changed_cassettes, result.changed_config, result.changed_questions = [], [], None
+    result.changed_cassettes, result.changed_config, result.changed_data = [], [], None
     result.checks = _checks(result, result.entry)
     return diff

@@ -266,8 +266,8 @@ class GateCollector(pytest.File):
                 item("cassettes", "integrity", result.stale)
             if result.reconfigured:
                 item("configuration", "integrity", result.reconfigured)
-            if result.requestioned:
-                item("questions", "integrity", result.requestioned)
+            if result.redataset:
+                item("dataset", "integrity", result.redataset)
             for check in result.checks:
                 item(f"{check.method} {check.metric}", "figure", None if check.ok else check.message())
             for figure in result.unproduced():
@@ -297,7 +297,7 @@ class GateCollector(pytest.File):
                     failure = f"{shown} has no top {TOP} of {method}: write it with `pytest --update-baseline`."
                 else:
                     # After questions changed, the top 10s of the questions both hold.
-                    kept = result.changed_questions.common if result.changed_questions else None
+                    kept = result.kept_questions
                     changes = moved(*(_only(r[method], kept) for r in (result.snapshots, current)))
                     if changes:
                         failure = (
@@ -454,10 +454,10 @@ def _summary(state: _State, collect_only: bool = False) -> str:
         line += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
     if result.changed_config:
         line += f"; configuration changed since the baseline: {'; '.join(result.changed_config)}"
-    if result.changed_questions:
+    if result.changed_data:
         line += (
-            f"; questions changed since the baseline: {result.changed_questions}, figures compared on the "
-            f"{len(result.changed_questions.common)} both hold"
+            f"; dataset changed since the baseline: {result.changed_data}, figures compared on the "
+            f"{len(result.changed_data.common)} questions both hold"
         )
     # Requested methods the profile cannot provide (a reranker without a model): said once here.
     skipped = result.run.skipped

@@ -10,16 +10,16 @@ import pytest
 
 from retrieval.baseline import (
     BaselineError,
-    QuestionChanges,
+    DataChanges,
     as_scores,
     at_k,
     compare,
     config_changes,
+    data_changes,
     entry_for,
     incompatibility,
     load_baseline,
     on_questions,
-    question_changes,
     unproduced,
     update_baseline,
 )
@@ -230,11 +230,17 @@ def test_compatible_run() -> None:
     assert incompatibility(_entry(), _run(GOOD), "local") is None
 
 
-def test_changed_fingerprint_is_named() -> None:
-    reason = incompatibility(_entry(), _run(GOOD, fingerprint="sha256:bbbb"), "local")
+def test_a_dataset_not_comparable_is_named_with_why() -> None:
+    older = {k: v for k, v in _entry().items() if k != "questions"}  # made before question digests
+    reason = incompatibility(older, _run(GOOD, fingerprint="sha256:bbbb"), "local")
     assert reason is not None
-    assert "fingerprint sha256:aaaa -> sha256:bbbb" in reason
+    assert "fingerprint sha256:aaaa -> sha256:bbbb) and the baseline predates question digests" in reason
     assert "pytest --record --retrieval-profile local" in reason
+    other = {**_entry(), "questions": {q: "0" * 16 for q in _entry()["questions"]}}  # every question edited
+    reason = incompatibility(other, _run(GOOD, fingerprint="sha256:bbbb"), "local")
+    assert reason is not None and ") and no question is the same in both: metrics are not comparable" in reason
+    # The same questions (only the fingerprint differs here): compared.
+    assert incompatibility(_entry(), _run(GOOD, fingerprint="sha256:bbbb"), "local") is None
 
 
 def test_changed_config_key_is_named_and_still_comparable() -> None:
@@ -300,17 +306,20 @@ def test_update_at_another_k_is_refused_as_lower_not_as_removed(tmp_path: Path) 
     assert "  bm25 recall@1: 1.0000 -> 0.5000 (-0.5000)" in diff.splitlines()
 
 
-def test_questions_are_compared_one_by_one_only_over_the_same_corpus() -> None:
+def test_a_dataset_is_compared_on_the_questions_it_kept_as_they_were() -> None:
     entry = {"corpus": "sha256:c1", "questions": {"q1": "a", "q2": "b", "q3": "c"}}
-    changes = question_changes(entry, {"q1": "a", "q2": "x", "q4": "d"}, "sha256:c1")
-    assert changes == QuestionChanges(added=("q4",), removed=("q3",), edited=("q2",), common=("q1",))
+    changes = data_changes(entry, {"q1": "a", "q2": "x", "q4": "d"}, "sha256:c1")
+    assert changes == DataChanges(added=("q4",), removed=("q3",), edited=("q2",), common=("q1",))
     assert str(changes) == "1 added (q4); 1 removed (q3); 1 edited (q2)"
-    many = QuestionChanges(tuple(f"n{i}" for i in range(7)), (), (), ("q1",))
+    many = DataChanges(tuple(f"n{i}" for i in range(7)), (), (), ("q1",))
     assert str(many) == "7 added (n0, n1, n2, n3, n4 and 2 more)"
-    # Another corpus, a baseline without question digests, no question in common: a new dataset.
-    assert question_changes(entry, {"q1": "a"}, "sha256:c2") is None
-    assert question_changes({"corpus": "sha256:c1"}, {"q1": "a"}, "sha256:c1") is None
-    assert question_changes(entry, {"q1": "z"}, "sha256:c1") is None
+    # Other documents, the same questions: compared on every question, the documents named.
+    documents = data_changes(entry, {"q1": "a", "q2": "b", "q3": "c"}, "sha256:c2")
+    assert documents is not None and not documents.questions_changed
+    assert str(documents) == "the documents changed (sha256:c1 -> sha256:c2)"
+    # A baseline without question digests, or no question in common: a new dataset.
+    assert data_changes({"corpus": "sha256:c1"}, {"q1": "a"}, "sha256:c1") is None
+    assert data_changes(entry, {"q1": "z"}, "sha256:c1") is None
 
 
 def test_figures_on_the_common_questions_are_means_of_the_committed_per_question_figures() -> None:

@@ -183,18 +183,18 @@ def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
     )
     # A question removed: the note says so, and what the gate compares.
     (tmp_path / "retrieval.toml").write_text(project)
-    rows = (tmp_path / "data" / "qa" / "questions.jsonl").read_text().splitlines()
-    (tmp_path / "data" / "qa" / "questions.jsonl").write_text("\n".join(rows[:-1]) + "\n")
+    path = tmp_path / "data" / "qa" / "questions.jsonl"
+    rows = path.read_text().splitlines()
+    path.write_text("\n".join(rows[:-1]) + "\n")
     assert main(["--baseline"]) == 0
     removed = json.loads(rows[-1])["id"]
     assert (
-        f"> **Note:** the questions changed since the baseline (1 removed ({removed})): the changes shown compare "
+        f"> **Note:** the dataset changed since the baseline (1 removed ({removed})): the changes shown compare "
         "this run's figures with the baseline's, each on its own questions (the gate compares the 2 questions both "
         "hold)." in capsys.readouterr().out
     )
-    # Another corpus is not comparable at all.
-    corpus = tmp_path / "data" / "qa" / "corpus.jsonl"
-    corpus.write_text(corpus.read_text().replace("e", "é", 1))
+    # Not one question the same: not comparable at all.
+    path.write_text("".join(json.dumps({**json.loads(r), "text": json.loads(r)["text"] + " ?"}) + "\n" for r in rows))
     assert main(["--baseline"]) == 0
     assert "> **Note:** the changes shown are against a baseline that is not comparable: the dataset changed" in (
         capsys.readouterr().out

@@ -94,20 +94,20 @@ def test_an_edited_question_is_measured_on_the_others_until_the_baseline_records
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
     result = _gate()
     edited, others = rows[0]["id"], [r["id"] for r in rows[1:]]
-    assert result.problem is None and result.changed_questions is not None
-    assert (str(result.changed_questions), list(result.changed_questions.common)) == (f"1 edited ({edited})", others)
-    assert result.requestioned == (
-        f"the questions changed since the baseline (1 edited ({edited})): the figures are compared on the "
-        f"{len(others)} questions both hold. If the change is intended, run `pytest --update-baseline` and commit "
-        "baselines/metrics.json."
+    assert result.problem is None and result.changed_data is not None
+    assert (str(result.changed_data), list(result.changed_data.common)) == (f"1 edited ({edited})", others)
+    assert result.redataset == (
+        f"the dataset changed since the baseline (1 edited ({edited})): the figures are compared on the "
+        f"{len(others)} questions both hold. If the change is intended, run `pytest --update-baseline` (with "
+        "--allow-regression if a figure fell, and say why in the PR) and commit baselines/metrics.json."
     )
     assert [f"{c.method} {c.metric}" for c in result.checks if not c.ok] == [] and result.unproduced() == []
     # Both sides are the committed per-question figures, averaged over the unchanged questions.
     hybrid = json.loads(Path(BASELINE_PATH).read_text())["profiles"]["local"]["methods"]["hybrid"]
     mrr = next(c for c in result.checks if (c.method, c.metric) == ("hybrid", "mrr"))
     assert mrr.baseline == mrr.current == round(sum(hybrid["reciprocal_ranks"][q] for q in others) / len(others), 4)
-    assert f"  questions changed: 1 edited ({edited}); on the {len(others)} questions both hold:" in accept(result)
-    assert _gate().changed_questions is None
+    assert f"  dataset changed: 1 edited ({edited}); on the {len(others)} questions both hold:" in accept(result)
+    assert _gate().changed_data is None
 
 
 def test_new_question_text_needs_a_recording(project: Path) -> None:

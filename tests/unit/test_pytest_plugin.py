@@ -303,7 +303,7 @@ def test_a_monorepo_root_run_gates_the_project_below_it_and_refuses_two(
     _run(pytester, "--ignore", "services/search").assert_outcomes(passed=13)
 
 
-def test_refused_update_writes_nothing_added_questions_are_gated_and_a_new_corpus_is_a_new_baseline(
+def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is_a_new_baseline(
     pytester: pytest.Pytester, accepted: Path
 ) -> None:
     files = {p: p.read_bytes() for p in (accepted / "baselines").rglob("*.json")}
@@ -324,10 +324,11 @@ def test_refused_update_writes_nothing_added_questions_are_gated_and_a_new_corpu
     added.stdout.fnmatch_lines(
         [
             "retrieval gate (profile local, dataset qa): 2 methods, 10 figures held, 0 fell, 2 top-10 snapshots "
-            "matched, 0 moved; questions changed since the baseline: 1 added (q5), figures compared on the 4 both hold",
-            "FAILED *::questions - the questions changed since the baseline (1 added (q5)): the figures are compared "
-            "on the 4 questions both hold. If the change is intended, run `pytest --update-baseline` and commit "
-            "baselines/metrics.json.",
+            "matched, 0 moved; dataset changed since the baseline: 1 added (q5), figures compared on the 4 questions "
+            "both hold",
+            "FAILED *::dataset - the dataset changed since the baseline (1 added (q5)): the figures are compared "
+            "on the 4 questions both hold. If the change is intended, run `pytest --update-baseline` (with "
+            "--allow-regression if a figure fell, and say why in the PR) and commit baselines/metrics.json.",
         ]
     )
     # ...so a worse retriever in the same pull request is caught, and cannot be recorded.
@@ -340,12 +341,27 @@ def test_refused_update_writes_nothing_added_questions_are_gated_and_a_new_corpu
     renewed = _run(pytester, "--update-baseline")
     renewed.assert_outcomes(passed=12)
     renewed.stdout.fnmatch_lines(
-        ["  questions changed: 1 added (q5); on the 4 questions both hold:", "  the new baseline, on all 5 questions:"]
+        ["  dataset changed: 1 added (q5); on the 4 questions both hold:", "  the new baseline, on all 5 questions:"]
     )
-    # Another corpus: the old figures measured something else, so nothing is "lowered".
+    # Documents edited: the same questions, compared all the same (a document that now crowds
+    # out an answer is a regression too); the change is named until the baseline records it.
     edited = [(i, t, x + " Voir aussi la documentation.") if i == "d6" else (i, t, x) for i, t, x in DOCUMENTS]
     _write_dataset(accepted / "data" / "qa", questions, edited)
-    _run(pytester).stdout.fnmatch_lines(["*::gate - the dataset changed since the baseline was made*"])
+    documents = _run(pytester)
+    documents.assert_outcomes(passed=12, failed=1)
+    documents.stdout.fnmatch_lines(
+        [
+            "FAILED *::dataset - the dataset changed since the baseline (the documents "
+            "changed (sha256:* -> sha256:*)): the figures are compared on the 5 questions*"
+        ]
+    )
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    # Another dataset, not one question the same: the old figures measured something else, so
+    # nothing is "lowered" and the new baseline replaces the old one whole.
+    _write_dataset(accepted / "data" / "qa", [(i, f"{t} ?", y, r) for i, t, y, r in questions], edited)
+    _run(pytester).stdout.fnmatch_lines(
+        ["*::gate - the dataset changed since the baseline was made (fingerprint *) and no question is the same*"]
+    )
     renewed = _run(pytester, "--update-baseline")
     renewed.assert_outcomes(passed=12)
     renewed.stdout.fnmatch_lines(["  new dataset: qa (fingerprint sha256:*) replaces qa (fingerprint sha256:*)"])
