@@ -19,6 +19,7 @@ from retrieval.atomic import atomic_write_text
 from retrieval.recording import record_command
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
+    from retrieval.dataset import Question
     from retrieval.metrics import MethodScores
     from retrieval.run import Run
 
@@ -228,12 +229,10 @@ def question_digests(run: Run) -> dict[str, str]:
     same in two datasets when its id has the same digest in both."""
     import hashlib
 
-    return {
-        q.id: hashlib.sha256(json.dumps([q.text, q.type, sorted(q.relevant)], ensure_ascii=False).encode()).hexdigest()[
-            :16
-        ]
-        for q in (r.question for r in run.results)
-    }
+    def digest(q: Question) -> str:
+        return hashlib.sha256(json.dumps([q.text, q.type, sorted(q.relevant)], ensure_ascii=False).encode()).hexdigest()
+
+    return {r.question.id: digest(r.question)[:16] for r in run.results}
 
 
 @dataclass(frozen=True)

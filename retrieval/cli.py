@@ -160,28 +160,20 @@ def _main(args: argparse.Namespace) -> int:
         data = run_data_changes(entry, run) if entry and not problem else None
         if problem:
             notice = f"the changes shown are against a baseline that is not comparable: {problem}"
-        elif changed or data:
-            notice = " ".join(
-                [
-                    *(
-                        [
-                            f"the dataset changed since the baseline ({data}): the changes shown compare this "
-                            "run's figures with the baseline's, each on its own questions (the gate compares the "
-                            f"{len(data.common)} questions both hold)."
-                        ]
-                        if data
-                        else []
-                    ),
-                    *(
-                        [
-                            f"the baseline was made with another configuration ({'; '.join(changed)}): the changes "
-                            "shown are what this configuration moved."
-                        ]
-                        if changed
-                        else []
-                    ),
-                ]
-            )
+        else:
+            notes = []
+            if data:
+                notes.append(
+                    f"the dataset changed since the baseline ({data}): the changes shown compare this run's figures "
+                    "with the baseline's, each on its own questions (the gate compares the "
+                    f"{len(data.common)} questions both hold)."
+                )
+            if changed:
+                notes.append(
+                    f"the baseline was made with another configuration ({'; '.join(changed)}): the changes shown "
+                    "are what this configuration moved."
+                )
+            notice = " ".join(notes) or None
     report = build_report(
         run,
         dataset.documents,

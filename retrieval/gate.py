@@ -91,16 +91,22 @@ class GateResult:
             f"`pytest --update-baseline` and commit {baseline} with {folder}/."
         )
 
+    def _until_recorded(self, change: str) -> str:
+        # A change the figures are still compared across fails on its own until the baseline records it.
+        baseline = shown_path(self.baseline_path, self.settings.root)
+        return (
+            f"{change}. If the change is intended, run `pytest --update-baseline` (with --allow-regression if a "
+            f"figure fell, and say why in the PR) and commit {baseline}."
+        )
+
     @property
     def reconfigured(self) -> str | None:
         """Why the baseline no longer describes this configuration, with the fix; or None."""
         if not self.changed_config:
             return None
-        baseline = shown_path(self.baseline_path, self.settings.root)
-        return (
+        return self._until_recorded(
             f"the configuration differs from the baseline's ({'; '.join(self.changed_config)}): the figures are "
-            f"compared with the baseline's. If the change is intended, run `pytest --update-baseline` "
-            f"(with --allow-regression if a figure fell, and say why in the PR) and commit {baseline}."
+            "compared with the baseline's"
         )
 
     @property
@@ -108,12 +114,9 @@ class GateResult:
         """Why the baseline no longer describes this dataset, with the fix; or None."""
         if self.changed_data is None:
             return None
-        baseline = shown_path(self.baseline_path, self.settings.root)
-        return (
+        return self._until_recorded(
             f"the dataset changed since the baseline ({self.changed_data}): the figures are compared on the "
-            f"{len(self.changed_data.common)} questions both hold. If the change is intended, run "
-            f"`pytest --update-baseline` (with --allow-regression if a figure fell, and say why in the PR) and "
-            f"commit {baseline}."
+            f"{len(self.changed_data.common)} questions both hold"
         )
 
     @property
@@ -221,7 +224,8 @@ def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
     if common is not None:
         result.compared = entry = on_questions(entry, common, types, k)
         scores = as_scores(on_questions(entry_for(run, result.scores, k), common, types, k), k)
-        degraded = {m: [q for q in fell_back if q in set(common)] for m, fell_back in degraded.items()}
+        kept = set(common)
+        degraded = {m: [q for q in fell_back if q in kept] for m, fell_back in degraded.items()}
     source = shown_path(result.baseline_path, result.settings.root)
     why = where_relevant(run, result.settings.candidates)
     return compare(entry, scores, k, types, degraded, source=source, why=why)
