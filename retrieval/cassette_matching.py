@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["LOOPBACK_HOSTS", "MATCH_ON", "index_cassette", "loopback_port", "match_key", "same_body"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "MATCH_ON",
+    "body_difference",
+    "index_cassette",
+    "loopback_port",
+    "match_key",
+    "same_body",
+]
 
 # "loopback_port" instead of vcrpy's "port": a local server may get another port than the one
 # it was recorded on, and the committed local cassettes must still match.
@@ -61,6 +69,58 @@ def same_body(r1: Any, r2: Any) -> None:
     v1 = _as_json(b1)
     if v1 is _NOT_JSON or v1 != _as_json(b2):
         raise AssertionError("the bodies differ")
+
+
+_NOTHING = object()
+
+
+def _first_difference(old: Any, new: Any, path: str) -> tuple[str, Any, Any] | None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in [*old, *(k for k in new if k not in old)]:
+            found = _first_difference(old.get(key, _NOTHING), new.get(key, _NOTHING), f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(old, list) and isinstance(new, list):
+        for index, (a, b) in enumerate(zip(old, new, strict=False)):
+            found = _first_difference(a, b, f"{path}[{index}]")
+            if found:
+                return found
+        return None if len(old) == len(new) else (f"{path} (length)", len(old), len(new))
+    return None if old == new else (path, old, new)
+
+
+def _shown(value: Any) -> str:
+    if value is _NOTHING:
+        return "nothing"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _differences(old: Any, new: Any) -> int:
+    """How many values differ between two parsed JSON bodies (a list of another length counts once more)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return sum(_differences(old.get(k, _NOTHING), new.get(k, _NOTHING)) for k in {*old, *new})
+    if isinstance(old, list) and isinstance(new, list):
+        return sum(_differences(a, b) for a, b in zip(old, new, strict=False)) + (len(old) != len(new))
+    return int(old != new)
+
+
+def body_difference(recorded: Sequence[Any], sent: Any) -> str | None:
+    """Where a sent request's body first differs from the closest of the `recorded` ones (the
+    fewest values apart), as JSON ("at $.size: recorded 1000, sent 10"); None when the bodies are
+    not JSON."""
+    from vcr.util import read_body
+
+    new = _as_json(read_body(sent))
+    olds = [old for old in (_as_json(read_body(r)) for r in recorded) if old is not _NOT_JSON]
+    if new is _NOT_JSON or not olds:
+        return None
+    found = _first_difference(min(olds, key=lambda old: _differences(old, new)), new, "$")
+    if found is None:
+        return None
+    path, was, now = found
+    return f"at {path}: recorded {_shown(was)}, sent {_shown(now)}"
 
 
 def _numbers_as_floats(value: Any) -> Any:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
-from retrieval.cassette_matching import MATCH_ON, index_cassette, loopback_port, same_body
+from retrieval.cassette_matching import MATCH_ON, body_difference, index_cassette, loopback_port, same_body
 from retrieval.network import cause_of
 from retrieval.providers.base import ReplayMissError
 from retrieval.redaction import find_secrets
@@ -132,6 +132,10 @@ def _describe_miss(request: Any, cassette: Any) -> str:
     else:
         differing = [_MATCHER_WORDS.get(name.lstrip("_"), name.lstrip("_")) for name, _ in similar[0][2]]
         why = f"the closest recorded request differs in its {', '.join(dict.fromkeys(differing))}"
+        # vcrpy returns every recorded request equally close by matcher: the body fewest values apart is named.
+        where = body_difference([stored for stored, _, _ in similar], request) if "body" in differing else None
+        if where:  # what the code under test now sends differently: a changed setting, an unstable order
+            why += f", first {where}"
     # Shown as recorded: without the credentials the URL may carry (the message reaches CI logs).
     shown = _prepare_request(copy.deepcopy(request))
     return f"{shown.method} {shown.uri} ({why})"

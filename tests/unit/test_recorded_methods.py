@@ -188,7 +188,8 @@ def test_a_method_whose_requests_changed_fails_replay_in_one_line_with_the_comma
     cassette = tmp_path / "cassettes" / PROFILE / f"{recorded.methods[0]}.json"
     assert str(caught.value) == (
         expected.format(url=service.url, cassette=cassette)
-        + f"(the closest recorded request differs in its body){after}. The cassettes in {cassette.parent} no"
+        + "(the closest recorded request differs in its body, first at $.documents (length): recorded 8, sent 9)"
+        + f"{after}. The cassettes in {cassette.parent} no"
         " longer match this run: the dataset, a model, a prompt or a method (its requests or its code) changed since"
         f" they were recorded. Re-record with `pytest --record --retrieval-profile {PROFILE}` (it replaces them)."
     )
@@ -220,7 +221,8 @@ def test_the_readme_search_retriever_records_replays_and_names_an_edited_request
         evaluate(dataset, settings, methods=["searchret_edited:factory"])
     assert str(caught.value).startswith(
         f"method 'search': no recorded answer for POST {service.url}"
-        " (the closest recorded request differs in its body)."
+        f" (the closest recorded request differs in its body, first at $.size: recorded {settings.depth}, sent "
+        f"{settings.depth * 2})."
     )
     assert len(service.requests) == 3
 

@@ -180,11 +180,18 @@ def test_replay_matches_a_body_by_its_bytes_or_as_the_same_json_and_nothing_else
     for same in (sent, b'{ "model": "fixture-e5", "input": [ "a" ] }'):
         with replay.stage(STAGE):
             assert client.post(url, content=same).json() == recorded
-    for other in (b'{"input":["c"],"model":"fixture-e5"}', b"input=a&model=fixture-e5", b"\xff"):
+    # A JSON body says where it first differs (two recorded: the one that differs least is named).
+    for other, where in (
+        (b'{"input":["c"],"model":"fixture-e5"}', ', first at $.input[0]: recorded "a", sent "c"'),
+        (b'{"input":["a"],"model":"fixture-e5","dimensions":8}', ", first at $.dimensions: recorded nothing, sent 8"),
+        (b'{"input":["a","b"],"model":"fixture-e5"}', ", first at $.input (length): recorded 1, sent 2"),
+        (b"input=a&model=fixture-e5", ""),
+        (b"\xff", ""),
+    ):
         with pytest.raises(Exception) as caught, replay.stage(STAGE):
             client.post(url, content=other)
         assert is_replay_miss(caught.value), other
-        assert missed_request(caught.value) == f"POST {url} (the closest recorded request differs in its body)"
+        assert missed_request(caught.value) == f"POST {url} (the closest recorded request differs in its body{where})"
     # A miss says how the closest recorded request differs: sent more often than recorded, elsewhere.
     with pytest.raises(Exception) as caught, replay.stage(STAGE):
         for _ in range(2):
