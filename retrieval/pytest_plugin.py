@@ -459,6 +459,9 @@ def _summary(state: _State, collect_only: bool = False) -> str:
             f"; dataset changed since the baseline: {result.changed_data}, figures compared on the "
             f"{len(result.changed_data.common)} questions both hold"
         )
+    if result.entry is not None and "questions" not in result.entry:
+        # Made by an older version: a pull request that changes the dataset would not be compared.
+        line += "; the baseline has no question digests yet: `pytest --update-baseline` adds them (no figure changes)"
     # Requested methods the profile cannot provide (a reranker without a model): said once here.
     skipped = result.run.skipped
     if skipped:

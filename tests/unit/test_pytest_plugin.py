@@ -367,6 +367,23 @@ def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is
     renewed.stdout.fnmatch_lines(["  new dataset: qa (fingerprint sha256:*) replaces qa (fingerprint sha256:*)"])
 
 
+def test_a_baseline_from_before_question_digests_passes_and_says_how_to_add_them(
+    pytester: pytest.Pytester, accepted: Path
+) -> None:
+    path = accepted / "baselines" / "metrics.json"
+    data = json.loads(path.read_text())
+    del data["profiles"]["local"]["questions"]
+    path.write_text(json.dumps(data))
+    older = _run(pytester)
+    older.assert_outcomes(passed=12)
+    older.stdout.fnmatch_lines(
+        [f"{HELD}; the baseline has no question digests yet: `pytest --update-baseline` adds them (no figure changes)"]
+    )
+    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    _run(pytester).stdout.fnmatch_lines([HELD])
+    assert "questions" in json.loads(path.read_text())["profiles"]["local"]
+
+
 def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_collide(
     pytester: pytest.Pytester, adopter: Path
 ) -> None:
