@@ -183,7 +183,7 @@ def _main(args: argparse.Namespace) -> int:
         baseline=entry,
         dropped_questions=dataset.dropped_questions,
     )
-    text = render_json(report) if args.format == "json" else render_markdown(report, notice=notice)
+    text = render_json(report, notice) if args.format == "json" else render_markdown(report, notice=notice)
     if args.output:
         _write(args.output, text)
     else:

@@ -429,6 +429,7 @@ def render_markdown(
     return "\n".join(out) + "\n"
 
 
-def render_json(report: Report) -> str:
-    """The same content as the Markdown, for machines."""
-    return json.dumps(asdict(report), indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+def render_json(report: Report, notice: str | None = None) -> str:
+    """The same content as the Markdown, for machines; `notice` as the Markdown says it first
+    (a baseline of another configuration or dataset), null when there is none."""
+    return json.dumps({**asdict(report), "notice": notice}, indent=2, ensure_ascii=False, sort_keys=False) + "\n"

@@ -188,11 +188,13 @@ def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
     path.write_text("\n".join(rows[:-1]) + "\n")
     assert main(["--baseline"]) == 0
     removed = json.loads(rows[-1])["id"]
-    assert (
-        f"> **Note:** the dataset changed since the baseline (1 removed ({removed})): the changes shown compare "
-        "this run's figures with the baseline's, each on its own questions (the gate compares the 2 questions both "
-        "hold)." in capsys.readouterr().out
+    note = (
+        f"the dataset changed since the baseline (1 removed ({removed})): the changes shown compare this run's "
+        "figures with the baseline's, each on its own questions (the gate compares the 2 questions both hold)."
     )
+    assert f"> **Note:** {note}" in capsys.readouterr().out
+    assert main(["--baseline", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notice"] == note  # said to machines too
     # Not one question the same: not comparable at all.
     path.write_text("".join(json.dumps({**json.loads(r), "text": json.loads(r)["text"] + " ?"}) + "\n" for r in rows))
     assert main(["--baseline"]) == 0
