@@ -163,7 +163,7 @@ def index_cassette(cassette: Any) -> bool:
 
     if not all(hasattr(cassette, name) for name in ("_responses", "_before_record_request", "_match_on", "data")):
         return False
-    if not {matcher.__name__.lstrip("_") for matcher in cassette._match_on} >= _KEYED:
+    if not {matcher.__name__ for matcher in cassette._match_on} >= _KEYED:
         return False
     by_key: dict[tuple[str, str, bytes], list[int]] = {}
     indexed = 0

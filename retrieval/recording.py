@@ -118,7 +118,7 @@ def missed_request(exc: BaseException) -> str | None:
     return None if miss is None else _describe_miss(miss.failed_request, miss.cassette)
 
 
-# vcrpy's matcher names (ours are registered without their leading underscore), in words.
+# vcrpy's matcher names (their functions' names), in words.
 _MATCHER_WORDS = {"same_body": "body", "loopback_port": "port", "query": "query string"}
 
 
@@ -130,7 +130,7 @@ def _describe_miss(request: Any, cassette: Any) -> str:
     elif not similar[0][2]:
         why = "recorded, but sent more times than when it was recorded"
     else:
-        differing = [_MATCHER_WORDS.get(name.lstrip("_"), name.lstrip("_")) for name, _ in similar[0][2]]
+        differing = [_MATCHER_WORDS.get(name, name) for name, _ in similar[0][2]]
         why = f"the closest recorded request differs in its {', '.join(dict.fromkeys(differing))}"
         # vcrpy returns every recorded request equally close by matcher: the body fewest values apart is named.
         where = body_difference([stored for stored, _, _ in similar], request) if "body" in differing else None
@@ -208,6 +208,31 @@ def read_cassette(path: Path, profile: str) -> dict[str, Any]:
     ):
         raise _damaged(path, '"interactions" must be a list of {"request": ..., "response": ...}', profile)
     return data
+
+
+class _Parsed:
+    """A vcrpy serializer for a cassette `read_cassette` already parsed."""
+
+    @staticmethod
+    def deserialize(data: dict[str, Any]) -> dict[str, Any]:
+        return data
+
+
+@dataclass(frozen=True)
+class _CheckedLoad:
+    """vcrpy's persister for replay: the cassette is parsed once, by `read_cassette`, which also
+    checks it (vcrpy alone treats a cassette it cannot decode as empty, and replay would then
+    report misses instead of the damage). Replay never saves."""
+
+    profile: str
+
+    def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
+        from vcr.serialize import deserialize
+
+        return deserialize(read_cassette(Path(cassette_path), self.profile), _Parsed)
+
+    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
+        raise CassetteError(f"{cassette_path}: a replay tried to write its cassette")
 
 
 def _prepare_request(request: Any) -> Any:
@@ -339,7 +364,6 @@ class Recorder:
             if not self.has(stage):
                 raise CassetteError(f"no cassette {self.path(stage)}: record it with `{self.record_command}`")
             path, record_mode = self.path(stage), "none"
-            read_cassette(path, self.profile)
         else:
             path, record_mode = self._staged(f"{stage}.json"), "all"
         self.used.add(path.name)
@@ -354,6 +378,8 @@ class Recorder:
         )
         recorder.register_matcher("loopback_port", loopback_port)
         recorder.register_matcher("same_body", same_body)
+        if self.mode == "replay":
+            recorder.register_persister(_CheckedLoad(self.profile))
         with ExitStack() as stack:
             try:
                 cassette = stack.enter_context(recorder.use_cassette(str(path)))
