@@ -33,6 +33,7 @@ __all__ = [
     "config_changes",
     "data_changes",
     "entry_for",
+    "first_of",
     "incompatibility",
     "load_baseline",
     "on_questions",
@@ -44,6 +45,16 @@ __all__ = [
 
 FORMAT = "retrieval-baseline-1"
 DIGITS = 4
+# Questions a failure lists before it counts the rest: a change to a corpus of thousands of
+# questions listed every one, in one line of hundreds of kilobytes.
+SHOWN = 10
+
+
+def first_of(lines: Sequence[str], more: str = "", shown: int = SHOWN) -> list[str]:
+    """At most `shown` of `lines`, then one that counts the rest (`more` says where they all are)."""
+    if len(lines) <= shown:
+        return list(lines)
+    return [*lines[:shown], f"and {len(lines) - shown} more" + (f" ({more})" if more else "")]
 
 
 class BaselineError(RuntimeError):
@@ -82,7 +93,7 @@ class Check:
 
     def message(self) -> str:
         """What a failing check says: figures, delta, the questions that got worse."""
-        worse = ", ".join(self.worse_questions) or "none individually (a mean moved)"
+        worse = ", ".join(first_of(self.worse_questions)) or "none individually (a mean moved)"
         moved = "rose above" if self.lower_is_better else "fell below"
         theirs = f"'s {self.baseline_metric}" if self.baseline_metric else ""
         return (
@@ -421,11 +432,14 @@ def compare(
             s: MethodScores = s,
             reasons: Mapping[str, str] = (why or {}).get(method, {}),
         ) -> list[str]:
-            return [
-                f"{q} ({per_q[q]:.2f} -> {v[metric]:.2f}{f'; {reasons[q]}' if q in reasons else ''})"
+            fell = [
+                (q, v[metric])
                 for q, v in s.per_question.items()
                 if q in per_q and _r(v[metric]) < per_q[q] and (qtype is None or types.get(q) == qtype)
             ]
+            # Largest fall first: a failure lists the first ten (SHOWN) and counts the rest.
+            fell.sort(key=lambda qv: qv[1] - per_q[qv[0]])
+            return [f"{q} ({per_q[q]:.2f} -> {now:.2f}{f'; {reasons[q]}' if q in reasons else ''})" for q, now in fell]
 
         checks.append(
             Check(

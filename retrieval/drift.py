@@ -269,22 +269,22 @@ def _moved(old: float, new: float) -> str:
     return f"{old:.4f} -> {new:.4f} ({new - old:+.4f})"
 
 
+def _counted(*counts: tuple[int, str, str]) -> str:
+    """Each non-zero count with its singular or plural noun: ", 1 new text, 2 texts no longer asked"."""
+    return "".join(f", {n} {one if n == 1 else many}" for n, one, many in counts if n)
+
+
 def _cassette_line(c: CassetteDrift | RankingDrift) -> str:
     if isinstance(c, RankingDrift):
-        extra = "".join(
-            f", {count} {what}"
-            for count, what in ((c.only_old, "questions no longer asked"), (c.only_new, "new questions"))
-            if count
+        extra = _counted(
+            (c.only_old, "question no longer asked", "questions no longer asked"),
+            (c.only_new, "new question", "new questions"),
         )
         return f"  {c.stage}: recorded rankings changed for {c.changed} of {c.questions} questions{extra}"
-    extra = "".join(
-        f", {count} {what}"
-        for count, what in (
-            (c.reshaped, "of another length"),
-            (c.only_old, "texts no longer asked"),
-            (c.only_new, "new texts"),
-        )
-        if count
+    extra = _counted(
+        (c.reshaped, "of another length", "of another length"),
+        (c.only_old, "text no longer asked", "texts no longer asked"),
+        (c.only_new, "new text", "new texts"),
     )
     return f"  {c.stage}: {c.changed} of {c.vectors} vectors changed, largest difference {c.largest:.2g}{extra}"
 

@@ -36,7 +36,7 @@ from retrieval.failures import where_relevant
 from retrieval.metrics import MethodScores, score_run
 from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
 from retrieval.run import Run
-from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
+from retrieval.snapshots import Rankings, first_of, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
 
 __all__ = ["BASELINE_PATH", "GateResult", "accept", "importable", "run_gate"]
 
@@ -246,18 +246,18 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
     diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression, types=types)
     # The diff names the file as the project sees it, whatever the working directory.
     diff = diff.replace(str(result.baseline_path), shown_path(result.baseline_path, result.settings.root), 1)
+    shown = shown_path(result.snapshot_path, result.settings.root)
     moves = [
         line
         for m in sorted(current)
         for line in (
-            [f"  {m} {change}" for change in moved(result.snapshots[m], current[m])]
+            [f"  {m} {change}" for change in first_of(moved(result.snapshots[m], current[m]), f"`git diff {shown}`")]
             if m in result.snapshots
             else [f"  {m}: new ({len(current[m])} questions)"]
         )
     ]
     if current != result.snapshots:
         write_snapshots(result.snapshot_path, result.profile, current)
-    shown = shown_path(result.snapshot_path, result.settings.root)
     diff += f"\nrankings {shown}:\n" + ("\n".join(moves) if moves else "  no top 10 moved")
     result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
     result.snapshots = current

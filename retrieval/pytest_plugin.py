@@ -31,7 +31,7 @@ from retrieval.config import ConfigError, find_project_file, load_settings, proj
 from retrieval.dataset import DatasetError
 from retrieval.providers.base import ProviderError
 from retrieval.recording import CassetteError
-from retrieval.snapshots import TOP, moved, top_rankings
+from retrieval.snapshots import TOP, top_changed, top_rankings
 
 if TYPE_CHECKING:
     from retrieval.gate import GateResult
@@ -285,7 +285,7 @@ class GateCollector(pytest.File):
                     f"{method} ran but has no baseline figure: add it with `pytest --update-baseline`.",
                 )
             current = top_rankings(result.run)
-            shown = result.snapshot_path
+            shown = shown_path(result.snapshot_path, result.settings.root)
             for method in sorted(set(current) | set(result.snapshots)):
                 failure = None
                 if method not in current:
@@ -298,13 +298,8 @@ class GateCollector(pytest.File):
                 else:
                     # After questions changed, the top 10s of the questions both hold.
                     kept = result.kept_questions
-                    changes = moved(*(_only(r[method], kept) for r in (result.snapshots, current)))
-                    if changes:
-                        failure = (
-                            f"{method} top {TOP} changed for {len(changes)} question(s): "
-                            + "; ".join(changes)
-                            + ". If intended, accept it with `pytest --update-baseline`."
-                        )
+                    was, now = (_only(r[method], kept) for r in (result.snapshots, current))
+                    failure = top_changed(method, was, now, shown)
                 item(f"{method} top {TOP}", "snapshot", failure)
         state.kinds.update({i.nodeid: i.kind for i in made})
         return list(made)

@@ -137,6 +137,27 @@ def test_a_lowered_figure_fails_with_an_explanation() -> None:
     assert all(c.ok for (method, _), c in checks.items() if method == "vector")
 
 
+def test_a_failure_lists_the_ten_largest_falls_first_and_counts_the_rest() -> None:
+    # FIXTURE figures of 13 questions: q00..q11 fell by 0.01 * (i + 1) from 1.0, q12 held.
+    before = {f"q{i:02}": 1.0 for i in range(13)}
+    after = {q: (1.0 if q == "q12" else round(1 - 0.01 * (i + 1), 2)) for i, q in enumerate(before)}
+    base = {"recall@5": 1.0, "mrr": 1.0, "reciprocal_ranks": before, "recall_per_question": before}
+    scores = MethodScores(
+        {"recall@5": 1.0, "mrr": sum(after.values()) / 13},
+        {},
+        {q: {"recall@5": 1.0, "mrr": v} for q, v in after.items()},
+    )
+    (mrr,) = [c for c in compare({"methods": {"bm25": base}}, {"bm25": scores}, 5, {}) if not c.ok]
+    assert mrr.worse_questions == [f"q{i:02} (1.00 -> {1 - 0.01 * (i + 1):.2f})" for i in reversed(range(12))]
+    assert mrr.message() == (
+        "bm25 mrr fell below the baseline: baseline 1.0000, current 0.9400, delta -0.0600 (tolerance 0.0). "
+        "Questions that got worse: q11 (1.00 -> 0.88), q10 (1.00 -> 0.89), q09 (1.00 -> 0.90), q08 (1.00 -> 0.91), "
+        "q07 (1.00 -> 0.92), q06 (1.00 -> 0.93), q05 (1.00 -> 0.94), q04 (1.00 -> 0.95), q03 (1.00 -> 0.96), "
+        "q02 (1.00 -> 0.97), and 2 more. If this change is intended, accept it with "
+        "`pytest --update-baseline --allow-regression` and say why in the PR."
+    )
+
+
 def test_tolerance_absorbs_small_drops() -> None:
     entry = {**_entry(), "tolerance": 0.2}
     checks = {(c.method, c.metric): c for c in compare(entry, _scores(WORSE), 5, TYPES)}

@@ -18,6 +18,7 @@ from fake_servers import FakeGeminiServer, clean_gemini_env, gemini_profile
 from retrieval.config import Settings
 from retrieval.drift import (
     CassetteDrift,
+    RankingDrift,
     cassette_vectors,
     compare_cassettes,
     compare_runs,
@@ -103,7 +104,7 @@ def test_float_lists_pair_with_base64_and_texts_pair_whatever_the_batches(tmp_pa
     assert drift == CassetteDrift("question-embeddings", vectors=25, changed=0, largest=0.0, only_new=1)
     assert (
         render_drift([drift], None)[1]
-        == "  question-embeddings: 0 of 25 vectors changed, largest difference 0, 1 new texts"
+        == "  question-embeddings: 0 of 25 vectors changed, largest difference 0, 1 new text"
     )
 
 
@@ -228,4 +229,19 @@ def test_methods_only_in_one_run_are_named() -> None:
         "  m: top 10 changed for 1 of 1 questions; mrr 1.0000 -> 0.5000 (-0.5000), mrr t 1.0000 -> 0.5000 (-0.5000)",
         "  fresh: new in this recording",
         "  gone: no longer recorded",
+    ]
+
+
+def test_counts_in_a_drift_line_agree_with_their_noun() -> None:
+    lines = render_drift(
+        [
+            CassetteDrift("corpus-embeddings", vectors=9, changed=2, largest=0.5, reshaped=1, only_old=2, only_new=1),
+            RankingDrift("engine", questions=5, changed=1, only_old=1, only_new=3),
+        ],
+        None,
+    )
+    assert lines[1:] == [
+        "  corpus-embeddings: 2 of 9 vectors changed, largest difference 0.5, 1 of another length, "
+        "2 texts no longer asked, 1 new text",
+        "  engine: recorded rankings changed for 1 of 5 questions, 1 question no longer asked, 3 new questions",
     ]

@@ -18,7 +18,7 @@ from retrieval.config import LLMSettings, Settings
 from retrieval.dataset import load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.recording import CassetteError, cassette_digest
-from retrieval.snapshots import load_snapshots, moved, render_snapshots, write_snapshots
+from retrieval.snapshots import load_snapshots, moved, render_snapshots, top_changed, write_snapshots
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # sha256 of nothing: a profile whose methods call no model has no cassette.
@@ -113,10 +113,29 @@ def test_snapshot_file_is_one_question_per_line(tmp_path: Path) -> None:
     assert render_snapshots("local", load_snapshots(path)) == path.read_text()
 
 
-def test_moved_lists_each_changed_question() -> None:
-    before = {"q1": ["d1", "d2"], "q2": ["d3"], "q3": ["d4"]}
-    after = {"q1": ["d2", "d1"], "q2": ["d3"], "q4": ["d5"]}
-    assert moved(before, after) == ["q1: d1 d2 -> d2 d1", "q3: d4 -> (absent)", "q4: (absent) -> d5"]
+def test_moved_says_each_changed_question_from_its_first_differing_rank_nearest_the_top_first() -> None:
+    before = {"q1": ["d1", "d2", "d3"], "q2": ["d3"], "q3": ["d4"], "q5": ["d1", "d2"], "q6": ["d1", "d2"]}
+    after = {"q1": ["d1", "d3", "d2"], "q2": ["d3"], "q4": ["d5"], "q5": ["d2", "d1"], "q6": ["d1", "d2", "d9"]}
+    assert moved(before, after) == [
+        "q3: d4 -> (absent)",
+        "q4: (absent) -> d5",
+        "q5: d1 d2 -> d2 d1",
+        "q1 from rank 2: d2 d3 -> d3 d2",
+        "q6 from rank 3: (nothing) -> d9",
+    ]
+
+
+def test_a_top_10_change_lists_the_ten_questions_changed_nearest_the_top_and_counts_the_rest() -> None:
+    # After a document is added, most questions change low in their top 10 (FIXTURE rankings).
+    before = {f"q{i:02}": ["d1", "d2", "d3"] for i in range(12)}
+    after = {**{q: ["d1", "d2", "new"] for q in before}, "q11": ["new", "d1", "d2"]}
+    assert top_changed("bm25", before, after, "baselines/rankings/local.json") == (
+        "bm25 top 10 changed for 12 question(s): q11: d1 d2 d3 -> new d1 d2; "
+        + "; ".join(f"q{i:02} from rank 3: d3 -> new" for i in range(9))
+        + "; and 2 more (`pytest --update-baseline` rewrites baselines/rankings/local.json: its diff lists all). "
+        "If intended, accept it with `pytest --update-baseline`."
+    )
+    assert top_changed("bm25", before, dict(before), "baselines/rankings/local.json") is None
 
 
 @pytest.mark.parametrize(

@@ -121,6 +121,23 @@ def test_new_question_text_needs_a_recording(project: Path) -> None:
     assert f"questions new or changed since {cassette} was recorded: {rows[0]['id']}" in str(caught.value)
 
 
+def test_an_update_that_moves_many_top_10s_lists_ten_per_method_and_points_at_the_diff(project: Path) -> None:
+    # A BM25 saturation this low reorders most questions' bm25 (and so hybrid) top 10.
+    (project / "retrieval.toml").write_text(PROJECT_FILE + "bm25_k1 = 0.2\n")
+    diff = accept(_gate(), allow_regression=True).splitlines()
+    moves = diff[diff.index("rankings baselines/rankings/local.json:") + 1 :]
+    assert moves[10] == "  bm25 and 8 more (`git diff baselines/rankings/local.json`)"
+    assert moves[21] == "  hybrid and 4 more (`git diff baselines/rankings/local.json`)"
+    assert len(moves) == 22 and not any(line.startswith("  vector") for line in moves)
+    # Nearest the top first: changed at rank 1, then the first changed at rank 2.
+    assert [line.split(":")[0] for line in moves[:4]] == [
+        "  bm25 q08",
+        "  bm25 q14",
+        "  bm25 q21",
+        "  bm25 q05 from rank 2",
+    ]
+
+
 def test_lowered_figure_names_worse_questions_and_update_refuses(project: Path) -> None:
     baseline = json.loads(Path(BASELINE_PATH).read_text())
     vector = baseline["profiles"]["local"]["methods"]["vector"]

@@ -433,7 +433,23 @@ def test_a_baseline_figure_the_run_no_longer_produces_fails(pytester: pytest.Pyt
     (accepted / "pyproject.toml").write_text(PYPROJECT.format(methods='["myret:factory"]', profile="local"))
     result = _run(pytester)
     result.assert_outcomes(passed=6, failed=6)
-    result.stdout.fnmatch_lines(["FAILED *::bm25 mrr - the baseline gates bm25 mrr but this run did not produce it*"])
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED *::bm25 mrr - the baseline gates bm25 mrr but this run did not produce it*",
+            # The snapshot file as the project names it, whatever the working directory.
+            "FAILED *::bm25 top 10 - baselines/rankings/local.json holds bm25's top 10 but this run did not produce "
+            "bm25: `pytest --update-baseline --allow-regression` drops it.",
+        ]
+    )
+    (accepted / "baselines" / "rankings" / "local.json").unlink()
+    unsnapped = _run(pytester)
+    unsnapped.assert_outcomes(passed=5, failed=6)
+    unsnapped.stdout.fnmatch_lines(
+        [
+            "FAILED *::overlap top 10 - baselines/rankings/local.json has no top 10 of overlap: write it with "
+            "`pytest --update-baseline`."
+        ]
+    )
 
 
 def test_never_skips_never_runs_where_not_asked(pytester: pytest.Pytester, accepted: Path) -> None:

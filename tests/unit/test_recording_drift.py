@@ -264,7 +264,7 @@ def test_committed_cassettes_that_do_not_replay_the_new_data_are_not_compared(
     assert recorded.drift == [
         "Drift of this recording against the committed one:",
         "  corpus-embeddings: 0 of 64 vectors changed, largest difference 0",
-        "  question-embeddings: 0 of 4 vectors changed, largest difference 0, 1 texts no longer asked, 1 new texts",
+        "  question-embeddings: 0 of 4 vectors changed, largest difference 0, 1 text no longer asked, 1 new text",
         "  no comparable previous recording: the committed cassettes do not replay this run (replay miss)",
     ]
     # A method whose cassette was never committed: no comparable run either, and no error.
