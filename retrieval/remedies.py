@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from retrieval.fusion import DEFAULT_RRF_K
+from retrieval.markdown import folded
 from retrieval.run import QuestionResult, Run
 from retrieval.sweeps import (
     RRF_KS,
@@ -336,13 +337,16 @@ def render_diagnosis(diagnoses: Sequence[Diagnosis], summary: Sequence[Mapping[s
         return ["No failure at rank 1: nothing to remedy."]
     first = diagnoses[0]
     out = [f"Failures at rank 1 of {first.method} (candidate pool: {first.pool} top {first.candidates}):", ""]
-    for d in diagnoses:
-        out.append(f"- **{d.question_id}** {d.question}  ")
-        out.append(f"  expected {', '.join(d.expected)}; obtained {', '.join(d.obtained)}")
-        for doc, per in d.ranks.items():
-            out.append(f"  - `{doc}`: " + ", ".join(f"{m} {_rank(r)}" for m, r in per.items()))
-        for r in d.remedies:
-            out.append(f"  - {r.kind}: {r.detail}")
+    items = [
+        [
+            f"- **{d.question_id}** {d.question}  ",
+            f"  expected {', '.join(d.expected)}; obtained {', '.join(d.obtained)}",
+            *(f"  - `{doc}`: " + ", ".join(f"{m} {_rank(r)}" for m, r in per.items()) for doc, per in d.ranks.items()),
+            *(f"  - {r.kind}: {r.detail}" for r in d.remedies),
+        ]
+        for d in diagnoses
+    ]
+    out += folded(items, "failure(s)")
     out += ["", "| Remedy | Questions it could reach | Cost |", "|---|---|---|"]
     for row in summary:
         qs = row["questions"]

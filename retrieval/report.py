@@ -16,7 +16,7 @@ from retrieval.baseline import DIGITS
 from retrieval.cost import Usage, estimate_cost
 from retrieval.dataset import Document
 from retrieval.failures import Failure, RelevantTrace, best_method, failures_at_rank_1
-from retrieval.markdown import escape_cell
+from retrieval.markdown import escape_cell, folded
 from retrieval.metrics import MethodScores, score_run
 from retrieval.paired import BASELINE, PairedComparison, comparison_pairs, render_comparisons, summary_line
 from retrieval.paired import compare as paired
@@ -317,15 +317,17 @@ def _failures(report: Report) -> list[str]:
     if not report.failures:
         return [*out, "None: every question has a relevant document first."]
     depth = int(report.config.get("depth", 1000))
+    items = []
     for f in report.failures:
         label = "recall failure" if f.kind == "recall" else "ranking failure"
-        out.append(
+        head = (
             f"- **{f.question_id}** ({escape_cell(f.type)}) {f.question}  \n"
             f"  expected {f.expected}, obtained {f.obtained}  \n"
             f"  **{label}** (relevant {'absent from' if f.kind == 'recall' else 'present in'} {f.pool})"
             + (f", {f.status}" if f.status != "ok" else "")
         )
-        out += [f"  - {_trace(t, f.method, depth)}" for t in f.relevant]
+        items.append([head, *(f"  - {_trace(t, f.method, depth)}" for t in f.relevant)])
+    out += folded(items, "failure(s)")
     recall_n = sum(f.kind == "recall" for f in report.failures)
     return [*out, "", f"{recall_n} recall failure(s), {len(report.failures) - recall_n} ranking failure(s)."]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from retrieval.baseline import entry_for
 from retrieval.cost import Usage
 from retrieval.dataset import Document, Question
+from retrieval.markdown import folded
 from retrieval.metrics import score_run
 from retrieval.report import Report, build_report, render_json, render_markdown
 from retrieval.run import MethodResult, QuestionResult, Run
@@ -315,3 +317,26 @@ def test_types_are_escaped_and_dropped_questions_said() -> None:
     header = next(line for line in markdown.splitlines() if line.startswith("| Method |"))
     assert header.endswith("| Recall@5 a\\|b &lt;i&gt; |")
     assert "> 2 question(s) of the dataset have no relevant document (every qrels score is 0)" in markdown
+
+
+def test_a_long_failure_list_shows_twenty_and_folds_the_rest_in_a_details_block() -> None:
+    assert folded([["- a", "  a1"], ["- b"], ["- c"]], "failure(s)", shown=2) == [
+        *("- a", "  a1", "- b", ""),
+        *("<details><summary>1 more failure(s)</summary>", "", "- c", "", "</details>"),
+    ]
+    assert folded([["- a"], ["- b"]], "failure(s)", shown=2) == ["- a", "- b"]
+    # 12 copies of the fixture's questions: hybrid, the best, fails q2 and q3 of each (24 failures).
+    run = _run()
+    run.results = [
+        QuestionResult(replace(r.question, id=f"{r.question.id}-{c:02}"), r.methods)
+        for c in range(12)
+        for r in run.results
+    ]
+    markdown = render_markdown(_report(run))
+    failures = markdown.split("### Failures at rank 1 of the best method (hybrid)")[1].split("###")[0]
+    shown, folded_part = failures.split("<details><summary>4 more failure(s)</summary>")
+    assert re.findall(r"\*\*(q\d-\d\d)\*\*", shown) == [f"q{n}-{c:02}" for c in range(10) for n in (2, 3)]
+    assert re.findall(r"\*\*(q\d-\d\d)\*\*", folded_part) == ["q2-10", "q3-10", "q2-11", "q3-11"]
+    assert folded_part.rstrip().endswith("</details>\n\n12 recall failure(s), 12 ranking failure(s).")
+    remedies = markdown.split("### Which remedy could reach each failure of hybrid")[1]
+    assert remedies.count("<details><summary>4 more failure(s)</summary>") == 1
