@@ -445,6 +445,10 @@ def _summary(state: _State, collect_only: bool = False) -> str:
     tolerance = float((result.entry or {}).get("tolerance", 0.0))
     if tolerance:
         line += f", tolerance {tolerance}"
+    # -x stopping the session, --lf or --deselect: the counts above are of the items that ran.
+    unrun = sum(state.outcomes.get(n) not in ("passed", "failed") for n in state.kinds)
+    if unrun:
+        line += f"; {unrun} of its {len(state.kinds)} items not run (stopped early or deselected): not known to hold"
     if result.changed_cassettes:
         line += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
     if result.changed_config:

@@ -452,6 +452,29 @@ def test_a_baseline_figure_the_run_no_longer_produces_fails(pytester: pytest.Pyt
     )
 
 
+def test_a_run_stopped_early_or_narrowed_says_how_many_gate_items_it_did_not_run(
+    pytester: pytest.Pytester, accepted: Path
+) -> None:
+    _retriever(accepted, "-1.00")
+    stopped = _run(pytester, "-x")
+    stopped.assert_outcomes(passed=5, failed=1)
+    stopped.stdout.fnmatch_lines(
+        [
+            "retrieval gate (profile local, dataset qa): 2 methods, 5 figures held, 1 fell, 0 top-10 snapshots "
+            "matched, 0 moved; 6 of its 12 items not run (stopped early or deselected): not known to hold"
+        ]
+    )
+    _run(pytester, cache=True).assert_outcomes(passed=7, failed=5)
+    narrowed = _run(pytester, "--lf", cache=True)  # the failed items alone
+    narrowed.assert_outcomes(failed=5)
+    narrowed.stdout.fnmatch_lines(
+        [
+            "retrieval gate (profile local, dataset qa): 2 methods, 0 figures held, 4 fell, 0 top-10 snapshots "
+            "matched, 1 moved; 7 of its 12 items not run (stopped early or deselected): not known to hold"
+        ]
+    )
+
+
 def test_never_skips_never_runs_where_not_asked(pytester: pytest.Pytester, accepted: Path) -> None:
     pytester.makepyfile(test_own="def test_own():\n    pass\n")
     # Deselected, or only a test file named: the gate does not run and says nothing.
