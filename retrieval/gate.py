@@ -22,6 +22,7 @@ from retrieval.baseline import (
     compare,
     config_changes,
     entry_for,
+    first_of,
     incompatibility,
     load_baseline,
     on_questions,
@@ -36,7 +37,7 @@ from retrieval.failures import where_relevant
 from retrieval.metrics import MethodScores, score_run
 from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
 from retrieval.run import Run
-from retrieval.snapshots import Rankings, first_of, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
+from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
 
 __all__ = ["BASELINE_PATH", "GateResult", "accept", "importable", "run_gate"]
 

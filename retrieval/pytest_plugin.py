@@ -445,7 +445,8 @@ def _summary(state: _State, collect_only: bool = False) -> str:
     tolerance = float((result.entry or {}).get("tolerance", 0.0))
     if tolerance:
         line += f", tolerance {tolerance}"
-    # -x stopping the session, --lf or --deselect: the counts above are of the items that ran.
+    # After -x stopped the session, or --lf ran the failed items alone, the counts above are of
+    # the items that ran: the others were compared but not reported.
     unrun = sum(state.outcomes.get(n) not in ("passed", "failed") for n in state.kinds)
     if unrun:
         line += f"; {unrun} of its {len(state.kinds)} items not run (stopped early or deselected): not known to hold"

@@ -103,7 +103,7 @@ def moved(expected: Mapping[str, list[str]], current: Mapping[str, list[str]]) -
 
     Ranks above the first difference are left out: after a document is added or a setting is
     tuned, most questions change low in their top 10, and the full lists of hundreds of
-    questions buried the change (a 180 KB line for 373 questions of a 12,000-document corpus).
+    questions buried the change (a 90 KB line for 373 questions of a 12,000-document corpus).
     """
     changes = []
     for question in set(expected) | set(current):
