@@ -21,6 +21,7 @@ from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
 from retrieval.gate import BASELINE_PATH, importable
+from retrieval.markdown import fit
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording import CassetteError
 from retrieval.redaction import failure_text, redacted
@@ -55,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["markdown", "json"], default="markdown")
     p.add_argument("--output", help="write the report to this file instead of standard output")
     p.add_argument("--log", help="write the per-question run log (JSONL) to this file")
+    p.add_argument(
+        "--summary-output",
+        dest="summary_output",
+        help="also write the Markdown report here, fitted to a CI job summary's 1 MB limit "
+        "(GitHub shows none of a larger one): the folded failure lists go first",
+    )
     p.add_argument(
         "--from-log",
         dest="from_log",
@@ -188,6 +195,8 @@ def _main(args: argparse.Namespace) -> int:
         _write(args.output, text)
     else:
         sys.stdout.write(text)
+    if args.summary_output:
+        _write(args.summary_output, fit(render_markdown(report, notice=notice)))
     # After the report, so that it is still written: a method that degraded everywhere fails the run.
     degraded = _all_degraded(run)
     for line in degraded:

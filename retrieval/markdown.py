@@ -8,13 +8,18 @@ newline in a question type would break the table, and `<script>` would pass thro
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 
-__all__ = ["SHOWN_ITEMS", "escape_cell", "folded"]
+__all__ = ["JOB_SUMMARY_BYTES", "SHOWN_ITEMS", "escape_cell", "fit", "folded"]
 
 # List items shown before the rest folds: a 400-question run's job summary listed 1,600 lines
 # of failures and remedies, and the figures and cost were at the bottom of it.
 SHOWN_ITEMS = 20
+# GitHub refuses a step's job summary over 1 MiB (and shows none of it); the rest of the 1 MiB is
+# room for the workflow's own lines.
+JOB_SUMMARY_BYTES = 1_000_000
+_FOLDED = re.compile(r"\n<details><summary>(\d+ more [^<]*)</summary>\n.*?\n</details>", re.S)
 
 
 def escape_cell(text: str) -> str:
@@ -36,3 +41,19 @@ def folded(items: Sequence[Sequence[str]], what: str, shown: int = SHOWN_ITEMS) 
         lines += [line for item in rest for line in item]
         lines += ["", "</details>"]
     return lines
+
+
+def fit(markdown: str, limit: int = JOB_SUMMARY_BYTES) -> str:
+    """`markdown` in at most `limit` UTF-8 bytes, for a CI job summary: as it is when it fits;
+    else with each folded list (`folded`) replaced by one line counting what it held; else also
+    cut after the last whole line that fits, saying so. The full report says the rest."""
+    if len(markdown.encode()) <= limit:
+        return markdown
+    text = _FOLDED.sub(
+        lambda m: f"\n_{m[1]}: left out of this summary, over its size limit; the full report has them._", markdown
+    )
+    if len(text.encode()) <= limit:
+        return text
+    note = "\n\n_The summary stops here, at its size limit: the full report has the rest._\n"
+    kept = text.encode()[: max(limit - len(note.encode()), 0)].decode(errors="ignore")
+    return kept[: kept.rfind("\n") + 1].rstrip("\n") + note

@@ -12,7 +12,7 @@ import pytest
 from retrieval.baseline import entry_for
 from retrieval.cost import Usage
 from retrieval.dataset import Document, Question
-from retrieval.markdown import folded
+from retrieval.markdown import fit, folded
 from retrieval.metrics import score_run
 from retrieval.report import Report, build_report, render_json, render_markdown
 from retrieval.run import MethodResult, QuestionResult, Run
@@ -340,3 +340,26 @@ def test_a_long_failure_list_shows_twenty_and_folds_the_rest_in_a_details_block(
     assert folded_part.rstrip().endswith("</details>\n\n12 recall failure(s), 12 ranking failure(s).")
     remedies = markdown.split("### Which remedy could reach each failure of hybrid")[1]
     assert remedies.count("<details><summary>4 more failure(s)</summary>") == 1
+
+
+def test_a_report_over_the_job_summary_limit_drops_its_folded_lists_then_cuts_at_a_line() -> None:
+    items = [[f"- **q{i:02}** a failure and its analysis"] for i in range(60)]
+    markdown = "\n".join(["## R", "", *folded(items, "failure(s)"), "", "### Cost", ""])
+    assert fit(markdown, limit=len(markdown.encode())) == markdown
+    shown = [f"- **q{i:02}** a failure and its analysis" for i in range(20)]
+    dropped = "\n".join(
+        [
+            *("## R", "", *shown, ""),
+            "_40 more failure(s): left out of this summary, over its size limit; the full report has them._",
+            *("", "### Cost", ""),
+        ]
+    )
+    assert fit(markdown, limit=len(markdown.encode()) - 1) == dropped
+    cut = fit(markdown, limit=len(dropped.encode()) - 1)
+    assert cut == "\n".join(["## R", "", *shown]) + (
+        "\n\n_The summary stops here, at its size limit: the full report has the rest._\n"
+    )
+    # The limit is in bytes and the cut is at a line's end: a multi-byte character is never split.
+    accents = "é" * 50 + "\n" + "é" * 50 + "\n"
+    stop = "\n\n_The summary stops here, at its size limit: the full report has the rest._\n"
+    assert fit(accents, limit=124 + len(stop)) == "é" * 50 + stop  # 124 bytes: the first line and 11.5 "é"

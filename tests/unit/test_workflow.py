@@ -96,3 +96,12 @@ def test_the_lint_job_runs_ruff_and_mypy_on_the_whole_tree() -> None:
     # `mypy` alone reads [tool.mypy] files: the package, the unit tests and the scripts.
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
     assert config["files"] == ["retrieval", "tests/unit", "scripts"]
+
+
+def test_the_job_summary_is_the_report_fitted_to_githubs_size_limit() -> None:
+    # GitHub shows nothing of a job summary over 1 MiB: the step writes the fitted copy.
+    steps = _workflow()["jobs"]["gate"]["steps"]
+    (script,) = [step["run"] for step in steps if "GITHUB_STEP_SUMMARY" in step.get("run", "")]
+    fitted = re.search(r"--summary-output (\S+)", script)
+    assert fitted is not None and f"cat {fitted[1]}" in script
+    assert "cat reports/summary.md" not in script
