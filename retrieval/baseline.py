@@ -48,6 +48,12 @@ DIGITS = 4
 # Questions a failure lists before it counts the rest: a change to a corpus of thousands of
 # questions listed every one, in one line of hundreds of kilobytes.
 SHOWN = 10
+# A method's entries that hold per-question values, not a figure: the per-question metrics
+# (to recompute figures on the questions a changed dataset kept) and the questions where it
+# fell back (to count them on those questions).
+PER_QUESTION = ("reciprocal_ranks", "recall_per_question")
+DEGRADED_QUESTIONS = "degraded_questions"
+NOT_FIGURES = frozenset({"by_type", *PER_QUESTION, DEGRADED_QUESTIONS})
 
 
 def first_of(lines: Sequence[str], more: str = "", shown: int = SHOWN) -> list[str]:
@@ -163,10 +169,13 @@ def _entry_problem(entry: Any) -> str | None:
             return f"method {method!r}: expected an object of figures, got {type(figures).__name__}"
         if "mrr" not in figures or not any(key.startswith("recall@") for key in figures):
             return f"method {method!r}: missing {'mrr' if 'mrr' not in figures else 'recall@k'}"
-        flat = {k: v for k, v in figures.items() if k not in {"by_type", "reciprocal_ranks", "recall_per_question"}}
-        for part in ("reciprocal_ranks", "recall_per_question"):
+        flat = {k: v for k, v in figures.items() if k not in NOT_FIGURES}
+        for part in PER_QUESTION:
             if not isinstance(figures.get(part, {}), dict):
                 return f"method {method!r}: {part} must be an object (question -> figure)"
+        fell_back = figures.get(DEGRADED_QUESTIONS, [])
+        if not isinstance(fell_back, list) or not all(isinstance(q, str) for q in fell_back):
+            return f"method {method!r}: {DEGRADED_QUESTIONS} must be a list of question ids"
         if not isinstance(figures.get("by_type", {}), dict) or not all(
             isinstance(v, dict) for v in figures.get("by_type", {}).values()
         ):
@@ -179,7 +188,7 @@ def _entry_problem(entry: Any) -> str | None:
         problem = _figures_problem(flat, f"method {method!r}: ") or next(
             (
                 p
-                for part in ("reciprocal_ranks", "recall_per_question")
+                for part in PER_QUESTION
                 if (p := _figures_problem(figures.get(part, {}), f"method {method!r}: {part} of "))
             ),
             None,
@@ -211,6 +220,7 @@ def entry_for(
     """The baseline entry of one profile for a run and its scores; `cassettes` holds the digest
     of each cassette the run replayed (retrieval.recording.cassette_digests)."""
     recall = f"recall@{k}"
+    fell_back = {method: sorted(run.degraded(method)) if method in run.methods else [] for method in scores}
     return {
         **({"cassettes": dict(cassettes)} if cassettes is not None else {}),
         "dataset": run.dataset,
@@ -228,7 +238,9 @@ def entry_for(
                 "reciprocal_ranks": {q: _r(v["mrr"]) for q, v in sorted(s.per_question.items())},
                 "recall_per_question": {q: _r(v[recall]) for q, v in sorted(s.per_question.items())},
                 # Questions where the method fell back (a reranker's failed calls): gated, must not rise.
-                "degraded": len(run.degraded(method)) if method in run.methods else 0,
+                "degraded": len(fell_back[method]),
+                # Which ones, so that a changed dataset counts them on the questions it kept.
+                **({DEGRADED_QUESTIONS: fell_back[method]} if fell_back[method] else {}),
             }
             for method, s in sorted(scores.items())
         },
@@ -319,7 +331,7 @@ def on_questions(entry: Mapping[str, Any], common: Collection[str], types: Mappi
         for q, v in rc.items():
             by_type.setdefault(types.get(q, ""), []).append(v)
         methods[method] = {
-            **{name: value for name, value in figures.items() if name == "degraded"},
+            **_degraded_on(figures, keep),
             recall: mean(list(rc.values())),
             "mrr": mean(list(rr.values())),
             "by_type": {t: {recall: mean(v)} for t, v in sorted(by_type.items()) if t in figures.get("by_type", {})},
@@ -327,6 +339,17 @@ def on_questions(entry: Mapping[str, Any], common: Collection[str], types: Mappi
             "recall_per_question": rc,
         }
     return {**entry, "methods": methods}
+
+
+def _degraded_on(figures: Mapping[str, Any], keep: Collection[str]) -> dict[str, Any]:
+    """A method's degraded count on the `keep` questions. A baseline written before the
+    questions were kept holds only a count: it stays whole unless it is 0."""
+    if "degraded" not in figures:
+        return {}
+    if DEGRADED_QUESTIONS not in figures and figures["degraded"]:
+        return {"degraded": figures["degraded"]}
+    fell_back = [q for q in figures.get(DEGRADED_QUESTIONS, []) if q in keep]
+    return {"degraded": len(fell_back), **({DEGRADED_QUESTIONS: fell_back} if fell_back else {})}
 
 
 def as_scores(entry: Mapping[str, Any], k: int) -> dict[str, MethodScores]:
@@ -493,7 +516,7 @@ def _figures(methods: Mapping[str, Any]) -> dict[str, float]:
         for metric, value in figures.items():
             if metric == "by_type":
                 flat.update({f"{method} {m}[{t}]": v for t, vals in value.items() for m, v in vals.items()})
-            elif metric not in {"reciprocal_ranks", "recall_per_question"}:
+            elif metric not in NOT_FIGURES:
                 flat[f"{method} {metric}"] = value
     return flat
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -343,6 +344,28 @@ def test_a_dataset_is_compared_on_the_questions_it_kept_as_they_were() -> None:
     assert data_changes(entry, {"q1": "z"}, "sha256:c1") is None
 
 
+def test_a_degraded_count_is_kept_with_its_questions_and_counted_on_the_questions_kept() -> None:
+    run = _run(GOOD)
+    for result in run.results[1:]:  # the reranker's call failed for q2 and q3 (FIXTURE statuses)
+        result.methods["vector"] = replace(result.methods["vector"], status="degraded: timeout")
+    entry = entry_for(run, score_run(run), k=5)
+    assert (entry["methods"]["vector"]["degraded"], entry["methods"]["vector"]["degraded_questions"]) == (
+        2,
+        ["q2", "q3"],
+    )
+    assert "degraded_questions" not in entry["methods"]["bm25"]  # none: the count alone, as before
+    types = {q.id: q.type for q in QUESTIONS}
+    kept = on_questions(entry, ["q1", "q3"], types, 5)["methods"]
+    assert (kept["vector"]["degraded"], kept["vector"]["degraded_questions"]) == (1, ["q3"])
+    assert kept["bm25"]["degraded"] == 0 and "degraded_questions" not in kept["bm25"]
+    # Written before the questions were kept: a non-zero count cannot be split, it stays whole.
+    older = {
+        **entry,
+        "methods": {"vector": {k: v for k, v in entry["methods"]["vector"].items() if k != "degraded_questions"}},
+    }
+    assert on_questions(older, ["q1"], types, 5)["methods"]["vector"]["degraded"] == 2
+
+
 def test_figures_on_the_common_questions_are_means_of_the_committed_per_question_figures() -> None:
     run = _run(GOOD)
     run.corpus = "sha256:c1"
@@ -367,3 +390,17 @@ def test_figures_on_the_common_questions_are_means_of_the_committed_per_question
         on_questions(entry, ["q1", "q3"], types, 5), as_scores(on_questions(entry, ["q1", "q3"], types, 5), 5), 5, types
     )
     assert [c.ok for c in same] == [True] * len(same) and len(same) == 8
+
+
+@pytest.mark.parametrize("value", ["q2", [1], {"q2": 1}])
+def test_degraded_questions_of_another_shape_are_refused_naming_the_method(tmp_path: Path, value: object) -> None:
+    entry = _entry()
+    entry["methods"]["vector"]["degraded_questions"] = value
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"format": "retrieval-baseline-1", "profiles": {"local": entry}}))
+    with pytest.raises(BaselineError) as caught:
+        load_baseline(path)
+    assert str(caught.value) == (
+        f"{path}: profile 'local': method 'vector': degraded_questions must be a list of question ids. "
+        f"Restore it with `git checkout -- {path}` or rewrite it with `pytest --update-baseline`."
+    )
