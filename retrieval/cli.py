@@ -196,7 +196,8 @@ def _main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     if args.summary_output:
-        _write(args.summary_output, fit(render_markdown(report, notice=notice)))
+        markdown = text if args.format == "markdown" else render_markdown(report, notice=notice)
+        _write(args.summary_output, fit(markdown))
     # After the report, so that it is still written: a method that degraded everywhere fails the run.
     degraded = _all_degraded(run)
     for line in degraded:
