@@ -1,8 +1,9 @@
-"""Markdown helpers of the report: text from the data (question types, ids) made safe inside a
-table cell, and long lists folded.
+"""Markdown helpers of the report: text from the data (questions, ids, question types) made safe
+inline or inside a table cell, and long lists folded.
 
 A report is Markdown that GitHub also renders as HTML (the CI job summary): a `|` or a
-newline in a question type would break the table, and `<script>` would pass through raw.
+newline in a question type would break the table, `<script>` would pass through raw, and a
+question about HTML (`</details>`, `<!--`) would end a folded list early or hide the rest.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import html
 import re
 from collections.abc import Sequence
 
-__all__ = ["JOB_SUMMARY_BYTES", "SHOWN_ITEMS", "escape_cell", "fit", "folded"]
+__all__ = ["JOB_SUMMARY_BYTES", "SHOWN_ITEMS", "escape_cell", "escape_text", "fit", "folded"]
 
 # List items shown before the rest folds: a 400-question run's job summary listed 1,600 lines
 # of failures and remedies, and the figures and cost were at the bottom of it.
@@ -20,6 +21,16 @@ SHOWN_ITEMS = 20
 # room for the workflow's own lines.
 JOB_SUMMARY_BYTES = 1_000_000
 _FOLDED = re.compile(r"\n<details><summary>(\d+ more [^<]*)</summary>\n.*?\n</details>", re.S)
+# What starts HTML in Markdown text: `<` (a tag, a comment), and `&` before an entity's name.
+_HTML_START = re.compile(r"<|&(?=#?\w+;)")
+
+
+def escape_text(text: str) -> str:
+    """`text` from the data as inline Markdown that renders as itself: whitespace runs (newlines
+    included, which would end a list item) become one space, `<` becomes `&lt;` and `&` before an
+    entity's name `&amp;`. Other `&` stay as they are, so "R&D" still reads as such in a terminal."""
+    flat = " ".join(text.split())
+    return _HTML_START.sub(lambda m: "&lt;" if m[0] == "<" else "&amp;", flat)
 
 
 def escape_cell(text: str) -> str:

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from retrieval.fusion import DEFAULT_RRF_K
-from retrieval.markdown import folded
+from retrieval.markdown import escape_cell, escape_text, folded
 from retrieval.run import QuestionResult, Run
 from retrieval.sweeps import (
     RRF_KS,
@@ -339,8 +339,8 @@ def render_diagnosis(diagnoses: Sequence[Diagnosis], summary: Sequence[Mapping[s
     out = [f"Failures at rank 1 of {first.method} (candidate pool: {first.pool} top {first.candidates}):", ""]
     items = [
         [
-            f"- **{d.question_id}** {d.question}  ",
-            f"  expected {', '.join(d.expected)}; obtained {', '.join(d.obtained)}",
+            f"- **{escape_text(d.question_id)}** {escape_text(d.question)}  ",
+            f"  expected {escape_text(', '.join(d.expected))}; obtained {escape_text(', '.join(d.obtained))}",
             *(f"  - `{doc}`: " + ", ".join(f"{m} {_rank(r)}" for m, r in per.items()) for doc, per in d.ranks.items()),
             *(f"  - {r.kind}: {r.detail}" for r in d.remedies),
         ]
@@ -350,5 +350,5 @@ def render_diagnosis(diagnoses: Sequence[Diagnosis], summary: Sequence[Mapping[s
     out += ["", "| Remedy | Questions it could reach | Cost |", "|---|---|---|"]
     for row in summary:
         qs = row["questions"]
-        out.append(f"| {row['remedy']} | {len(qs)}{': ' + ', '.join(qs) if qs else ''} | {row['cost']} |")
+        out.append(f"| {row['remedy']} | {len(qs)}{': ' + escape_cell(', '.join(qs)) if qs else ''} | {row['cost']} |")
     return out

@@ -16,7 +16,7 @@ from retrieval.baseline import DIGITS
 from retrieval.cost import Usage, estimate_cost
 from retrieval.dataset import Document
 from retrieval.failures import Failure, RelevantTrace, best_method, failures_at_rank_1
-from retrieval.markdown import escape_cell, folded
+from retrieval.markdown import escape_cell, escape_text, folded
 from retrieval.metrics import MethodScores, score_run
 from retrieval.paired import BASELINE, PairedComparison, comparison_pairs, render_comparisons, summary_line
 from retrieval.paired import compare as paired
@@ -321,8 +321,8 @@ def _failures(report: Report) -> list[str]:
     for f in report.failures:
         label = "recall failure" if f.kind == "recall" else "ranking failure"
         head = (
-            f"- **{f.question_id}** ({escape_cell(f.type)}) {f.question}  \n"
-            f"  expected {f.expected}, obtained {f.obtained}  \n"
+            f"- **{escape_text(f.question_id)}** ({escape_cell(f.type)}) {escape_text(f.question)}  \n"
+            f"  expected {escape_text(str(f.expected))}, obtained {escape_text(str(f.obtained))}  \n"
             f"  **{label}** (relevant {'absent from' if f.kind == 'recall' else 'present in'} {f.pool})"
             + (f", {f.status}" if f.status != "ok" else "")
         )

@@ -340,6 +340,13 @@ def test_a_long_failure_list_shows_twenty_and_folds_the_rest_in_a_details_block(
     assert folded_part.rstrip().endswith("</details>\n\n12 recall failure(s), 12 ranking failure(s).")
     remedies = markdown.split("### Which remedy could reach each failure of hybrid")[1]
     assert remedies.count("<details><summary>4 more failure(s)</summary>") == 1
+    # A question about HTML, in the folded part of both lists, ends neither fold early.
+    at = next(i for i, r in enumerate(run.results) if r.question.id == "q3-11")
+    q3 = run.results[at]
+    run.results[at] = QuestionResult(replace(q3.question, text="Où mettre </details> et <!-- ?"), q3.methods)
+    markdown = render_markdown(_report(run))
+    assert markdown.count("</details>") == 2
+    assert markdown.count("Où mettre &lt;/details> et &lt;!-- ?") == 2
 
 
 def test_a_report_over_the_job_summary_limit_drops_its_folded_lists_then_cuts_at_a_line() -> None:
