@@ -15,12 +15,17 @@ compared figure, one per ranking snapshot. It fails closed: whatever stops the c
 (no baseline, missing cassettes, a replay miss, a damaged file, other cassettes than the
 baseline's) is one failed item saying why and how to fix it; a gate item never skips.
 A run that gated ends with one summary line saying what was compared.
+
+Under pytest-xdist each worker evaluates the gate at its collection (replay gives every worker
+the same items) and runs the items it is sent; the controller, which collects nothing, reads
+each item's kind and the summary frame from the item's reports. A run that records or updates
+writes files: it sets `-n` aside and runs in one process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,13 +63,32 @@ class _State:
     outcomes: dict[str, str] = field(default_factory=dict)  # nodeid -> passed | failed
     skipped: list[str] = field(default_factory=list)
     session_problem: str | None = None
+    frame: _Frame | None = None  # what the summary line says besides the counts
+    one_process: str | None = None  # the flag that set pytest-xdist's -n aside
+    items: int = 0  # the gate's items, run or not
     probe: pytest.Item | None = None  # stands for the gate while -m/-k apply
     # With no project file at or above the rootdir (a monorepo's root run): the project files
     # the collection met below it. One is gated; more fail the session.
     discovered: list[Path] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """The summary line's parts known once the gate is evaluated: all of it but the counts of
+    outcomes. Plain data, so that an xdist worker can send it to the controller."""
+
+    where: str  # "profile local, dataset faq"
+    problem: str | None = None  # what stopped the comparison (its first line): nothing compared
+    methods: int = 0
+    tail: str = ""  # the tolerance and the notes after the counts
+
+
 STATE = pytest.StashKey[_State]()
+# The attribute of a gate item's reports that says what the item is (its kind, the gate's item
+# count and the summary frame): pytest-xdist sends a report's attributes to the controller.
+SENT = "retrieval_gate"
+# In every gate item's node id: how an xdist controller knows that a worker collected the gate.
+GATE_ID = "::retrieval-gate("
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -102,14 +126,12 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if config.getoption("allow_regression") and not config.getoption("update_baseline"):
         raise pytest.UsageError("--allow-regression only applies with --update-baseline.")
-    # pytest-xdist: workers would each evaluate (and record, and update) the gate, and the
-    # controller, which collects nothing, could not see what the gate compared. One process.
-    parallel = getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput")
-    if project_file is not None and parallel and _gate_selected_by_marks(config):
-        raise pytest.UsageError(
-            "the retrieval gate runs in one process: run it without pytest-xdist (`-n 0` or `-p no:xdist`), "
-            "or leave it out of the parallel run with `-m 'not regression'` and run `pytest -m regression -n 0`."
-        )
+    # pytest-xdist: every worker evaluates the gate; in replay that only reads files, but each
+    # would record, and update the baseline, on its own. As xdist itself does for --pdb, a run
+    # that writes the gate's files runs in one process (xdist's trylast configure reads these).
+    if project_file is not None and asked and getattr(config.option, "tx", None):
+        config.option.numprocesses, config.option.dist, config.option.tx = 0, "no", []
+        state.one_process = "--" + asked[0].replace("_", "-")
     if config.getoption("record") and project_file is not None:
         from retrieval.providers import required_key
 
@@ -123,18 +145,12 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--record with profile {settings.profile.name!r} needs {missing}; it is not set.")
 
 
-def _gate_selected_by_marks(config: pytest.Config) -> bool:
-    """False when `-m` deselects the `regression` marker (`-m 'not regression'`)."""
-    from _pytest.mark.expression import Expression
-
-    expression = config.getoption("markexpr", "") or ""
-    if not expression:
-        return True
-
-    def regression_only(name: str, /, **_: Any) -> bool:
-        return name == "regression"
-
-    return bool(Expression.compile(expression).evaluate(regression_only))
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say so when the gate set pytest-xdist's `-n` aside."""
+    flag = config.stash[STATE].one_process
+    if flag is None:
+        return None
+    return f"retrieval gate: {flag} writes its files once, so this run is in one process (-n set aside)"
 
 
 def _collects_a_folder(config: pytest.Config) -> bool:
@@ -203,6 +219,16 @@ class GateItem(pytest.Item):
         return self.path, 0, f"retrieval gate: {self.name}"
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A gate item's reports carry what the item is, for the controller of an xdist run."""
+    report = yield
+    state = item.config.stash[STATE]
+    if isinstance(item, GateItem) and state.frame is not None:
+        setattr(report, SENT, {"kind": item.kind, "items": state.items, "frame": asdict(state.frame)})
+    return report
+
+
 class _Probe(pytest.Item):
     """Stands for the gate while pytest applies -m/-k; replaced by the real items, never run."""
 
@@ -242,6 +268,7 @@ def _evaluate(config: pytest.Config, state: _State) -> None:
         )
     else:
         state.problem = result.problem
+    state.frame = _frame(state)
 
 
 class GateCollector(pytest.File):
@@ -302,6 +329,7 @@ class GateCollector(pytest.File):
                     failure = top_changed(method, was, now, shown)
                 item(f"{method} top {TOP}", "snapshot", failure)
         state.kinds.update({i.nodeid: i.kind for i in made})
+        state.items = len(state.kinds)
         return list(made)
 
 
@@ -374,6 +402,13 @@ class _Reporter:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         state = self.state
+        sent = getattr(report, SENT, None)
+        if sent and report.nodeid not in state.kinds:
+            # An xdist controller, which collected nothing: the report says what the item is.
+            state.selected = state.evaluated = True
+            state.kinds[report.nodeid] = sent["kind"]
+            state.items = sent["items"]
+            state.frame = _Frame(**sent["frame"])
         if report.nodeid not in state.kinds:
             return
         if report.skipped and report.nodeid not in state.skipped:
@@ -381,8 +416,16 @@ class _Reporter:
         elif report.when == "call" or report.failed:
             state.outcomes[report.nodeid] = "failed" if report.failed else "passed"
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        """xdist controller: a worker collected the gate, so some of its items must run."""
+        if any(GATE_ID in i for i in ids):
+            self.state.selected = True
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state, options = self.state, self.config.option
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker: the controller sees every report and judges the session
         problems = [state.session_problem] if state.session_problem else []  # found at collection
         if state.skipped:
             problems.append(
@@ -395,7 +438,7 @@ class _Reporter:
                 f"{flag} was given but the gate was not selected (a -m/-k filter, or only test files named): "
                 f"nothing was recorded or updated. Run `pytest {flag}` with no path."
             )
-        elif state.selected and state.kinds and not state.outcomes and not options.collectonly:
+        elif state.selected and not state.outcomes and not options.collectonly:
             problems.append("the gate was collected but none of its items ran: nothing was compared.")
         if problems:
             state.session_problem = " ".join(problems)
@@ -421,17 +464,44 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _summary(state: _State, collect_only: bool = False) -> str:
-    """The run's one summary line: what the gate compared."""
+def _frame(state: _State) -> _Frame:
+    """The summary line's parts that come from the evaluation (see `_summary`)."""
     result = state.result
     profile = result.profile if result else state.profile
     where = f"profile {profile}, dataset {result.run.dataset}" if result else f"profile {profile}"
     if state.problem or result is None:
-        first = (state.problem or "no result").splitlines()[0]
-        return f"retrieval gate ({where}): nothing compared: {first}"
+        return _Frame(where, problem=(state.problem or "no result").splitlines()[0])
+    tail = ""
+    tolerance = float((result.entry or {}).get("tolerance", 0.0))
+    if tolerance:
+        tail += f", tolerance {tolerance}"
+    if result.changed_cassettes:
+        tail += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
+    if result.changed_config:
+        tail += f"; configuration changed since the baseline: {'; '.join(result.changed_config)}"
+    if result.changed_data:
+        tail += (
+            f"; dataset changed since the baseline: {result.changed_data}, figures compared on the "
+            f"{len(result.changed_data.common)} questions both hold"
+        )
+    if result.entry is not None and "questions" not in result.entry:
+        # Made by an older version: a pull request that changes the dataset would not be compared.
+        tail += "; the baseline has no question digests yet: `pytest --update-baseline` adds them (no figure changes)"
+    # Requested methods the profile cannot provide (a reranker without a model): said once here.
+    skipped = result.run.skipped
+    if skipped:
+        tail += "; not gated: " + "; ".join(f"{m}: {why}" for m, why in skipped.items())
+    return _Frame(where, methods=len(result.run.methods), tail=tail)
+
+
+def _summary(state: _State, collect_only: bool = False) -> str:
+    """The run's one summary line: what the gate compared."""
+    frame = state.frame or _Frame(f"profile {state.profile}", problem="no result")
+    if frame.problem:
+        return f"retrieval gate ({frame.where}): nothing compared: {frame.problem}"
     if collect_only:
         items = _count(len(state.kinds), "item")
-        return f"retrieval gate ({where}): {items} collected, nothing compared (--collect-only)"
+        return f"retrieval gate ({frame.where}): {items} collected, nothing compared (--collect-only)"
     figures = [n for n, k in state.kinds.items() if k in ("figure", "coverage")]
     held = sum(state.outcomes.get(n) == "passed" for n in figures)
     fell = sum(state.outcomes.get(n) == "failed" for n in figures)
@@ -439,31 +509,12 @@ def _summary(state: _State, collect_only: bool = False) -> str:
     matched = sum(state.outcomes.get(n) == "passed" for n in snaps)
     moved_ = sum(state.outcomes.get(n) == "failed" for n in snaps)
     line = (
-        f"retrieval gate ({where}): {_count(len(result.run.methods), 'method')}, {held} figures held, {fell} fell, "
-        f"{matched} top-{TOP} snapshots matched, {moved_} moved"
+        f"retrieval gate ({frame.where}): {_count(frame.methods, 'method')}, {held} figures held, {fell} fell, "
+        f"{matched} top-{TOP} snapshots matched, {moved_} moved{frame.tail}"
     )
-    tolerance = float((result.entry or {}).get("tolerance", 0.0))
-    if tolerance:
-        line += f", tolerance {tolerance}"
     # After -x stopped the session, or --lf ran the failed items alone, the counts above are of
     # the items that ran: the others were compared but not reported.
-    unrun = sum(state.outcomes.get(n) not in ("passed", "failed") for n in state.kinds)
+    unrun = state.items - sum(state.outcomes.get(n) in ("passed", "failed") for n in state.kinds)
     if unrun:
-        line += f"; {unrun} of its {len(state.kinds)} items not run (stopped early or deselected): not known to hold"
-    if result.changed_cassettes:
-        line += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
-    if result.changed_config:
-        line += f"; configuration changed since the baseline: {'; '.join(result.changed_config)}"
-    if result.changed_data:
-        line += (
-            f"; dataset changed since the baseline: {result.changed_data}, figures compared on the "
-            f"{len(result.changed_data.common)} questions both hold"
-        )
-    if result.entry is not None and "questions" not in result.entry:
-        # Made by an older version: a pull request that changes the dataset would not be compared.
-        line += "; the baseline has no question digests yet: `pytest --update-baseline` adds them (no figure changes)"
-    # Requested methods the profile cannot provide (a reranker without a model): said once here.
-    skipped = result.run.skipped
-    if skipped:
-        line += "; not gated: " + "; ".join(f"{m}: {why}" for m, why in skipped.items())
+        line += f"; {unrun} of its {state.items} items not run (stopped early or deselected): not known to hold"
     return line

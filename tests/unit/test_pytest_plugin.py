@@ -610,19 +610,36 @@ def test_record_without_the_key_stops_before_any_call(
     assert not (adopter / "cassettes").exists()
 
 
-def test_the_gate_refuses_to_run_split_across_xdist_workers(pytester: pytest.Pytester, adopter: Path) -> None:
-    # FIXTURE stand-in for pytest-xdist's option (the test extra does not install it): the
-    # plugin reads `numprocesses`, as xdist names it. Where xdist is installed it is blocked
-    # here, as the stand-in takes its option.
-    pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--numprocesses')\n")
-    refused = _run(pytester, "-p", "no:xdist", "--numprocesses", "2")
-    assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    refused.stderr.fnmatch_lines(["ERROR: the retrieval gate runs in one process: run it without pytest-xdist*"])
-    # Deselected by its marker, the gate lets the rest run in parallel.
-    assert (
-        _run(pytester, "-p", "no:xdist", "--numprocesses", "2", "-m", "not regression").ret
-        == pytest.ExitCode.NO_TESTS_COLLECTED
+def test_under_xdist_workers_the_gate_runs_split_and_the_controller_sums_it_up(
+    pytester: pytest.Pytester, accepted: Path
+) -> None:
+    # Real pytest-xdist workers (processes): each evaluates the gate at its collection and runs
+    # the items it is sent; the controller, which collects nothing, prints the same summary line
+    # and the same failures as one process does, from the reports.
+    _retriever(accepted, "-1.0")
+    split = _run(pytester, "-n", "2")
+    split.assert_outcomes(passed=7, failed=5)
+    split.stdout.fnmatch_lines(
+        [
+            "2 workers ?12 items?",
+            "retrieval gate (profile local, dataset qa): 2 methods, 6 figures held, 4 fell, "
+            "1 top-10 snapshots matched, 1 moved",
+        ]
     )
+    failed = sorted(line.split(" - ")[0] for line in split.outlines if line.startswith("FAILED "))
+    assert failed == [
+        f"FAILED pyproject.toml::retrieval-gate(local)::overlap {name}"
+        for name in ("mrr", "recall@5", "recall@5[exact]", "recall@5[paraphrase]", "top 10")
+    ]
+    # Writing the cassettes or the baseline from each worker would write them twice: as xdist
+    # does for --pdb, such a run is in one process, and says so.
+    _retriever(accepted, "1.0")
+    updated = _run(pytester, "-n", "2", "--update-baseline")
+    updated.assert_outcomes(passed=12)
+    updated.stdout.fnmatch_lines(
+        ["retrieval gate: --update-baseline writes its files once, so this run is in one process (-n set aside)"]
+    )
+    updated.stdout.no_fnmatch_line("created: * workers")
 
 
 def _edit_json(path: Path, edit: Callable[[dict], None]) -> None:

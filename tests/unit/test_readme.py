@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 EVALUATE_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python -m retrieval"
-TEST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest"
+TEST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest -n auto"
 
 
 @pytest.fixture(scope="module")
