@@ -259,7 +259,7 @@ def _run_method(
             if declared.calls == "rankings" and mode == "replay":
                 rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
-                with recorder.stage(declared.channel) if declared.calls == "http" else nullcontext():
+                with recorder.stage(declared.channel, count_live=True) if declared.calls == "http" else nullcontext():
                     rankings = _resolved(method.rank(context))
     except Exception as exc:
         error = _method_error(exc, declared)
@@ -277,7 +277,7 @@ def _run_method(
         usage.add(own.calls, own.input_tokens, own.output_tokens)
     elif declared.calls == "http" and _counters(context) == counted:
         # A method that counts none of its calls (a team's search client) is charged with those its
-        # cassette answered; a live run, without a cassette, counts none.
+        # cassette answered (a live run counts them on their way out).
         usage.add(recorder.calls.get(declared.channel, 0) - answered)
     context.usage[declared.name] = usage
 

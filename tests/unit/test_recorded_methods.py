@@ -69,8 +69,14 @@ def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
     tmp_path: Path, dataset: Dataset, service: FakeSearchService, spec: str, name: str
 ) -> None:
     settings = _settings(tmp_path)
+    # Live, each client's calls are counted on their way out (no cassette is written).
+    live = evaluate(dataset, settings, mode="live", methods=["bm25", spec])
+    assert (len(service.requests), live.usage[name].calls) == (3, 3)
+    assert not (tmp_path / "cassettes").exists()
+    service.requests.clear()
     recorded = evaluate(dataset, settings, mode="record", methods=["bm25", spec])
     assert len(service.requests) == 3
+    assert recorded.ranked_ids(name) == live.ranked_ids(name)
     cassette = tmp_path / "cassettes" / PROFILE / f"{name}.json"
     assert len(json.loads(cassette.read_text())["interactions"]) == 3
     service.stop()
@@ -93,9 +99,10 @@ def test_a_service_priced_per_call_is_charged_for_the_calls_its_cassette_answere
     recorded = evaluate(dataset, settings, mode="record", methods=methods)
     service.stop()
     replayed = evaluate(dataset, settings, methods=methods)
-    # One call per question, whether sent (recorded) or answered by the cassette (replayed); a
-    # live run has no cassette to count them.
-    assert [run.usage["search-priced"].calls for run in (live, recorded, replayed)] == [0, 3, 3]
+    # One call per question, whether sent (live: counted on the way; recorded) or answered by the
+    # cassette (replayed).
+    assert [run.usage["search-priced"].calls for run in (live, recorded, replayed)] == [3, 3, 3]
+    assert len(service.requests) == 6  # the live run's calls reached the service
     assert replayed.recorded_usage["search-priced"]["calls"] == 3  # as recording.json keeps it
     cost = {row.method: row for row in build_report(replayed, dataset.documents, settings.prices).cost}
     assert (cost["search-priced"].calls, cost["search-priced"].cost) == (3, pytest.approx(0.006))
