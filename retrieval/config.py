@@ -13,14 +13,17 @@ and each provider module checks the group it serves (retrieval.providers.check_p
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from retrieval.toml_lines import key_line
 
 __all__ = [
     "FLAT_KEYS",
@@ -40,7 +43,24 @@ __all__ = [
 
 
 class ConfigError(ValueError):
-    """The configuration cannot be used; the message names the file and the key."""
+    """The configuration cannot be used; the message names the file, the key and the fix.
+
+    `at` is the key's path in the project's table (`("profiles", "local", "dimension")`):
+    `load_settings` adds the line of the project file that writes it."""
+
+    def __init__(self, message: str, at: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.at = tuple(at)
+
+
+def _unknown(keys: Collection[str], known: Collection[str]) -> str:
+    """`unknown key 'x'` (or `unknown keys [...]`), with the known key a typo is closest to."""
+    close = {k: difflib.get_close_matches(k, list(known), n=1, cutoff=0.75) for k in sorted(keys)}
+    if len(close) == 1:
+        [(key, match)] = close.items()
+        return f"unknown key {key!r}" + (f" (did you mean {match[0]!r}?)" if match else "")
+    guesses = [f"{m[0]!r} for {k!r}" for k, m in close.items() if m]
+    return f"unknown keys {sorted(keys)}" + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
 
 
 @dataclass(frozen=True)
@@ -273,22 +293,26 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def _normalise_profile(name: str, table: Any, where: str) -> tuple[_Values, dict[tuple[str, str], str]]:
     """One profile table, flat or grouped (or both), as values by (group, field) and their spellings."""
     if not isinstance(table, Mapping):
-        raise ConfigError(f"{where}: profile {name!r} must be a table ([profiles.{name}]), got {table!r}.")
+        raise ConfigError(
+            f"{where}: profile {name!r} must be a table ([profiles.{name}]), got {table!r}.", at=("profiles", name)
+        )
     values: _Values = {}
     spelled: dict[tuple[str, str], str] = {}
 
     def put(place: tuple[str, str], key: str, value: Any) -> None:
         if place in spelled:
             raise ConfigError(
-                f"{where}: profile {name!r} sets {spelled[place]} and {key}, the same setting: keep one of them."
+                f"{where}: profile {name!r} sets {spelled[place]} and {key}, the same setting: keep one of them.",
+                at=("profiles", name, *key.split(".")),
             )
         values[place], spelled[place] = value, key
 
     unknown = [key for key in table if key not in FLAT_KEYS and key not in _GROUPS]
     if unknown:
         raise ConfigError(
-            f"{where}: profile {name!r} has unknown key(s) {sorted(unknown)}; known: {sorted(FLAT_KEYS)} "
-            f"or the tables {', '.join(_GROUPS)} (grouped form)."
+            f"{where}: profile {name!r} has {_unknown(unknown, [*FLAT_KEYS, *_GROUPS])}; known: {sorted(FLAT_KEYS)} "
+            f"or the tables {', '.join(_GROUPS)} (grouped form).",
+            at=("profiles", name, sorted(unknown)[0]),
         )
     for key, value in table.items():
         if key in FLAT_KEYS:
@@ -296,10 +320,16 @@ def _normalise_profile(name: str, table: Any, where: str) -> tuple[_Values, dict
             continue
         known = [f.name for f in fields(_GROUPS[key])]
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: profile {name!r}: {key} must be a table ([profiles.{name}.{key}]).")
+            raise ConfigError(
+                f"{where}: profile {name!r}: {key} must be a table ([profiles.{name}.{key}]).",
+                at=("profiles", name, key),
+            )
         wrong = sorted(set(value) - set(known))
         if wrong:
-            raise ConfigError(f"{where}: profile {name!r}: [{key}] has unknown key(s) {wrong}; known: {sorted(known)}.")
+            raise ConfigError(
+                f"{where}: profile {name!r}: [{key}] has {_unknown(wrong, known)}; known: {sorted(known)}.",
+                at=("profiles", name, key, wrong[0]),
+            )
         for inner, item in value.items():
             put((key, inner), f"{key}.{inner}", item)
     return values, spelled
@@ -330,7 +360,10 @@ def _typed(name: str, place: tuple[str, str], value: Any, spelling: str, where: 
     default = getattr(Profile(name) if not group else _GROUPS[group](), key)
     if default is None or key == "server":
         if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{where}: profile {name!r}: {spelling} must be a string, got {value!r}.")
+            raise ConfigError(
+                f"{where}: profile {name!r}: {spelling} must be a string, got {value!r}.",
+                at=("profiles", name, *spelling.split(".")),
+            )
         return value
     expected = type(default)
     # The TOML type must match the field's: "8" for a worker count would fail much later.
@@ -338,7 +371,8 @@ def _typed(name: str, place: tuple[str, str], value: Any, spelling: str, where: 
         return float(value)
     if type(value) is not expected:
         raise ConfigError(
-            f"{where}: profile {name!r}: {spelling} must be of type {expected.__name__}, got {value!r}. Fix the value."
+            f"{where}: profile {name!r}: {spelling} must be of type {expected.__name__}, got {value!r}. Fix the value.",
+            at=("profiles", name, *spelling.split(".")),
         )
     return value
 
@@ -374,11 +408,17 @@ def _build_profile(name: str, values: _Values, spelled: Mapping[tuple[str, str],
     for group, key, good, rule in generic:
         if not good:
             value = getattr(getattr(profile, group), key)
-            raise ConfigError(f"{where}: profile {name!r}: {spelling((group, key))} {rule}, got {value}.")
+            raise ConfigError(
+                f"{where}: profile {name!r}: {spelling((group, key))} {rule}, got {value}.",
+                at=("profiles", name, *spelling((group, key)).split(".")),
+            )
     from retrieval.providers import check_profile  # lazily: the providers import this module
 
     for group, key, problem in check_profile(profile):
-        raise ConfigError(f"{where}: profile {name!r}: {spelling((group, key))} {problem}")
+        raise ConfigError(
+            f"{where}: profile {name!r}: {spelling((group, key))} {problem}",
+            at=("profiles", name, *spelling((group, key)).split(".")),
+        )
     return profile
 
 
@@ -386,7 +426,7 @@ def _profiles(defaults: Mapping[str, Any], project: Mapping[str, Any], where: st
     """Every profile of the defaults and the project file; the project's keys win, in either form."""
     ours = project.get("profiles", {})
     if not isinstance(ours, Mapping):
-        raise ConfigError(f"{where}: profiles must be tables ([profiles.NAME]), got {ours!r}.")
+        raise ConfigError(f"{where}: profiles must be tables ([profiles.NAME]), got {ours!r}.", at=("profiles",))
     built: dict[str, Profile] = {}
     for name in dict.fromkeys([*defaults.get("profiles", {}), *ours]):
         values, _ = _normalise_profile(name, defaults.get("profiles", {}).get(name, {}), "defaults.toml")
@@ -406,15 +446,47 @@ def load_settings(
     from the working directory); `profile` selects the profile. EMBEDDING_MODEL and MODEL
     override the profile's embedding and rerank models.
     """
-    environ = os.environ if environ is None else environ
-    defaults = tomllib.loads(resources.files("retrieval").joinpath("defaults.toml").read_text("utf-8"))
     project_root = find_project_root(root) or Path(root).resolve()
     project, source = _read_project_file(project_root)
+    try:
+        return _settings(project, source, project_root, overrides, os.environ if environ is None else environ)
+    except ConfigError as exc:
+        _name_the_line(exc, source)
+        raise
+
+
+def _name_the_line(error: ConfigError, source: str | None) -> None:
+    """Add to the error the line of the project file that writes the key it is about."""
+    message = str(error)
+    if not (error.at and source and message.startswith(f"{source}:")):
+        return
+    table = ("tool", "retrieval") if Path(source).name == "pyproject.toml" else ()
+    line = key_line(Path(source), (*table, *error.at))
+    if line is not None:
+        error.args = (f"{source}, line {line}:{message[len(source) + 1 :]}",)
+
+
+def _settings(
+    project: Mapping[str, Any],
+    source: str | None,
+    project_root: Path,
+    overrides: Mapping[str, Any] | None,
+    environ: Mapping[str, str],
+) -> Settings:
+    defaults = tomllib.loads(resources.files("retrieval").joinpath("defaults.toml").read_text("utf-8"))
     where = source or "defaults.toml"
     unknown = set(project) - _SETTING_KEYS - {"profiles", "prices"}
+    if "tool" in unknown and source and Path(source).name == "retrieval.toml":
+        raise ConfigError(
+            f"{where}: retrieval.toml holds the settings at its top level: remove the [tool.retrieval] header "
+            "(that table is for pyproject.toml) and keep the keys under it.",
+            at=("tool",),
+        )
     if unknown:
         raise ConfigError(
-            f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_SETTING_KEYS)}, profiles, prices."
+            f"{where}: {_unknown(unknown, [*_SETTING_KEYS, 'profiles', 'prices'])}; known: {sorted(_SETTING_KEYS)}, "
+            "profiles, prices.",
+            at=(sorted(unknown)[0],),
         )
     data = _merge({k: v for k, v in defaults.items() if k != "profiles"}, project)
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -426,7 +498,8 @@ def load_settings(
         raise ConfigError(
             f"{where}: unknown profile {profile_name!r}: profiles defined are {sorted(built)} "
             f"(add [profiles.{profile_name}] to retrieval.toml "
-            f"or [tool.retrieval.profiles.{profile_name}] to pyproject.toml)."
+            f"or [tool.retrieval.profiles.{profile_name}] to pyproject.toml).",
+            at=("profile",),
         )
     profile = built[profile_name]
     embeddings, llm = profile.embeddings, profile.llm
@@ -451,20 +524,25 @@ def load_settings(
     methods = values.get("methods", ())
     if not isinstance(methods, list | tuple) or not all(isinstance(m, str) and m for m in methods):
         source = "--methods" if "methods" in flags else f"{where}: methods"
-        raise ConfigError(f'{source} must be a list of method names (e.g. ["bm25", "vector"]), got {methods!r}.')
+        raise ConfigError(
+            f'{source} must be a list of method names (e.g. ["bm25", "vector"]), got {methods!r}.', at=("methods",)
+        )
     values["methods"] = tuple(methods)
     if "hybrid_inputs" in values:
         inputs = values["hybrid_inputs"]
         if isinstance(inputs, str):
             inputs = [m.strip() for m in inputs.split(",") if m.strip()]
         if not isinstance(inputs, list | tuple) or len(inputs) < 2 or not all(isinstance(m, str) for m in inputs):
-            raise ConfigError(f"{where}: hybrid_inputs must list at least two methods, got {inputs!r}.")
+            raise ConfigError(
+                f"{where}: hybrid_inputs must list at least two methods, got {inputs!r}.", at=("hybrid_inputs",)
+            )
         twice = sorted({m for m in inputs if list(inputs).count(m) > 1})
         if twice:
             # Fusing a ranking with itself only rescales it: surely a typo for another method.
             raise ConfigError(
                 f"{where}: hybrid_inputs lists {', '.join(twice)} more than once, got {list(inputs)!r}: "
-                "list each method once."
+                "list each method once.",
+                at=("hybrid_inputs",),
             )
         values["hybrid_inputs"] = tuple(inputs)
     if values.get("hybrid_weights"):
@@ -479,14 +557,15 @@ def load_settings(
         ):
             raise ConfigError(
                 f"{where}: hybrid_weights must give one finite number >= 0 per hybrid input {list(inputs)}, "
-                f"got {weights!r}."
+                f"got {weights!r}.",
+                at=("hybrid_weights",),
             )
         values["hybrid_weights"] = tuple(float(w) for w in weights)
     for key in ("k", "rrf_k", "candidates", "depth"):
         least = 0 if key == "rrf_k" else 1
         if key in values and (not isinstance(values[key], int) or values[key] < least):
             source = f"--{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
-            raise ConfigError(f"{source} must be an integer >= {least}, got {values[key]!r}.")
+            raise ConfigError(f"{source} must be an integer >= {least}, got {values[key]!r}.", at=(key,))
     for key, highest in (("bm25_k1", math.inf), ("bm25_b", 1.0)):
         if key not in values:
             continue
@@ -495,12 +574,14 @@ def load_settings(
         if not number or not 0 <= value <= highest:
             source = f"--{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
             wanted = "a finite number >= 0" if highest == math.inf else "a number from 0 to 1"
-            raise ConfigError(f"{source} must be {wanted}, got {value!r}.")
+            raise ConfigError(f"{source} must be {wanted}, got {value!r}.", at=(key,))
         values[key] = float(value)
     for key in _PATH_KEYS:
         if key in values:
             if not isinstance(values[key], str) or not values[key]:
-                raise ConfigError(f"{where}: {key} must be a path (a non-empty string), got {values[key]!r}.")
+                raise ConfigError(
+                    f"{where}: {key} must be a path (a non-empty string), got {values[key]!r}.", at=(key,)
+                )
             base = Path.cwd() if key in flags else project_root
             values[key] = str(base / Path(values[key]).expanduser())
     return Settings(
@@ -514,7 +595,9 @@ def _prices(prices: Any, where: str) -> Mapping[str, Mapping[str, float]]:
     from retrieval.cost import PRICE_KEYS
 
     if not isinstance(prices, Mapping):
-        raise ConfigError(f'{where}: prices must be a table of models ([prices."MODEL"]), got {prices!r}.')
+        raise ConfigError(
+            f'{where}: prices must be a table of models ([prices."MODEL"]), got {prices!r}.', at=("prices",)
+        )
     for model, table in prices.items():
         if not isinstance(table, Mapping) or not all(
             isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
@@ -522,12 +605,14 @@ def _prices(prices: Any, where: str) -> Mapping[str, Mapping[str, float]]:
         ):
             raise ConfigError(
                 f'{where}: prices."{model}" must be a table of numbers >= 0 (USD per million tokens, e.g. '
-                f'[prices."{model}"] input = 0.15, or USD per call: call = 0.002), got {table!r}.'
+                f'[prices."{model}"] input = 0.15, or USD per call: call = 0.002), got {table!r}.',
+                at=("prices", model),
             )
         unknown = sorted(set(table) - set(PRICE_KEYS))
         if unknown:
             raise ConfigError(
-                f'{where}: prices."{model}" has unknown key(s) {unknown}; known: input and output (USD per '
-                "million tokens), call (USD per call)."
+                f'{where}: prices."{model}" has {_unknown(unknown, PRICE_KEYS)}; known: input and output (USD per '
+                "million tokens), call (USD per call).",
+                at=("prices", model, unknown[0]),
             )
     return prices

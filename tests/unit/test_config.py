@@ -164,12 +164,37 @@ def test_unknown_profile(tmp_path: Path) -> None:
     assert "custom" in message and "local" in message  # the profiles that do exist
 
 
-def test_unknown_top_level_key_names_the_file(tmp_path: Path) -> None:
+KNOWN = (
+    "known: ['baseline', 'bm25_b', 'bm25_k1', 'cache', 'candidates', 'cassettes', 'dataset', 'depth', "
+    "'hybrid_inputs', 'hybrid_weights', 'k', 'methods', 'profile', 'rrf_k', 'snapshots'], profiles, prices."
+)
+
+
+def test_an_unknown_top_level_key_names_the_file_the_line_and_the_key_it_is_closest_to(tmp_path: Path) -> None:
     path = _write(tmp_path / "retrieval.toml", "k = 5\nrrfk = 30\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, environ=NO_ENV)
-    assert str(path) in str(caught.value)
-    assert "rrfk" in str(caught.value)
+    assert str(caught.value) == f"{path}, line 2: unknown key 'rrfk' (did you mean 'rrf_k'?); {KNOWN}"
+    # Several: each typo with its guess, the line of the first; no guess for a key like none.
+    path = _write(tmp_path / "pyproject.toml", '[tool.retrieval]\ndatset = "d"\nzzz = 1\nmethod = ["bm25"]\n')
+    (tmp_path / "retrieval.toml").unlink()
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    assert str(caught.value) == (
+        f"{path}, line 2: unknown keys ['datset', 'method', 'zzz'] (did you mean 'dataset' for 'datset', "
+        f"'methods' for 'method'?); {KNOWN}"
+    )
+
+
+def test_a_retrieval_toml_with_the_pyproject_header_says_to_remove_it(tmp_path: Path) -> None:
+    # Copied from a pyproject.toml: the keys sit under [tool.retrieval], which retrieval.toml has not.
+    path = _write(tmp_path / "retrieval.toml", '# settings\n[tool.retrieval]\ndataset = "data/faq"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, environ=NO_ENV)
+    assert str(caught.value) == (
+        f"{path}, line 2: retrieval.toml holds the settings at its top level: remove the [tool.retrieval] header "
+        "(that table is for pyproject.toml) and keep the keys under it."
+    )
 
 
 def test_unknown_profile_key_names_the_file(tmp_path: Path) -> None:
@@ -256,7 +281,7 @@ def test_bad_bm25_parameters_are_refused(tmp_path: Path, line: str, message: str
     path = _write(tmp_path / "retrieval.toml", line + "\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, environ=NO_ENV)
-    assert str(caught.value) == f"{path}: {message}"
+    assert str(caught.value) == f"{path}, line 1: {message}"
 
 
 def test_a_bad_bm25_flag_is_blamed_on_the_flag(tmp_path: Path) -> None:
@@ -324,41 +349,47 @@ def test_project_file_is_the_nearest_that_configures_retrieval(tmp_path: Path) -
 
 
 def test_path_setting_must_be_a_string(tmp_path: Path) -> None:
-    _write(tmp_path / "retrieval.toml", "baseline = 3\n")
-    with pytest.raises(ConfigError, match=r"retrieval.toml: baseline must be a path \(a non-empty string\), got 3\."):
+    path = _write(tmp_path / "retrieval.toml", "baseline = 3\n")
+    with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, environ=NO_ENV)
+    assert str(caught.value) == f"{path}, line 1: baseline must be a path (a non-empty string), got 3."
 
 
 # --- value types of the project file ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("text", "problem"),
+    ("text", "line", "problem"),
     [
-        ("profiles = 3", "profiles must be tables ([profiles.NAME]), got 3."),
-        ("prices = 3", 'prices must be a table of models ([prices."MODEL"]), got 3.'),
+        ("profiles = 3", 1, "profiles must be tables ([profiles.NAME]), got 3."),
+        ("prices = 3", 1, 'prices must be a table of models ([prices."MODEL"]), got 3.'),
         (
             '[prices]\n"e5" = 3',
+            2,
             'prices."e5" must be a table of numbers >= 0 (USD per million tokens, e.g. [prices."e5"] input = 0.15, '
             "or USD per call: call = 0.002), got 3.",
         ),
         (
             '[prices."e5"]\ninput = "0.1"',
+            1,
             'prices."e5" must be a table of numbers >= 0 (USD per million tokens, e.g. [prices."e5"] input = 0.15, '
             "or USD per call: call = 0.002), got {'input': '0.1'}.",
         ),
         (
             '[prices."search"]\ncalls = 0.002',
-            "prices.\"search\" has unknown key(s) ['calls']; known: input and output (USD per million tokens), "
-            "call (USD per call).",
+            2,
+            "prices.\"search\" has unknown key 'calls' (did you mean 'call'?); known: input and output (USD per "
+            "million tokens), call (USD per call).",
         ),
         (
             'methods = ["bm25", 1]',
+            1,
             'methods must be a list of method names (e.g. ["bm25", "vector"]), got [\'bm25\', 1].',
         ),
-        ("methods = 3", 'methods must be a list of method names (e.g. ["bm25", "vector"]), got 3.'),
+        ("methods = 3", 1, 'methods must be a list of method names (e.g. ["bm25", "vector"]), got 3.'),
         (
             'hybrid_inputs = ["bm25", "bm25"]',
+            1,
             "hybrid_inputs lists bm25 more than once, got ['bm25', 'bm25']: list each method once.",
         ),
     ],
@@ -374,16 +405,17 @@ def test_path_setting_must_be_a_string(tmp_path: Path) -> None:
     ],
 )
 @pytest.mark.parametrize("name", ["retrieval.toml", "pyproject.toml"])
-def test_wrong_value_types_are_one_line_naming_the_file_and_the_key(
-    tmp_path: Path, name: str, text: str, problem: str
+def test_wrong_value_types_are_one_line_naming_the_file_the_line_and_the_key(
+    tmp_path: Path, name: str, text: str, line: int, problem: str
 ) -> None:
     if name == "pyproject.toml":
-        text = "\n".join(f"[tool.retrieval.{line[1:]}" if line.startswith("[") else line for line in text.split("\n"))
+        text = "\n".join(f"[tool.retrieval.{row[1:]}" if row.startswith("[") else row for row in text.split("\n"))
         text = "[tool.retrieval]\n" + text
+        line += 1
     path = _write(tmp_path / name, text + "\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, environ=NO_ENV)
-    assert str(caught.value) == f"{path}: {problem}"
+    assert str(caught.value) == f"{path}, line {line}: {problem}"
 
 
 def test_a_bad_methods_flag_is_blamed_on_the_flag(tmp_path: Path) -> None:

@@ -87,7 +87,7 @@ def test_a_bad_limit_is_a_config_error(tmp_path: Path, line: str, message: str) 
     path.write_text(f"[profiles.local]\n{line}\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, environ={})
-    assert str(caught.value) == f"{path}: {message}"
+    assert str(caught.value) == f"{path}, line 2: {message}"
 
 
 def test_the_demo_corpus_fits_the_local_limit() -> None:

@@ -120,8 +120,8 @@ def _error(tmp_path: Path, text: str) -> str:
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, environ=NO_ENV)
     message = str(caught.value)
-    assert message.startswith(f"{path}: ")
-    return message.removeprefix(f"{path}: ")
+    assert message.startswith(str(path))
+    return message.removeprefix(str(path))  # ", line N: ..." or, for a key the file does not write, ": ..."
 
 
 # --- the two forms ------------------------------------------------------------------------------
@@ -169,36 +169,37 @@ def test_the_baseline_configuration_is_the_same_in_both_forms(tmp_path: Path) ->
 
 def test_an_unknown_flat_key_lists_the_known_ones(tmp_path: Path) -> None:
     assert _error(tmp_path, "[profiles.local]\ndimension = 128\n") == (
-        f"profile 'local' has unknown key(s) ['dimension']; known: {sorted(FLAT_KEYS)} "
-        "or the tables embeddings, llm, retries (grouped form)."
+        ", line 2: profile 'local' has unknown key 'dimension' (did you mean 'dimensions'?); "
+        f"known: {sorted(FLAT_KEYS)} or the tables embeddings, llm, retries (grouped form)."
     )
 
 
 def test_an_unknown_grouped_key_lists_the_group_fields(tmp_path: Path) -> None:
     assert _error(tmp_path, "[profiles.local.retries]\nretry_attempts = 2\n") == (
-        "profile 'local': [retries] has unknown key(s) ['retry_attempts']; known: ['attempts', 'backoff', 'timeout']."
+        ", line 2: profile 'local': [retries] has unknown key 'retry_attempts'; "
+        "known: ['attempts', 'backoff', 'timeout']."
     )
 
 
 def test_one_setting_written_twice_in_one_file_is_refused(tmp_path: Path) -> None:
     text = '[profiles.local]\nembedding_model = "a"\n\n[profiles.local.embeddings]\nmodel = "b"\n'
     assert _error(tmp_path, text) == (
-        "profile 'local' sets embedding_model and embeddings.model, the same setting: keep one of them."
+        ", line 5: profile 'local' sets embedding_model and embeddings.model, the same setting: keep one of them."
     )
 
 
 def test_a_group_must_be_a_table(tmp_path: Path) -> None:
     assert _error(tmp_path, '[profiles.local]\nllm = "gemini"\n') == (
-        "profile 'local': llm must be a table ([profiles.local.llm])."
+        ", line 2: profile 'local': llm must be a table ([profiles.local.llm])."
     )
 
 
 def test_a_type_error_names_the_key_as_written(tmp_path: Path) -> None:
     assert _error(tmp_path, '[profiles.local.llm]\nworkers = "8"\n') == (
-        "profile 'local': llm.workers must be of type int, got '8'. Fix the value."
+        ", line 2: profile 'local': llm.workers must be of type int, got '8'. Fix the value."
     )
     assert _error(tmp_path, "[profiles.local.retries]\nattempts = 0\n") == (
-        "profile 'local': retries.attempts must be at least 1, got 0."
+        ", line 2: profile 'local': retries.attempts must be at least 1, got 0."
     )
 
 
@@ -256,19 +257,21 @@ def test_check_profile_dispatches_by_provider() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[profiles.x]\nembedding_model = "m"\n', f"profile 'x': embedding_base_url {OPENAI_URL_FIX}"),
-        ('[profiles.x.embeddings]\nmodel = "m"\n', f"profile 'x': embeddings.base_url {OPENAI_URL_FIX}"),
+        # A key the file does not write has no line to name.
+        ('[profiles.x]\nembedding_model = "m"\n', f": profile 'x': embedding_base_url {OPENAI_URL_FIX}"),
+        ('[profiles.x.embeddings]\nmodel = "m"\n', f": profile 'x': embeddings.base_url {OPENAI_URL_FIX}"),
         (
             "[profiles.gemini]\nbatch_size = 128\n",
-            "profile 'gemini': batch_size must be from 1 to 100 (Gemini embeds at most 100 texts per call), got 128.",
+            ", line 2: profile 'gemini': batch_size must be from 1 to 100 (Gemini embeds at most 100 texts per call), "
+            "got 128.",
         ),
         (
             '[profiles.x]\nembedding_provider = "voyage"\n',
-            "profile 'x': embedding_provider = 'voyage' is not a known provider; use one of openai, gemini.",
+            ", line 2: profile 'x': embedding_provider = 'voyage' is not a known provider; use one of openai, gemini.",
         ),
         (
             '[profiles.x.llm]\nprovider = "openai"\nmodel = "m"\nbase_url = "ollama:11434"\n',
-            "profile 'x': llm.base_url = 'ollama:11434' is not an http(s) URL; write it whole, "
+            ", line 4: profile 'x': llm.base_url = 'ollama:11434' is not an http(s) URL; write it whole, "
             'e.g. "http://127.0.0.1:8765/v1".',
         ),
     ],

@@ -712,5 +712,7 @@ def test_a_wrong_value_type_in_the_project_file_is_one_failed_gate_item(
     pytester.makepyfile(test_own="def test_own():\n    assert 1 + 1 == 2\n")
     result = _run(pytester)
     result.assert_outcomes(passed=1, failed=1)
-    expected = f"FAILED pyproject.toml::retrieval-gate(?)::gate - ConfigError: {adopter}/pyproject.toml: {problem}"
+    # PYPROJECT has 8 lines: the appended one is line 9.
+    where = f"{adopter}/pyproject.toml, line 9"
+    expected = f"FAILED pyproject.toml::retrieval-gate(?)::gate - ConfigError: {where}: {problem}"
     assert expected in result.stdout.lines
