@@ -93,13 +93,17 @@ def chat(openai_server: FakeOpenAIServer) -> Iterator[OpenAIChat]:
 # --- PostgreSQL, started early ------------------------------------------------------------------
 # initdb and the server start take about 0.7 s, nearly all of it in PostgreSQL's own processes.
 # When the session is to run test_postgres.py, they start as soon as collection ends, on the
-# other core, while the tests before it run; its cluster fixture then takes that cluster.
+# other core, while the tests before it run; its cluster fixture then takes that cluster. Not in
+# a pytest-xdist worker: every worker collects test_postgres.py but few run it, and `-n auto` on
+# a machine of many cores would start a cluster per core; there the fixture starts one on demand.
 _PG_START = pytest.StashKey[Future[Cluster]]()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    wanted = not session.config.option.collectonly and any(
-        item.path.name == "test_postgres.py" for item in session.items
+    wanted = (
+        not session.config.option.collectonly
+        and not hasattr(session.config, "workerinput")
+        and any(item.path.name == "test_postgres.py" for item in session.items)
     )
     if wanted and pg_cluster.unavailable_reason() is None and importlib.util.find_spec("psycopg"):
         pool = ThreadPoolExecutor(1, thread_name_prefix="pg-cluster")
