@@ -13,7 +13,6 @@ and each provider module checks the group it serves (retrieval.providers.check_p
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import tomllib
@@ -22,8 +21,6 @@ from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-from retrieval.toml_lines import key_line
 
 __all__ = [
     "FLAT_KEYS",
@@ -45,7 +42,8 @@ __all__ = [
 class ConfigError(ValueError):
     """The configuration cannot be used; the message names the file, the key and the fix.
 
-    `at` is the key's path in the project's table (`("profiles", "local", "dimension")`):
+    `at` is the key's path in the project's table (`("profiles", "local", "dimension")`; a
+    profile's checks give it within the profile and `_profiles` adds the prefix):
     `load_settings` adds the line of the project file that writes it."""
 
     def __init__(self, message: str, at: Sequence[str] = ()) -> None:
@@ -55,6 +53,8 @@ class ConfigError(ValueError):
 
 def _unknown(keys: Collection[str], known: Collection[str]) -> str:
     """`unknown key 'x'` (or `unknown keys [...]`), with the known key a typo is closest to."""
+    import difflib  # here, not at import: the gate plugin loads this module in every pytest run
+
     close = {k: difflib.get_close_matches(k, list(known), n=1, cutoff=0.75) for k in sorted(keys)}
     if len(close) == 1:
         [(key, match)] = close.items()
@@ -293,9 +293,7 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def _normalise_profile(name: str, table: Any, where: str) -> tuple[_Values, dict[tuple[str, str], str]]:
     """One profile table, flat or grouped (or both), as values by (group, field) and their spellings."""
     if not isinstance(table, Mapping):
-        raise ConfigError(
-            f"{where}: profile {name!r} must be a table ([profiles.{name}]), got {table!r}.", at=("profiles", name)
-        )
+        raise ConfigError(f"{where}: profile {name!r} must be a table ([profiles.{name}]), got {table!r}.")
     values: _Values = {}
     spelled: dict[tuple[str, str], str] = {}
 
@@ -303,7 +301,7 @@ def _normalise_profile(name: str, table: Any, where: str) -> tuple[_Values, dict
         if place in spelled:
             raise ConfigError(
                 f"{where}: profile {name!r} sets {spelled[place]} and {key}, the same setting: keep one of them.",
-                at=("profiles", name, *key.split(".")),
+                at=key.split("."),
             )
         values[place], spelled[place] = value, key
 
@@ -312,7 +310,7 @@ def _normalise_profile(name: str, table: Any, where: str) -> tuple[_Values, dict
         raise ConfigError(
             f"{where}: profile {name!r} has {_unknown(unknown, [*FLAT_KEYS, *_GROUPS])}; known: {sorted(FLAT_KEYS)} "
             f"or the tables {', '.join(_GROUPS)} (grouped form).",
-            at=("profiles", name, sorted(unknown)[0]),
+            at=(sorted(unknown)[0],),
         )
     for key, value in table.items():
         if key in FLAT_KEYS:
@@ -322,13 +320,13 @@ def _normalise_profile(name: str, table: Any, where: str) -> tuple[_Values, dict
         if not isinstance(value, Mapping):
             raise ConfigError(
                 f"{where}: profile {name!r}: {key} must be a table ([profiles.{name}.{key}]).",
-                at=("profiles", name, key),
+                at=(key,),
             )
         wrong = sorted(set(value) - set(known))
         if wrong:
             raise ConfigError(
                 f"{where}: profile {name!r}: [{key}] has {_unknown(wrong, known)}; known: {sorted(known)}.",
-                at=("profiles", name, key, wrong[0]),
+                at=(key, wrong[0]),
             )
         for inner, item in value.items():
             put((key, inner), f"{key}.{inner}", item)
@@ -362,7 +360,7 @@ def _typed(name: str, place: tuple[str, str], value: Any, spelling: str, where: 
         if value is not None and not isinstance(value, str):
             raise ConfigError(
                 f"{where}: profile {name!r}: {spelling} must be a string, got {value!r}.",
-                at=("profiles", name, *spelling.split(".")),
+                at=spelling.split("."),
             )
         return value
     expected = type(default)
@@ -372,7 +370,7 @@ def _typed(name: str, place: tuple[str, str], value: Any, spelling: str, where: 
     if type(value) is not expected:
         raise ConfigError(
             f"{where}: profile {name!r}: {spelling} must be of type {expected.__name__}, got {value!r}. Fix the value.",
-            at=("profiles", name, *spelling.split(".")),
+            at=spelling.split("."),
         )
     return value
 
@@ -410,14 +408,14 @@ def _build_profile(name: str, values: _Values, spelled: Mapping[tuple[str, str],
             value = getattr(getattr(profile, group), key)
             raise ConfigError(
                 f"{where}: profile {name!r}: {spelling((group, key))} {rule}, got {value}.",
-                at=("profiles", name, *spelling((group, key)).split(".")),
+                at=spelling((group, key)).split("."),
             )
     from retrieval.providers import check_profile  # lazily: the providers import this module
 
     for group, key, problem in check_profile(profile):
         raise ConfigError(
             f"{where}: profile {name!r}: {spelling((group, key))} {problem}",
-            at=("profiles", name, *spelling((group, key)).split(".")),
+            at=spelling((group, key)).split("."),
         )
     return profile
 
@@ -430,8 +428,12 @@ def _profiles(defaults: Mapping[str, Any], project: Mapping[str, Any], where: st
     built: dict[str, Profile] = {}
     for name in dict.fromkeys([*defaults.get("profiles", {}), *ours]):
         values, _ = _normalise_profile(name, defaults.get("profiles", {}).get(name, {}), "defaults.toml")
-        own, spelled = _normalise_profile(name, ours.get(name, {}), where)
-        built[name] = _build_profile(name, values | own, spelled, where)
+        try:
+            own, spelled = _normalise_profile(name, ours.get(name, {}), where)
+            built[name] = _build_profile(name, values | own, spelled, where)
+        except ConfigError as exc:
+            exc.at = ("profiles", name, *exc.at)  # the profile's errors locate their key within it
+            raise
     return built
 
 
@@ -460,6 +462,8 @@ def _name_the_line(error: ConfigError, source: str | None) -> None:
     message = str(error)
     if not (error.at and source and message.startswith(f"{source}:")):
         return
+    from retrieval.toml_lines import key_line  # only on the error path
+
     table = ("tool", "retrieval") if Path(source).name == "pyproject.toml" else ()
     line = key_line(Path(source), (*table, *error.at))
     if line is not None:
