@@ -10,7 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from retrieval.config import ConfigError, Profile
+from retrieval.profile_checks import check_profile
+from retrieval.settings import ConfigError, Profile
 
 if TYPE_CHECKING:
     from retrieval.providers.base import EmbeddingProvider, GenerationProvider
@@ -58,41 +59,10 @@ def credentials(profile: Profile) -> Credentials:
     return Credentials(*(tuple(dict.fromkeys(values)) for values in (keys, needed)))
 
 
-_KNOWN = f"use one of {', '.join(PROVIDERS)}."
-
-
 def _unknown(profile: Profile, key: str, value: str | None) -> ConfigError:
     return ConfigError(
         f"profile {profile.name!r}: {key} = {value!r} is not a known provider; use one of {', '.join(PROVIDERS)}."
     )
-
-
-def check_profile(profile: Profile) -> list[tuple[str, str, str]]:
-    """Each group's problems as its provider sees them: (group, field, what is wrong and the fix).
-
-    The provider modules' checks are plain functions over the settings; their modules import
-    neither google-genai nor a server at load time, so a keyless run checks every profile cheaply.
-    An LLM group is checked when it names a provider; a profile without one has no LLM.
-    """
-    problems: list[tuple[str, str, str]] = []
-    embeddings = profile.embeddings
-    if embeddings.provider == "openai":
-        from retrieval.providers.openai_embeddings import check as check_embeddings
-    elif embeddings.provider == "gemini":
-        from retrieval.providers.gemini import check_embeddings
-    else:
-        return [("embeddings", "provider", f"= {embeddings.provider!r} is not a known provider; {_KNOWN}")]
-    problems += [("embeddings", key, problem) for key, problem in check_embeddings(embeddings)]
-    llm = profile.llm
-    if llm.provider is None:
-        return problems
-    if llm.provider == "openai":
-        from retrieval.providers.openai_chat import check as check_llm
-    elif llm.provider == "gemini":
-        from retrieval.providers.gemini import check_llm
-    else:
-        return [*problems, ("llm", "provider", f"= {llm.provider!r} is not a known provider; {_KNOWN}")]
-    return problems + [("llm", key, problem) for key, problem in check_llm(llm)]
 
 
 def make_embedder(profile: Profile, *, replay: bool) -> EmbeddingProvider:

@@ -88,10 +88,3 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-
-
-def url_problems(key: str, url: str) -> list[tuple[str, str]]:
-    """A base URL's problem for a provider's `check`: it must be http(s), or empty where allowed."""
-    if url and not url.startswith(("http://", "https://")):
-        return [(key, f'= {url!r} is not an http(s) URL; write it whole, e.g. "http://127.0.0.1:8765/v1".')]
-    return []

@@ -24,18 +24,20 @@ from typing import Any
 import httpx
 import numpy as np
 
-from retrieval.config import EmbeddingSettings, LLMSettings, Profile
 from retrieval.cost import Usage
+from retrieval.profile_checks import DEFAULT_DIMENSIONS, MAX_BATCH
+from retrieval.profile_checks import gemini_embeddings as check_embeddings
+from retrieval.profile_checks import gemini_llm as check_llm
 from retrieval.providers.base import (
     Kind,
     MissingKeyError,
     ProviderError,
     ReplayMissError,
     normalize,
-    url_problems,
 )
 from retrieval.providers.http import RetryPolicy, tls_context
 from retrieval.recording import is_replay_miss
+from retrieval.settings import Profile
 
 __all__ = [
     "API_VERSION",
@@ -50,8 +52,6 @@ __all__ = [
 ]
 
 API_VERSION = "v1"
-MAX_BATCH = 100
-DEFAULT_DIMENSIONS = 768
 # In the SDK's order of precedence, for the error message.
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 # Replays never reach a server (vcrpy answers or refuses), but Client() wants a key.
@@ -98,28 +98,6 @@ def _server_root(base_url: str) -> str | None:
     if not url:
         return None
     return url.removesuffix(f"/{API_VERSION}") or None
-
-
-def check_embeddings(settings: EmbeddingSettings) -> list[tuple[str, str]]:
-    """The embeddings group's problems for Gemini, as (field, what is wrong and the fix); empty
-    when it can be used. Needs no SDK: a keyless run checks a Gemini profile without importing it."""
-    problems = url_problems("base_url", settings.base_url)
-    if not 1 <= settings.batch_size <= MAX_BATCH:
-        problems.append(
-            (
-                "batch_size",
-                f"must be from 1 to {MAX_BATCH} (Gemini embeds at most {MAX_BATCH} texts per call), "
-                f"got {settings.batch_size}.",
-            )
-        )
-    if settings.dimensions < 0:
-        problems.append(("dimensions", f"must be 0 ({DEFAULT_DIMENSIONS}) or more, got {settings.dimensions}."))
-    return problems
-
-
-def check_llm(settings: LLMSettings) -> list[tuple[str, str]]:
-    """The LLM group's problems for Gemini generation (an empty base_url is Google's endpoint)."""
-    return url_problems("base_url", settings.base_url)
 
 
 def _make_client(base_url: str, timeout: float, replay: bool, retry: RetryPolicy) -> Any:

@@ -15,20 +15,15 @@ from typing import Any
 
 import httpx
 
-from retrieval.config import LLMSettings, Profile
 from retrieval.cost import Usage
-from retrieval.providers.base import MissingKeyError, ProviderError, url_problems
+from retrieval.profile_checks import openai_llm as check
+from retrieval.providers.base import MissingKeyError, ProviderError
 from retrieval.providers.http import RetryPolicy, new_client, post_json
+from retrieval.settings import Profile
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChat", "check"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-def check(settings: LLMSettings) -> list[tuple[str, str]]:
-    """The LLM group's problems for an OpenAI-compatible server, as (field, what is wrong and the
-    fix); empty when it can be used. An empty base_url means OpenAI itself (DEFAULT_BASE_URL)."""
-    return url_problems("base_url", settings.base_url)
 
 
 class OpenAIChat:

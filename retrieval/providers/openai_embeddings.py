@@ -14,38 +14,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.config import EmbeddingSettings, Profile
 from retrieval.cost import Usage
-from retrieval.providers.base import Kind, MissingKeyError, ProviderError, normalize, url_problems
+from retrieval.profile_checks import ENCODINGS
+from retrieval.profile_checks import openai_embeddings as check
+from retrieval.providers.base import Kind, MissingKeyError, ProviderError, normalize
 from retrieval.providers.http import RetryPolicy, new_client, post_json
+from retrieval.settings import Profile
 
 __all__ = ["ENCODINGS", "OpenAIEmbeddings", "check", "limit_inputs"]
 
 # The vector encodings `_decode` reads.
-ENCODINGS = ("float", "base64")
-
-
-def check(settings: EmbeddingSettings) -> list[tuple[str, str]]:
-    """The embeddings group's problems for an OpenAI-compatible server, as (field, what is wrong
-    and the fix); empty when it can be used. A group without a model is not used, so not checked
-    for its URL (a bm25-only profile needs no server)."""
-    problems: list[tuple[str, str]] = []
-    if settings.model and not settings.base_url:
-        problems.append(
-            ("base_url", 'is empty: an OpenAI-compatible server needs its URL, e.g. "http://127.0.0.1:11434/v1".')
-        )
-    problems += url_problems("base_url", settings.base_url)
-    if settings.batch_size < 1:
-        problems.append(("batch_size", f"must be at least 1, got {settings.batch_size}."))
-    if settings.dimensions < 0:
-        problems.append(("dimensions", f"must be 0 (the model's own) or more, got {settings.dimensions}."))
-    if settings.encoding_format not in ENCODINGS:
-        problems.append(("encoding_format", f'must be "float" or "base64", got {settings.encoding_format!r}.'))
-    if settings.max_input_chars < 0:
-        problems.append(("max_input_chars", "must be 0 (no limit) or more."))
-    if settings.long_inputs not in {"truncate", "refuse"}:
-        problems.append(("long_inputs", 'must be "truncate" or "refuse".'))
-    return problems
 
 
 def limit_inputs(texts: Sequence[str], profile: Profile, kind: Kind) -> tuple[list[str], int]:
