@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import retrieval.methods
 from retrieval.config import ConfigError, Settings
 from retrieval.methods.base import Declaration, DeclarationError, Method, declaration
+from retrieval.names import RESERVED_CASSETTES, name_problem
 
 __all__ = ["BUILTIN_METHODS", "MethodUnavailable", "Plan", "builtin_methods", "plan"]
 
@@ -174,6 +175,13 @@ def plan(requested: Sequence[str], settings: Settings, *, replay: bool, extra: S
 
 def _declared(method: Method, name: str) -> Declaration:
     try:
-        return declaration(method)
+        declared = declaration(method)
     except DeclarationError as exc:
         raise ConfigError(f"method {name!r}: {exc}.") from exc
+    # The name (and the channel) become cassette file names: no path, no shared cassette's name.
+    problem = name_problem("method", declared.name) or (
+        name_problem("method", declared.channel) if declared.channel.lower() in RESERVED_CASSETTES else None
+    )
+    if problem:
+        raise ConfigError(f"method {name!r}: {problem}")
+    return declared
