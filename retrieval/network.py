@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["NetworkBlockedError", "cause_of", "closed_network", "running"]
+__all__ = ["LOOKUPS", "NetworkBlockedError", "cause_of", "closed_network", "running"]
 
 E = TypeVar("E", bound=BaseException)
 
@@ -65,16 +65,35 @@ def _refuse_datagram(sock: socket.socket, data: Any, *args: Any) -> Any:
 _LOOPBACK_NAMES = frozenset({None, "", "localhost", "127.0.0.1", "::1"})
 
 
-def _refuse_lookup(host: Any, *args: Any, **kwargs: Any) -> Any:
-    # A name lookup reaches a resolver (often over the network); a loopback name does not.
-    if host in _LOOPBACK_NAMES:
-        return _originals["getaddrinfo"](host, *args, **kwargs)
-    return _refuse_to(f"look up the address of {host}")
+def _host(function: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The host a lookup function is asked about: getnameinfo takes a (host, port) address."""
+    first = args[0] if args else kwargs.get("host", kwargs.get("hostname", kwargs.get("sockaddr")))
+    return first[0] if function == "getnameinfo" and isinstance(first, tuple) else first
+
+
+def _lookup_guard(function: str) -> Any:
+    def refuse_lookup(*args: Any, **kwargs: Any) -> Any:
+        # A name lookup reaches a resolver (often over the network); a loopback name does not.
+        host = _host(function, args, kwargs)
+        if host in _LOOPBACK_NAMES:
+            return _originals[function](*args, **kwargs)
+        return _refuse_to(f"look up the address of {host}")
+
+    return refuse_lookup
+
+
+def _refuse_connection(address: Any, *_: Any, **__: Any) -> Any:
+    # socket.create_connection resolves then connects; refused before either, loopback or not,
+    # like socket.connect.
+    return _refuse_to(f"connect to {_address(address)}")
 
 
 # What leaves the process through Python's socket module: connections, datagrams sent without
-# one, and name lookups.
+# one, and every name-resolution function (module functions, looked up as socket.X at call time
+# by the socket module itself: create_connection and getfqdn use the replaced ones).
 _SOCKET_METHODS = {"connect": _refuse, "connect_ex": _refuse, "sendto": _refuse_datagram, "sendmsg": _refuse_datagram}
+LOOKUPS = ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo")
+_MODULE_FUNCTIONS = {**{name: _lookup_guard(name) for name in LOOKUPS}, "create_connection": _refuse_connection}
 
 
 @contextmanager
@@ -87,8 +106,9 @@ def closed_network() -> Iterator[None]:
             for name, replacement in _SOCKET_METHODS.items():
                 _originals[name] = getattr(socket.socket, name)
                 setattr(socket.socket, name, replacement)
-            _originals["getaddrinfo"] = socket.getaddrinfo
-            socket.getaddrinfo = _refuse_lookup
+            for name, replacement in _MODULE_FUNCTIONS.items():
+                _originals[name] = getattr(socket, name)
+                setattr(socket, name, replacement)
         _depth += 1
     try:
         yield
@@ -98,7 +118,8 @@ def closed_network() -> Iterator[None]:
             if _depth == 0:
                 for name in _SOCKET_METHODS:
                     setattr(socket.socket, name, _originals.pop(name))
-                socket.getaddrinfo = _originals.pop("getaddrinfo")
+                for name in _MODULE_FUNCTIONS:
+                    setattr(socket, name, _originals.pop(name))
 
 
 @contextmanager
