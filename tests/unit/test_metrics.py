@@ -119,14 +119,14 @@ def test_score_method_rejects_unknown_metric() -> None:
 
 
 def _random_runs(n_queries: int = 200, seed: int = 20260415):
-    """Random corpus of 50 ids, relevant sets of 1-9 documents (often more than k = 5), random
-    permutations (some cut)."""
+    """Random corpus of 50 ids, relevant sets of 1-20 documents (often more than k = 5 and more
+    than nDCG's cut-off of 10, where the ideal ranking is cut too), random permutations (some cut)."""
     rng = np.random.default_rng(seed)
     corpus = [f"doc{i:02d}" for i in range(50)]
     ranked, relevant = {}, {}
     for q in range(n_queries):
         qid = f"q{q:03d}"
-        relevant[qid] = [corpus[i] for i in rng.choice(50, size=int(rng.integers(1, 10)), replace=False)]
+        relevant[qid] = [corpus[i] for i in rng.choice(50, size=int(rng.integers(1, 21)), replace=False)]
         order = [corpus[i] for i in rng.permutation(50)]
         if q % 5 == 2:
             # Every relevant document first: with more relevant documents than k, recall@5
@@ -184,3 +184,10 @@ def test_metrics_match_ir_measures_on_random_runs() -> None:
     assert any(0 < x < 1 for x in recalls)
     capped = [q for q in relevant if len(relevant[q]) > 5 and relevant[q][:5] == ranked[q][:5]]
     assert capped and all(ours.per_question[q]["recall@5"] == 5 / len(relevant[q]) for q in capped)
+    # More relevant documents than nDCG's cut-off: a perfect top 10 scores exactly 1, imperfect ones
+    # less; an ideal summed over every relevant document would put both below 1.
+    deep = [q for q in relevant if len(relevant[q]) > 10]
+    perfect = [q for q in deep if set(ranked[q][:10]) <= set(relevant[q]) and len(ranked[q]) >= 10]
+    assert len(deep) > 50 and perfect
+    assert all(ours.per_question[q]["ndcg@10"] == pytest.approx(1.0, abs=1e-12) for q in perfect)
+    assert any(0 < ours.per_question[q]["ndcg@10"] < 1 for q in deep)
