@@ -233,25 +233,26 @@ def fuse_kept(kept: KeptLists, k: int, weights: Sequence[float] | None = None, t
     if len(w) != n:
         raise ValueError(f"{n} rankings but {len(w)} weights")
     # low: the score from the kept lists. high: plus, for each cut list a document is missing
-    # from, the largest value it could have there. Both add the same terms in the same order
-    # as a loop over the lists would (adding 0.0 changes no float), so ties stay exact.
-    low = np.zeros(len(kept.ids))
-    high = np.zeros(len(kept.ids))
+    # from, the largest value it could have there. The terms are added as retrieval.fusion adds
+    # them (in list order for two lists, sorted for more; a 0.0 term changes no float), so a
+    # tie there is a tie here: 1/63 + 1/80 summed in another order is not the same float.
+    lows = np.zeros((n, len(kept.ids)))
+    highs = np.zeros((n, len(kept.ids)))
     unseen = 0.0
     unranked = np.iinfo(np.int64).max  # best rank of a document only lists of weight 0 hold
     best = np.full(len(kept.ids), unranked)
     for j, ranks in enumerate(kept.ranks):
         present = ranks > 0
-        contribution = np.where(present, w[j] / (k + np.maximum(ranks, 1)), 0.0)
-        low += contribution
+        lows[j] = np.where(present, w[j] / (k + np.maximum(ranks, 1)), 0.0)
         if kept.complete[j]:
-            high += contribution
+            highs[j] = lows[j]
         else:
             beyond = w[j] / (k + kept.lengths[j] + 1)
-            high += np.where(present, contribution, beyond)
+            highs[j] = np.where(present, lows[j], beyond)
             unseen += beyond
         if w[j] > 0:  # a list of weight 0 is switched off, as in retrieval.fusion
             best = np.where(present, np.minimum(best, ranks), best)
+    low, high = ((terms if n <= 2 else np.sort(terms, axis=0)).sum(axis=0) for terms in (lows, highs))
     scored = np.flatnonzero(best < unranked)
     ranked = scored[np.lexsort((kept.order[scored], best[scored], -low[scored]))]
     # Only documents whose score is uncertain (and unseen ones) can overtake one above them:
@@ -294,7 +295,11 @@ def required_depth(
     depth = 0
     for k in rrf_ks:
         for weights in weight_grid:
-            ratio = sum(weights) / min(weights)
+            # A list of weight 0 is switched off: it neither scores nor sets the threshold.
+            active = [w for w in weights if w > 0]
+            if not active:
+                continue
+            ratio = sum(active) / min(active)
             depth = max(depth, math.floor(ratio * (k + top) - k - 1) + 1)
     return depth
 

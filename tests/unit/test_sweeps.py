@@ -276,3 +276,27 @@ def test_keep_depths_for_the_builtin_declarations() -> None:
     assert keep_depths(requires, {"rerank": "hybrid"}) == {"bm25": 380, "vector": 380, "hybrid": 50}
     # No reranker declared (the local profile): hybrid is the list a reranker would read.
     assert keep_depths(requires, {}, weight_grid=((1.0, 1.0),)) == {"bm25": 140, "vector": 140, "hybrid": 50}
+
+
+def test_a_list_switched_off_by_a_weight_of_zero_sweeps_and_renders(deep) -> None:
+    # hybrid_weights = [0.0, 1.0] is documented as switching bm25 off: the report's sweep must
+    # not divide by the smallest weight (it raised ZeroDivisionError).
+    from dataclasses import replace
+
+    from retrieval.sweeps import FusionSettings
+
+    _, run, setup = deep
+    off = replace(setup, fusion={**setup.fusion, "hybrid": FusionSettings(60, (0.0, 1.0))})
+    sweep = fusion_sweep(run, off, "hybrid")
+    assert sweep["current"] == {"rrf_k": 60, "weights": [0.0, 1.0]}
+    (own,) = [p for p in sweep["points"] if p["current"]]
+    vector = score_method(
+        run.ranked_ids("vector"),
+        {r.question.id: r.question.relevant for r in run.results},
+        {r.question.id: r.question.type for r in run.results},
+        ["recall@5", "mrr"],
+    ).overall
+    # With bm25 off, the fusion is the vector ranking.
+    assert (own["recall@5"], own["mrr"]) == (vector["recall@5"], vector["mrr"])
+    assert "| RRF k | (1, 1) | (1, 2) | (2, 1) | (1, 3) | (0, 1) |" in render_sweeps(sweeps(run, off))
+    assert required_depth((60,), ((0.0, 1.0),), 20) == required_depth((60,), ((1.0,),), 20) == 20
