@@ -139,7 +139,7 @@ def _settings(
     if flags.get("rerank_workers") is not None:
         llm = replace(llm, workers=flags.pop("rerank_workers"))
     if not is_integer(llm.workers) or llm.workers < 1:
-        raise ConfigError(f"--workers must be an integer >= 1, got {llm.workers!r}.")
+        raise ConfigError(f"--workers must be at least 1, got {llm.workers!r}.")
     profile = replace(profile, embeddings=embeddings, llm=llm)
 
     values = {key: data[key] for key in SETTING_KEYS - {"profile"} if key in data}
