@@ -244,6 +244,9 @@ def _question_type(value: str, where: str) -> str:
     return qtype
 
 
+_QRELS_HEADER_IDS = {"query-id", "query_id", "qid"}
+
+
 def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[list[Question], int]:
     queries_path = root / "queries.jsonl"
     qrels_path = root / "qrels" / "test.tsv"
@@ -263,7 +266,8 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[li
     judged: set[str] = set()
     with io.StringIO(_read_text(qrels_path), newline="") as handle:
         for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-            if not row or (number == 1 and row[0] in {"query-id", "query_id", "qid"}):
+            # Cells are read stripped: a header written "query-id " is still the header.
+            if not row or (number == 1 and row[0].strip().lower() in _QRELS_HEADER_IDS):
                 continue
             where = f"{qrels_path}:{number}"
             if len(row) != 3:
@@ -272,6 +276,11 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[li
             try:
                 graded = float(score)
             except ValueError as exc:
+                if number == 1:  # a header BEIR would not recognise, not a score
+                    raise DatasetError(
+                        f"{where}: the first line is neither a judgment nor the header: write the header "
+                        f"query-id<TAB>corpus-id<TAB>score, got {chr(9).join(row)!r}."
+                    ) from exc
                 raise DatasetError(f'{where}: score "{score}" is not a number.') from exc
             if not math.isfinite(graded):
                 raise DatasetError(

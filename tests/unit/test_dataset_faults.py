@@ -109,3 +109,19 @@ def test_a_bom_in_the_corpus_is_ignored(tmp_path: Path) -> None:
     root = _native(tmp_path, [{"id": "q1", "text": "restaurer ?", "type": "t", "relevant": ["d1"]}])
     (root / "corpus.jsonl").write_bytes(b"\xef\xbb\xbf" + (root / "corpus.jsonl").read_bytes())
     assert load_dataset(root).doc_ids == ["d1", "d2"]
+
+
+@pytest.mark.parametrize(
+    "header", ["query-id \tcorpus-id\tscore", " query-id\tcorpus-id\tscore ", "Query-Id\tcorpus-id\tscore"]
+)
+def test_a_qrels_header_with_spaces_is_the_header(tmp_path: Path, header: str) -> None:
+    root = _beir(tmp_path, f"{header}\nb1\td1\t1\nb2\td2\t2\n".encode())
+    assert [q.id for q in load_dataset(root).questions] == ["b1", "b2"]
+
+
+def test_an_unknown_qrels_header_is_named_as_a_header(tmp_path: Path) -> None:
+    root = _beir(tmp_path, b"query\tdoc\tscore\nb1\td1\t1\n")
+    assert _error(root) == (
+        f"{root / 'qrels' / 'test.tsv'}:1: the first line is neither a judgment nor the header: write the header "
+        "query-id<TAB>corpus-id<TAB>score, got 'query\\tdoc\\tscore'."
+    )
