@@ -54,6 +54,13 @@ def load_snapshots(path: str | Path) -> Rankings:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        # A hand edit saved in Latin-1: one line with the line of the bad byte, not a traceback.
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise BaselineError(
+            f"{path}:{line}: not UTF-8 ({exc.reason} at byte {exc.start}). Restore it with `git checkout {path}`, "
+            "or rewrite it with `pytest --update-baseline`."
+        ) from exc
     except json.JSONDecodeError as exc:
         raise BaselineError(
             f"{path}:{exc.lineno}: invalid JSON ({exc.msg}). Restore it with `git checkout {path}`, "
