@@ -81,10 +81,35 @@ class GenerationProvider(Protocol):
         ...
 
 
-def normalize(vectors: np.ndarray) -> np.ndarray:
-    """L2-normalise rows as float32; a zero row stays zero instead of becoming NaN."""
+def normalize(vectors: np.ndarray, texts: Sequence[str] | None = None, kind: Kind = "document") -> np.ndarray:
+    """L2-normalise rows as float32; ProviderError naming the text when a row is not finite or all zero.
+
+    Every provider's vectors pass here, live, recording and replaying alike: a NaN, infinite or
+    zero vector would score 0.0 against everything, silently, and be recorded as if it were one.
+    """
     import numpy as np
 
     vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    with np.errstate(over="ignore"):  # an overflowing row is refused below, by name
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    finite = np.isfinite(vectors).all(axis=1)
+    # A float32 norm of large finite values overflows to inf (its row would become zeros).
+    bad = np.flatnonzero(~finite | ~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0))
+    if len(bad):
+        row = int(bad[0])
+        what = "question" if kind == "query" else "document"
+        named = f"«{' '.join(texts[row].split())[:60].rstrip()}»" if texts is not None else f"number {row + 1}"
+        problem = (
+            "NaN or infinite values"
+            if not finite[row]
+            else "only zeros"
+            if norms[row, 0] == 0
+            else "overflowing values"
+        )
+        raise ProviderError(
+            f"the embedding model returned a vector of {problem} for the {what} {named}"
+            f"{f' (and {len(bad) - 1} other text(s))' if len(bad) > 1 else ''}: it would score 0 against "
+            "everything. Check the model and its server with that text, then run again.",
+            "bad vector",
+        )
+    return vectors / norms

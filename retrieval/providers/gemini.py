@@ -231,7 +231,7 @@ class GeminiEmbeddings(_GeminiBase):
                 f"{what} returned vectors of shape {vectors.shape}, expected {self.dimensions} dimensions",
                 "bad answer",
             )
-        return normalize(vectors)
+        return normalize(vectors, texts, kind)
 
 
 class GeminiGenerator(_GeminiBase):

@@ -102,7 +102,7 @@ class OpenAIEmbeddings:
             )
         tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
         self.usage.add(input_tokens=tokens, seconds=time.perf_counter() - started, truncated=truncated)
-        return normalize(vectors)
+        return normalize(vectors, texts, kind)
 
     @staticmethod
     def _decode(embedding: object) -> np.ndarray:
