@@ -249,4 +249,4 @@ def test_scipy_bootstrap_gives_the_figures_of_the_former_numpy_interval() -> Non
         now = bootstrap_interval(differences)
         assert now == pytest.approx(former, abs=2.3e-16, rel=0)
         identical += now == former
-    assert identical == 159
+    assert identical > 100  # 159 with numpy 2 and scipy 1.17
