@@ -11,9 +11,7 @@ files of killed runs are removed.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import re
 import warnings
 from collections.abc import Iterator, Sequence
@@ -21,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
 from retrieval.atomic import atomic_write, clean_stale
 
@@ -47,13 +46,10 @@ def _checksum(keys: np.ndarray, vectors: np.ndarray) -> str:
 
 @contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    # flock on the folder itself: no lock file to leave behind, and every save in it is serialised.
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    # One lock file beside the folder (filelock: POSIX and Windows), so the folder holds caches only
+    # and every save in it is serialised.
+    with FileLock(folder.with_name(f"{folder.name}.lock")):
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 class EmbeddingCache:

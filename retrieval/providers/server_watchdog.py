@@ -1,6 +1,6 @@
 """The watchdog of a server the tool started (see `local_server`), and the state-file helpers
-both share. Standard library only: it is run by path (`python server_watchdog.py STATE LOG CMD...`),
-so it starts without importing the package.
+both share. Standard library and filelock only: it is run by path (`python server_watchdog.py
+STATE LOG CMD...`), so it starts without importing the package.
 
 The watchdog starts the server as its child (the server dies with it: PR_SET_PDEATHSIG on
 Linux), then stops it as soon as no process listed as a user in the state file is alive.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import json
 import os
 import signal
@@ -21,6 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 WATCH_INTERVAL = 0.1  # how often the watchdog checks that a run still uses the server (a small file read)
 STOP_TIMEOUT = 10.0
@@ -42,16 +43,17 @@ def alive(pid: int | None) -> bool:
     return True
 
 
+LOCK_FILE = ".lock"
+
+
 @contextlib.contextmanager
 def locked(directory: Path) -> Iterator[None]:
-    """An exclusive lock on the state folder (flock on the folder itself: no lock file)."""
+    """An exclusive lock on the state folder: its LOCK_FILE, through filelock (POSIX and Windows).
+    Inside the folder, private to the user: a lock file beside it in the shared temporary folder
+    could be planted by another user as a link to a file of ours."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with FileLock(directory / LOCK_FILE):
         yield
-    finally:
-        os.close(fd)
 
 
 def read_state(path: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import pytest
 from retrieval.providers import local_server
 from retrieval.providers.base import ProviderError
 from retrieval.providers.local_server import _alive, ensure_server, server_answers
+from retrieval.providers.server_watchdog import LOCK_FILE
 
 FAKE = Path(__file__).with_name("fake_health_server.py")
 
@@ -66,7 +67,7 @@ def test_started_server_is_stopped_at_the_end(servers: Path) -> None:
         assert state["users"] == [os.getpid()]
     assert not server_answers(url)
     assert not _alive(state["server"]) and not _alive(state["watchdog"])
-    assert list(servers.iterdir()) == []  # no state file, no log
+    assert [p.name for p in servers.iterdir()] == [LOCK_FILE]  # no state file, no log: the lock file only
 
 
 def test_a_second_user_shares_the_server_and_the_last_one_stops_it(servers: Path) -> None:
