@@ -22,8 +22,9 @@ from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
 from retrieval.gate import BASELINE_PATH, importable
 from retrieval.markdown import fit
+from retrieval.progress import stderr_progress
 from retrieval.providers.base import ProviderError, ReplayMissError
-from retrieval.recording import CassetteError
+from retrieval.recording import CassetteError, Mode
 from retrieval.redaction import failure_text, redacted
 from retrieval.report import build_report, render_json, render_markdown
 from retrieval.run import Run, RunLogError, load_run, run_log
@@ -79,13 +80,6 @@ def _parser() -> argparse.ArgumentParser:
     calls.add_argument("--live", action="store_true", help="call the providers (embedding cache in .cache/)")
     calls.add_argument("--record", action="store_true", help="call the providers and rewrite the cassettes")
     return p
-
-
-def _progress(total: int, label: str) -> object:
-    from tqdm import tqdm
-
-    # disable=None hides the bar when stderr is not a terminal (CI logs stay readable).
-    return tqdm(total=total, desc=label, unit="text", file=sys.stderr, disable=None, leave=False)
 
 
 def _write(path: str, text: str) -> None:
@@ -147,9 +141,9 @@ def _main(args: argparse.Namespace) -> int:
                 f"is {dataset.fingerprint}. Pass the log's dataset with --dataset."
             )
     else:
-        mode = "record" if args.record else "live" if args.live else "replay"
+        mode: Mode = "record" if args.record else "live" if args.live else "replay"
         with importable(settings.root):  # a `module:factory` of the project, from any subfolder
-            run = evaluate(dataset, settings, mode=mode, progress=_progress)  # type: ignore[arg-type]
+            run = evaluate(dataset, settings, mode=mode, progress=stderr_progress)
         for line in run.drift:  # a recording: what changed against the cassettes it replaced
             print(line, file=sys.stderr)
     if args.log:

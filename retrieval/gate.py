@@ -35,6 +35,7 @@ from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.failures import where_relevant
 from retrieval.metrics import MethodScores, score_run
+from retrieval.progress import terminal_progress
 from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
@@ -173,7 +174,8 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
     """
     dataset = load_dataset(settings.dataset)
     with importable(settings.root):
-        run = evaluate(dataset, settings, mode=mode)
+        # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
+        run = evaluate(dataset, settings, mode=mode, progress=None if mode == "replay" else terminal_progress)
     scores = score_run(run, settings.k)
     baseline = shown_path(settings.baseline, settings.root)
     entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)

@@ -38,7 +38,7 @@ def _refused(tmp_path: Path, text: str, overrides: dict | None = None) -> str:
 @pytest.mark.parametrize("key", sorted(NUMBERS))
 def test_a_bool_is_no_number_for_any_run_setting(tmp_path: Path, key: str) -> None:
     # `k = true` was read as 1: Python's bool is an int.
-    integer, least, highest = NUMBERS[key]
+    integer, least, _highest = NUMBERS[key]
     wanted = (
         f"an integer >= {least}" if integer else "a finite number >= 0" if key == "bm25_k1" else "a number from 0 to 1"
     )
@@ -173,7 +173,7 @@ def test_the_reserved_names_are_the_shared_cassettes() -> None:
 class _Named:
     """A user method whose object names itself after a shared cassette."""
 
-    requires = ()
+    requires: tuple[str, ...] = ()
     needs_vectors = False
 
     def __init__(self, name: str) -> None:
