@@ -22,16 +22,19 @@ RESERVED_CASSETTES = frozenset({"recording", "corpus-embeddings", "question-embe
 
 
 def name_problem(kind: str, name: object) -> str | None:
-    """What is wrong with `name` as a `kind` ("profile" or "method") name, with the fix; None when
-    it is safe. Method names may not be a shared cassette's."""
-    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+    """What is wrong with `name` as a `kind` name, with the fix; None when it is safe.
+
+    "profile" and "method" names must be plain; a "method" or "channel" (the cassette a method
+    declares: a plain file name, checked by retrieval.methods.base, which may hold a model's
+    dots) may not be a shared cassette's name."""
+    if kind != "channel" and (not isinstance(name, str) or not SAFE_NAME.fullmatch(name)):
         return (
             f"{kind} name {name!r} is not a plain name: use letters, digits, '_' and '-' only (no '/', '.', "
             "space), starting with a letter or digit, at most 64 characters."
         )
-    if kind == "method" and name.lower() in RESERVED_CASSETTES:
+    if kind != "profile" and str(name).lower() in RESERVED_CASSETTES:
         return (
-            f"method name {name!r} is the name of a cassette every method shares "
-            f"({', '.join(sorted(RESERVED_CASSETTES))}): give the method another name."
+            f"{kind} name {name!r} is the name of a cassette every method shares "
+            f"({', '.join(sorted(RESERVED_CASSETTES))}): give the {kind} another name."
         )
     return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import retrieval.methods
 from retrieval.config import ConfigError, Settings
 from retrieval.methods.base import Declaration, DeclarationError, Method, declaration
-from retrieval.names import RESERVED_CASSETTES, name_problem
+from retrieval.names import name_problem
 
 __all__ = ["BUILTIN_METHODS", "MethodUnavailable", "Plan", "builtin_methods", "plan"]
 
@@ -179,9 +179,7 @@ def _declared(method: Method, name: str) -> Declaration:
     except DeclarationError as exc:
         raise ConfigError(f"method {name!r}: {exc}.") from exc
     # The name (and the channel) become cassette file names: no path, no shared cassette's name.
-    problem = name_problem("method", declared.name) or (
-        name_problem("method", declared.channel) if declared.channel.lower() in RESERVED_CASSETTES else None
-    )
+    problem = name_problem("method", declared.name) or name_problem("channel", declared.channel)
     if problem:
         raise ConfigError(f"method {name!r}: {problem}")
     return declared

@@ -190,6 +190,21 @@ def test_a_user_method_object_with_an_unsafe_name_is_refused(name: str) -> None:
     assert str(caught.value).startswith(f"method {name!r}: method name {name!r} ")
 
 
+def test_a_method_channel_may_not_be_a_shared_cassette() -> None:
+    method = _Named("mine")
+    method.channel = "Corpus-Embeddings"  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError) as caught:
+        plan(["bm25"], Settings(methods=("bm25",)), replay=True, extra=[method])
+    assert str(caught.value) == (
+        "method 'mine': channel name 'Corpus-Embeddings' is the name of a cassette every method shares "
+        "(corpus-embeddings, question-embeddings, recording): give the channel another name."
+    )
+    method.channel = "rerank-gpt-4.1-mini"  # type: ignore[attr-defined]
+    assert plan(["bm25"], Settings(methods=("bm25",)), replay=True, extra=[method]).declarations["mine"].channel == (
+        "rerank-gpt-4.1-mini"
+    )
+
+
 # --- the baseline's tolerance -----------------------------------------------------------------
 
 
