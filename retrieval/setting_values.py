@@ -54,7 +54,9 @@ def _methods(methods: Any, flags: Mapping[str, Any], where: str) -> tuple[str, .
         # factory gives the method (retrieval.pipeline).
         problem = None if _SPEC.fullmatch(method) else name_problem("method", method)
         if problem:
-            raise ConfigError(f"{source}: {problem} (or give a factory as module.path:function)", at=("methods",))
+            raise ConfigError(
+                f"{source}: {problem} A method of yours may be given as module.path:factory.", at=("methods",)
+            )
     return tuple(methods)
 
 

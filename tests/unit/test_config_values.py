@@ -14,8 +14,9 @@ from test_baseline_faults import RESTORE, _valid_entry
 from retrieval.baseline import FORMAT, BaselineError, load_baseline
 from retrieval.config import ConfigError, load_settings
 from retrieval.evaluate import CORPUS_STAGE, QUESTION_STAGE
-from retrieval.names import RESERVED_CASSETTES
+from retrieval.names import RANKINGS, RESERVED_CASSETTES
 from retrieval.pipeline import plan
+from retrieval.ranking_cassettes import SUFFIX
 from retrieval.recording import META_FILE
 from retrieval.setting_values import NUMBERS
 from retrieval.settings import GROUPS, Settings
@@ -129,33 +130,35 @@ def test_a_zero_weight_switches_one_list_off(tmp_path: Path) -> None:
 # --- names ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["../up", "a/b", "two words", ".hidden", "x..y", "-flag", "é"])
+@pytest.mark.parametrize("name", ["../up", "a/b", "two words", ".hidden", "x..y", "trailing.", "-flag", "é"])
 def test_unsafe_profile_names_are_refused(tmp_path: Path, name: str) -> None:
     path = tmp_path / "retrieval.toml"
     message = _refused(tmp_path, f'k = 5\n[profiles."{name}"]\nembedding_model = "m"\n')
     assert message == (
-        f"{path}, line 2: profile name {name!r} is not a plain name: use letters, digits, '_' and '-' only "
-        "(no '/', '.', space), starting with a letter or digit, at most 64 characters."
+        f"{path}, line 2: profile name {name!r} is not a plain name: use letters, digits, '_', '-' and single "
+        "dots inside (no '/', '..', space), at most 64 characters, starting with a letter or digit."
     )
 
 
 def test_a_long_profile_name_is_refused_and_a_plain_one_kept(tmp_path: Path) -> None:
     assert "not a plain name" in _refused(tmp_path, f"[profiles.{'a' * 65}]\n")
-    (tmp_path / "retrieval.toml").write_text("profile = 'my_Profile-2'\n[profiles.my_Profile-2]\n", encoding="utf-8")
-    assert load_settings(tmp_path, environ=NO_ENV).profile.name == "my_Profile-2"
+    text = "profile = 'my_Profile-2.5'\n[profiles.\"my_Profile-2.5\"]\n"
+    (tmp_path / "retrieval.toml").write_text(text, encoding="utf-8")
+    assert load_settings(tmp_path, environ=NO_ENV).profile.name == "my_Profile-2.5"
 
 
-@pytest.mark.parametrize("name", ["recording", "corpus-embeddings", "Question-Embeddings"])
+@pytest.mark.parametrize("name", ["recording", "corpus-embeddings", "Question-Embeddings", "postgres.rankings"])
 def test_shared_cassette_names_are_refused_as_method_names(tmp_path: Path, name: str) -> None:
     path = tmp_path / "retrieval.toml"
     assert _refused(tmp_path, f'methods = ["bm25", "{name}"]\n') == (
-        f"{path}, line 1: methods: method name {name!r} is the name of a cassette every method shares "
-        "(corpus-embeddings, question-embeddings, recording): give the method another name. "
-        "(or give a factory as module.path:function)"
+        f"{path}, line 1: methods: method name {name!r} "
+        "would share a cassette file with every method (corpus-embeddings, question-embeddings, recording) "
+        "or with a method's recorded rankings (NAME.rankings): give the method another name. "
+        "A method of yours may be given as module.path:factory."
     )
 
 
-@pytest.mark.parametrize("name", ["../bm25", "a b", "x.rankings"])
+@pytest.mark.parametrize("name", ["../bm25", "a b", "a..b"])
 def test_unsafe_method_names_are_refused(tmp_path: Path, name: str) -> None:
     assert f"methods: method name {name!r} is not a plain name" in _refused(tmp_path, f'methods = ["{name}"]\n')
 
@@ -163,11 +166,12 @@ def test_unsafe_method_names_are_refused(tmp_path: Path, name: str) -> None:
 def test_a_flag_names_the_flag(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, {"methods": "bm25,recording"}, environ=NO_ENV)
-    assert str(caught.value).startswith("--methods: method name 'recording' is the name of a cassette")
+    assert str(caught.value).startswith("--methods: method name 'recording' would share a cassette file")
 
 
 def test_the_reserved_names_are_the_shared_cassettes() -> None:
     assert {CORPUS_STAGE, QUESTION_STAGE, Path(META_FILE).stem} == RESERVED_CASSETTES
+    assert RANKINGS + ".json" == SUFFIX
 
 
 class _Named:
@@ -196,8 +200,9 @@ def test_a_method_channel_may_not_be_a_shared_cassette() -> None:
     with pytest.raises(ConfigError) as caught:
         plan(["bm25"], Settings(methods=("bm25",)), replay=True, extra=[method])
     assert str(caught.value) == (
-        "method 'mine': channel name 'Corpus-Embeddings' is the name of a cassette every method shares "
-        "(corpus-embeddings, question-embeddings, recording): give the channel another name."
+        "method 'mine': channel name 'Corpus-Embeddings' "
+        "would share a cassette file with every method (corpus-embeddings, question-embeddings, recording) "
+        "or with a method's recorded rankings (NAME.rankings): give the channel another name."
     )
     method.channel = "rerank-gpt-4.1-mini"  # type: ignore[attr-defined]
     assert plan(["bm25"], Settings(methods=("bm25",)), replay=True, extra=[method]).declarations["mine"].channel == (
