@@ -145,6 +145,8 @@ class Settings:
     cache: str = ".cache"
     baseline: str = "baselines/metrics.json"
     snapshots: str = "baselines/rankings"
+    # How far a gated rate may fall below the baseline and still hold (0 to MAX_TOLERANCE).
+    tolerance: float = 0.0
     root: str = "."
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     source: str = "built-in defaults"
@@ -215,8 +217,13 @@ _SETTING_KEYS = {
     "depth",
     "bm25_k1",
     "bm25_b",
+    "tolerance",
     *_PATH_KEYS,
 }
+# The gate's tolerance is at most 0.05 (5 points of recall or MRR): replay is exact, so a
+# tolerance only absorbs the noise of live runs; a larger one would pass a retriever that lost
+# one relevant document in twenty, which is the regression the gate exists to catch.
+MAX_TOLERANCE = 0.05
 
 
 def _read_project_file(root: Path) -> tuple[dict[str, Any], str | None]:
@@ -570,14 +577,14 @@ def _settings(
         if key in values and (not isinstance(values[key], int) or values[key] < least):
             source = f"--{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
             raise ConfigError(f"{source} must be an integer >= {least}, got {values[key]!r}.", at=(key,))
-    for key, highest in (("bm25_k1", math.inf), ("bm25_b", 1.0)):
+    for key, highest in (("bm25_k1", math.inf), ("bm25_b", 1.0), ("tolerance", MAX_TOLERANCE)):
         if key not in values:
             continue
         value = values[key]
         number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         if not number or not 0 <= value <= highest:
             source = f"--{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
-            wanted = "a finite number >= 0" if highest == math.inf else "a number from 0 to 1"
+            wanted = "a finite number >= 0" if highest == math.inf else f"a number from 0 to {highest:g}"
             raise ConfigError(f"{source} must be {wanted}, got {value!r}.", at=(key,))
         values[key] = float(value)
     for key in _PATH_KEYS:
