@@ -172,7 +172,7 @@ def _method_problem(figures: Any, where: str, judged: Mapping[str, Any] | None) 
     metric_of = {"reciprocal_ranks": "mrr", "recall_per_question": recalls[0]}
     for part in PER_QUESTION:
         for question, value in figures[part].items():
-            if problem := _value_problem(metric_of[part], value, f"{where}: {part}[{question}]"):
+            if problem := _value_problem(metric_of[part], value, f"{where}: {part} of {question}"):
                 return problem
     if set(figures["reciprocal_ranks"]) != set(figures["recall_per_question"]):
         return f"{where}: reciprocal_ranks and recall_per_question must hold the same questions"

@@ -45,8 +45,10 @@ def _compare_figures(before: Mapping[str, float], after: Mapping[str, float]) ->
         if was is not None and now is not None and now == was:
             continue
         lines.append(_line(name, was, now))
-        if was is not None and (now is None or is_worse(name, was, now)):
+        if was is not None and now is None:
             # A figure that disappears (a method no longer run) is a gate lowered to nothing.
+            lowered[f"{name} (removed)"] = {"from": was, "to": None}
+        elif was is not None and now is not None and is_worse(name, was, now):
             lowered[name] = {"from": was, "to": now}
     return lines, lowered
 
@@ -129,7 +131,7 @@ def _acceptance(old: Mapping[str, Any] | None, new: Mapping[str, Any], lowered: 
     now = flat_figures(new["methods"])
     figures = {name: {"from": before.get(name, change)["from"], "to": change["to"]} for name, change in lowered.items()}
     for name, change in before.items():
-        bare = name.removesuffix(" (all questions)")
+        bare = name.removesuffix(" (all questions)").removesuffix(" (removed)")
         if name not in figures and bare in now and is_worse(bare, change["from"], now[bare]):
             figures[name] = {"from": change["from"], "to": now[bare]}
     if not figures:

@@ -281,7 +281,7 @@ def _against_ref(result: GateResult, ref: str) -> None:
     own = {c.baseline_figure for c in checks}
     acceptance = result.acceptance or {}
     for name in unproduced(compared or theirs, checks):
-        if name not in own and (acceptance.get("figures", {}).get(name) or {}).get("to", 0) is not None:
+        if name not in own and f"{name} (removed)" not in acceptance.get("figures", {}):
             result.reference_unproduced.append(f"{name} (in {ref}'s baseline)")
 
 
