@@ -19,6 +19,7 @@ from retrieval.baseline_schema import (
     BaselineError,
     first_of,
     flat_figures,
+    judgments,
     question_digests,
     rounded,
 )
@@ -150,28 +151,35 @@ class DataChanges:
         return "; ".join(parts) or "no question added, removed or edited (the file's order changed)"
 
 
-def data_changes(entry: Mapping[str, Any], questions: Mapping[str, str], corpus: str) -> DataChanges | None:
+def data_changes(
+    entry: Mapping[str, Any],
+    questions: Mapping[str, str],
+    corpus: str,
+    judged: Mapping[str, Mapping[str, Any]] | None = None,
+) -> DataChanges | None:
     """How the questions (`questions`: id -> digest, `question_digests`) and the documents
     (`corpus`, their fingerprint) differ from the baseline entry's, when the figures can still be
-    compared: at least one question unchanged, or one edited whose judgments the baseline kept.
-    None otherwise (a baseline made before question digests, nothing in common): a new dataset."""
+    compared: at least one question unchanged, or one whose judgments alone were edited (same
+    text: `judged`, the run's `judgments`) and the baseline kept its old ones. A question whose
+    text changed is another question. None otherwise (nothing in common): a new dataset."""
     recorded = entry.get("questions")
     if not isinstance(recorded, dict):
         return None
     common = tuple(q for q, digest in questions.items() if recorded.get(q) == digest)
     edited = tuple(q for q, digest in questions.items() if q in recorded and recorded[q] != digest)
-    judged = entry.get("judgments")
-    kept: Mapping[str, Any] = judged if isinstance(judged, dict) else {}
-    rejudged = tuple(q for q in edited if q in kept)
+    before = entry.get("judgments")
+    kept: Mapping[str, Any] = before if isinstance(before, dict) else {}
+    now = judged or {}
+    rejudged = tuple(q for q in edited if q in kept and q in now and kept[q].get("text") == now[q].get("text"))
     if not common and not rejudged:
         return None
-    before = entry.get("corpus")
+    documents = entry.get("corpus")
     return DataChanges(
         added=tuple(q for q in questions if q not in recorded),
         removed=tuple(q for q in recorded if q not in questions),
         edited=edited,
         common=common,
-        documents=None if before == corpus else f"{before or 'unknown'} -> {corpus or 'unknown'}",
+        documents=None if documents == corpus else f"{documents or 'unknown'} -> {corpus or 'unknown'}",
         rejudged=rejudged,
     )
 
@@ -180,7 +188,7 @@ def run_data_changes(entry: Mapping[str, Any], run: Run) -> DataChanges | None:
     """`data_changes` of a run against the baseline entry; None when its dataset is the baseline's."""
     if entry.get("fingerprint") == run.fingerprint:
         return None
-    return data_changes(entry, question_digests(run), run.corpus)
+    return data_changes(entry, question_digests(run), run.corpus, judgments(run))
 
 
 def rejudged(run: Run, entry: Mapping[str, Any], questions: Collection[str]) -> Run:

@@ -17,7 +17,7 @@ from typing import Any
 
 from retrieval.atomic import AtomicSetError, commit_files, recover_files
 from retrieval.baseline_compare import at_k, data_changes, on_questions
-from retrieval.baseline_figures import is_worse
+from retrieval.baseline_figures import is_worse, kind_of
 from retrieval.baseline_schema import BaselineError, flat_figures, load_baseline, rounded
 
 __all__ = ["ACCEPTED", "accepted_drop", "baseline_lock", "recover_baseline", "update_baseline"]
@@ -27,14 +27,19 @@ ACCEPTED = "accepted"
 LOCK_SECONDS = 120
 
 
+def _fmt(name: str, value: float, sign: str = "") -> str:
+    """A figure as the diff shows it: a count whole, a rate to 4 decimals."""
+    return f"{value:{sign}.0f}" if kind_of(name).count else f"{value:{sign}.4f}"
+
+
 def _line(name: str, was: float | None, now: float | None) -> str:
     if was is None:
-        return f"  {name}: new {now:.4f}"
+        return f"  {name}: new {_fmt(name, now or 0.0)}"
     if now is None:
-        return f"  {name}: removed (was {was:.4f})"
+        return f"  {name}: removed (was {_fmt(name, was)})"
     if now == was:
-        return f"  {name}: {was:.4f} (unchanged)"
-    return f"  {name}: {was:.4f} -> {now:.4f} ({now - was:+.4f})"
+        return f"  {name}: {_fmt(name, was)} (unchanged)"
+    return f"  {name}: {_fmt(name, was)} -> {_fmt(name, now)} ({_fmt(name, now - was, '+')})"
 
 
 def _compare_figures(before: Mapping[str, float], after: Mapping[str, float]) -> tuple[list[str], dict[str, Any]]:
@@ -62,7 +67,7 @@ def _diff(
     """The diff's lines and the figures lowered (name -> {"from", "to"})."""
     changes = None
     if old and old.get("fingerprint") != new["fingerprint"] and types is not None:
-        changes = data_changes(old, new.get("questions", {}), new.get("corpus", ""))
+        changes = data_changes(old, new.get("questions", {}), new.get("corpus", ""), new.get("judgments"))
     if old and changes is not None and types is not None:
         # A dataset that kept questions: their figures are compared (and may not fall), the
         # edited ones under the judgments the baseline kept; then every figure on all questions.
@@ -92,7 +97,7 @@ def _diff(
         lines = [
             f"  new dataset: {new['dataset']} (fingerprint {new['fingerprint']}) replaces "
             f"{old.get('dataset')} (fingerprint {old.get('fingerprint')})",
-            *(f"  {name}: {value:.4f}" for name, value in flat_figures(new["methods"]).items()),
+            *(f"  {name}: {_fmt(name, value)}" for name, value in flat_figures(new["methods"]).items()),
         ]
         return lines, {}
     lines = []

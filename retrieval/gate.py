@@ -25,6 +25,7 @@ from retrieval.baseline import (
     entry_for,
     first_of,
     incompatibility,
+    judgments,
     load_baseline,
     on_questions,
     question_digests,
@@ -324,11 +325,15 @@ def _judge_again(result: GateResult) -> Any:
     """For an update after questions were edited: the run's entry with each edited question
     scored under the judgments the old entry kept for it."""
     run, k = result.run, result.settings.k
-    digests = question_digests(run)
+    digests, texts = question_digests(run), judgments(run)
 
     def judge(old: Mapping[str, Any]) -> dict[str, Any]:
         kept, before = old.get("judgments", {}), old.get("questions", {})
-        edited = [q for q, d in digests.items() if q in kept and q in before and before[q] != d]
+        edited = [
+            q
+            for q, d in digests.items()
+            if q in kept and q in before and before[q] != d and kept[q].get("text") == texts[q]["text"]
+        ]
         judged = rejudged(run, old, edited)
         return entry_for(judged, score_run(judged, k), k)
 

@@ -341,7 +341,12 @@ def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is
     renewed = _run(pytester, "--update-baseline")
     renewed.assert_outcomes(passed=12)
     renewed.stdout.fnmatch_lines(
-        ["  dataset changed: 1 added (q5); on the 4 questions both hold:", "  the new baseline, on all 5 questions:"]
+        [
+            "  dataset changed: 1 added (q5); compared on the 4 questions both hold:",
+            "  no figure changed on them",
+            "  every figure, old dataset (4 questions) -> new (5 questions):",
+            "  bm25 recall@5: 1.0000 (unchanged)",
+        ]
     )
     # Documents edited: the same questions, compared all the same (a document that now crowds
     # out an answer is a regression too); the change is named until the baseline records it.
