@@ -155,7 +155,8 @@ def test_a_failure_lists_the_ten_largest_falls_first_and_counts_the_rest() -> No
         "Questions that got worse: q11 (1.00 -> 0.88), q10 (1.00 -> 0.89), q09 (1.00 -> 0.90), q08 (1.00 -> 0.91), "
         "q07 (1.00 -> 0.92), q06 (1.00 -> 0.93), q05 (1.00 -> 0.94), q04 (1.00 -> 0.95), q03 (1.00 -> 0.96), "
         "q02 (1.00 -> 0.97), and 2 more. If this change is intended, accept it with "
-        "`pytest --update-baseline --allow-regression \"REASON\"` (the baseline records the reason; the PR summary shows it)."
+        '`pytest --update-baseline --allow-regression "REASON"` (the baseline records the reason; '
+        "the PR summary shows it)."
     )
 
 

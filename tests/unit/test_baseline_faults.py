@@ -138,7 +138,8 @@ def test_a_rising_degraded_count_fails_the_gate() -> None:
     assert failing[0].message() == (
         "vector degraded rose above the baseline: baseline 0.0000, current 2.0000, delta +2.0000 (tolerance 0.0). "
         "Questions that got worse: q1, q3. If this change is intended, accept it with "
-        "`pytest --update-baseline --allow-regression \"REASON\"` (the baseline records the reason; the PR summary shows it)."
+        '`pytest --update-baseline --allow-regression "REASON"` (the baseline records the reason; '
+        "the PR summary shows it)."
     )
     # Fewer fallbacks than the baseline pass.
     fewer = compare(entry_for(run, score_run(run), k=5), score_run(_run(GOOD)), 5, TYPES, {"vector": []})
