@@ -306,6 +306,7 @@ def _checks(
     degraded = {m: list(run.degraded(m)) for m in run.methods}
     scores: Mapping[str, MethodScores] = result.scores
     compared = None
+    judged = run
     if changes is not None and changes.questions_changed:
         on = changes.compared_on
         types = {**types, **{q: entry["judgments"][q]["type"] for q in changes.rejudged}}
@@ -316,7 +317,8 @@ def _checks(
         kept = set(on)
         degraded = {m: [q for q in fell_back if q in kept] for m, fell_back in degraded.items()}
     source = shown_path(result.baseline_path, result.settings.root)
-    why = where_relevant(run, result.settings.candidates)
+    # An edited question's "why" is where its judged (old) relevant documents ranked.
+    why = where_relevant(judged, result.settings.candidates)
     checks = compare(entry, scores, k, types, degraded, source=source, why=why, tolerance=result.tolerance)
     return checks, compared
 
