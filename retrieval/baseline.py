@@ -1,7 +1,8 @@
 """The committed baseline, in three modules of one job each, named here for their callers.
 
 - retrieval.baseline_schema: the file's format, what an entry holds, its self-check on load;
-- retrieval.baseline_compare: which figures are compared on which questions, the checks;
+- retrieval.baseline_questions: on which questions, after the dataset changed;
+- retrieval.baseline_compare: the checks of every gated figure;
 - retrieval.baseline_update: the diff, the refusal and the recorded acceptance, the locked write;
 - retrieval.baseline_figures: the registry that says which way each figure gets worse.
 """
@@ -10,18 +11,20 @@ from __future__ import annotations
 
 from retrieval.baseline_compare import (
     Check,
-    DataChanges,
-    as_scores,
     at_k,
     compare,
     config_changes,
-    data_changes,
     incompatibility,
+    ungated_types,
+    unproduced,
+)
+from retrieval.baseline_questions import (
+    DataChanges,
+    as_scores,
+    data_changes,
     on_questions,
     rejudged,
     run_data_changes,
-    ungated_types,
-    unproduced,
 )
 from retrieval.baseline_schema import (
     DIGITS,

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.atomic import AtomicSetError, commit_files, recover_files
-from retrieval.baseline_compare import at_k, data_changes, on_questions
+from retrieval.baseline_compare import at_k
 from retrieval.baseline_figures import is_worse, kind_of
+from retrieval.baseline_questions import data_changes, on_questions
 from retrieval.baseline_schema import BaselineError, flat_figures, load_baseline, rounded
 
 __all__ = ["ACCEPTED", "accepted_drop", "baseline_lock", "recover_baseline", "update_baseline"]
