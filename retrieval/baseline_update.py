@@ -201,14 +201,17 @@ def update_baseline(
     judge_again: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
     also: Mapping[Path, str] | None = None,
     lock: Path | None = None,
+    reference: Mapping[str, Any] | None = None,
 ) -> str:
     """Write `entry` as the profile's baseline (with the files of `also`, its ranking snapshots,
     as one set) and return the diff; refuse to lower a figure unless `allow_regression` is the
     reason for it, recorded in the entry. With `types` (question id -> type), a dataset that
     kept questions is a changed one, whose figures on those questions may not fall (edited ones
     judged again by `judge_again(old entry)`); without, another dataset replaces the old one whole.
-    Read, compared and written under one lock (`lock`, default beside the file): concurrent
-    updates of other profiles lose nothing."""
+    With `reference` (the base branch's entry), a drop against it counts as one against the
+    file's own and is recorded from the reference's value: how a pull request records the
+    acceptance its base branch's gate asks for. Read, compared and written under one lock
+    (`lock`, default beside the file): concurrent updates of other profiles lose nothing."""
     from filelock import FileLock, Timeout
 
     path = Path(path)
@@ -221,6 +224,9 @@ def update_baseline(
             old = data["profiles"].get(profile)
             entry = {key: value for key, value in entry.items() if key not in ("tolerance", ACCEPTED)}
             lines, lowered = _diff(old, entry, types, judge_again)
+            if reference is not None:
+                _, against = _diff(reference, entry, types, judge_again)
+                lowered = {**lowered, **against}  # recorded from the reference's values
             reason = allow_regression if isinstance(allow_regression, str) else None
             if lowered and not (reason and reason.strip()):
                 how = "needs a reason" if allow_regression else "was not given"

@@ -21,7 +21,7 @@ from retrieval.baseline_ref import baseline_at
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
-from retrieval.gate import BASELINE_PATH, importable
+from retrieval.gate import BASELINE_PATH, importable, recover
 from retrieval.markdown import fit
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording import CassetteError
@@ -143,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     # --baseline names the file to compare with, not the project's `baseline` setting.
-    settings = load_settings(".", {k: v for k, v in vars(args).items() if k != "baseline"})
+    settings = load_settings(".", {k: v for k, v in vars(args).items() if k not in ("baseline", "baseline_ref")})
+    recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
     dataset = load_dataset(settings.dataset)
     if args.from_log:
         if args.live or args.record:

@@ -47,7 +47,7 @@ from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_d
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, render_snapshots, snapshot_path, top_rankings
 
-__all__ = ["BASELINE_PATH", "GateResult", "accept", "importable", "run_gate"]
+__all__ = ["BASELINE_PATH", "GateResult", "accept", "baseline_lock_of", "importable", "recover", "run_gate"]
 
 # The default of the `baseline` setting (root-relative); kept for callers that name the file.
 BASELINE_PATH = "baselines/metrics.json"
@@ -198,6 +198,13 @@ def _snapshot_files(settings: Settings) -> dict[str, Path]:
     return {p.stem: p for p in folder.glob("*.json")} if folder.is_dir() else {}
 
 
+def recover(settings: Settings) -> list[Path]:
+    """Put back the baseline set a killed or failed update left half written, and remove its
+    temporary files: every command calls it before it reads the baseline. Returns what it touched."""
+    snapshots = _snapshot_files(settings) | {settings.profile.name: _snapshot_of(settings)}
+    return recover_baseline(settings.baseline, snapshots, lock=baseline_lock_of(settings))
+
+
 def run_gate(settings: Settings, mode: Mode = "replay", baseline_ref: str | None = None) -> GateResult:
     """Evaluate the profile (replaying or recording) and compare every gated figure with the baseline.
 
@@ -206,9 +213,7 @@ def run_gate(settings: Settings, mode: Mode = "replay", baseline_ref: str | None
     Errors that stop the evaluation (a missing cassette, a replay miss, a damaged file) are
     raised; a run that cannot be compared is returned with `problem` set.
     """
-    # A killed or failed update's half-written set is put back before anything reads it.
-    snapshots = _snapshot_files(settings) | {settings.profile.name: _snapshot_of(settings)}
-    recover_baseline(settings.baseline, snapshots, lock=baseline_lock_of(settings))
+    recover(settings)
     dataset = load_dataset(settings.dataset)
     with importable(settings.root):
         run = evaluate(dataset, settings, mode=mode)
@@ -267,13 +272,13 @@ def _against_ref(result: GateResult, ref: str) -> None:
     """Compare the run with `ref`'s baseline too: a drop there fails unless accepted in ours."""
     result.reference = ref
     theirs = baseline_at(ref, result.baseline_path)["profiles"].get(result.profile)
-    result.reference_entry = theirs
     if theirs is None:
         result.reference_note = f"{ref} has no baseline for profile {result.profile!r}: nothing to lower"
         return
     if incompatibility(theirs, result.run, result.profile) is not None:
         result.reference_note = f"{ref}'s baseline is of another dataset: this one is a new baseline"
         return
+    result.reference_entry = theirs
     changes = run_data_changes(theirs, result.run)
     checks, compared = _checks(result, theirs, changes)
     for check in checks:
@@ -347,7 +352,8 @@ def accept(result: GateResult, *, allow_regression: bool | str = False) -> str:
     the baseline's lock; returns the diff.
 
     Refuses to lower a figure unless `allow_regression` is the reason (raises BaselineError): then
-    neither the baseline nor the snapshots are written; the reason is recorded in the entry.
+    neither the baseline nor the snapshots are written; the reason is recorded in the entry. Run
+    with a ref (`run_gate(..., baseline_ref=)`), a drop against the ref's baseline counts too.
     Only this profile's entry and snapshot file change. Cassettes holding a credential are never
     accepted (raises CassetteError).
     """
@@ -366,6 +372,7 @@ def accept(result: GateResult, *, allow_regression: bool | str = False) -> str:
         judge_again=_judge_again(result),
         also=also,
         lock=baseline_lock_of(result.settings),
+        reference=result.reference_entry,
     )
     # The diff names the file as the project sees it, whatever the working directory.
     diff = diff.replace(str(result.baseline_path), shown_path(result.baseline_path, result.settings.root), 1)

@@ -312,7 +312,7 @@ class GateCollector(pytest.File):
             if result.redataset:
                 item("dataset", "integrity", result.redataset)
             for check in result.checks:
-                item(f"{check.method} {check.metric}", "figure", None if check.ok else check.message())
+                item(check.name, "figure", None if check.ok else check.message())
             for figure in result.unproduced():
                 item(
                     figure,
@@ -494,8 +494,8 @@ def _frame(state: _State) -> _Frame:
         tail += f"; compared with {result.reference}'s baseline too" + (
             f" ({result.reference_note})" if result.reference_note else ""
         )
-    if result.acceptance:
-        tail += f"; accepted drop(s): {result.acceptance.get('reason')}"
+    if any(c.accepted for c in result.checks):
+        tail += f"; drops accepted against {result.reference}: {(result.acceptance or {}).get('reason')}"
     if result.changed_cassettes:
         tail += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
     if result.changed_config:

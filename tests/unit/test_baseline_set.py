@@ -131,6 +131,16 @@ def test_a_killed_runs_leftovers_are_removed_by_the_next_run(project: Path) -> N
     assert not snap_tmp.exists()
 
 
+def test_the_report_command_removes_a_killed_runs_leftovers_too(project: Path) -> None:
+    from retrieval.cli import main
+
+    before = _set(project)
+    tmp = project / "baselines" / f".metrics.json.{DEAD}-abc.tmp"
+    tmp.write_text("{half")
+    assert main(["--output", str(project / "report.md")]) == 0
+    assert _set(project) == before and _leftovers(project) == []
+
+
 CONCURRENT = """
 import sys, time
 import retrieval.baseline_update as update

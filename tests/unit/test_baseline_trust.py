@@ -274,3 +274,34 @@ def test_the_ref_is_read_with_git_show_and_a_missing_one_is_one_line(repository:
     assert failing(result) == []
     assert result.reference_note == "empty has no baseline for profile 'local': nothing to lower"
     assert _git(repository, "status", "--porcelain") == status  # never a checkout of the ref
+
+
+def test_pytest_fails_a_pull_request_against_the_base_branch_and_passes_it_with_a_reason(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = pytester.path
+    monkeypatch.chdir(root)
+    make_project(root)
+    (root / ".gitignore").write_text(".cache/\n__pycache__/\n")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    _worse(root)
+    quiet = ("-vv", "-p", "no:cacheprovider", "-p", "no:randomly", "-m", "regression")
+    refused = pytester.runpytest_inprocess(*quiet, "--update-baseline", "--allow-regression")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR  # the reason is required
+    pytester.runpytest_inprocess(*quiet, "--update-baseline", "--allow-regression", "q2 is out of scope")
+    _edit(root, lambda e: e.pop("accepted"))
+    lowered = pytester.runpytest_inprocess(*quiet, "--retrieval-baseline-ref", "main")
+    lowered.assert_outcomes(passed=8, failed=3)
+    lowered.stdout.fnmatch_lines(["*::table mrr against main - table mrr fell below the baseline of main:*"])
+    # Nothing falls against its own baseline now: the acceptance is recorded against the ref's.
+    plain = pytester.runpytest_inprocess(*quiet, "--update-baseline")
+    plain.stdout.fnmatch_lines(["*  no figure changed"])
+    ref = ("--retrieval-baseline-ref", "main")
+    refused = pytester.runpytest_inprocess(*quiet, "--update-baseline", *ref)
+    refused.stdout.fnmatch_lines(["*refusing to lower the baseline of profile 'local': table recall@2, table mrr*"])
+    pytester.runpytest_inprocess(*quiet, "--update-baseline", "--allow-regression", "q2 is out of scope", *ref)
+    accepted = pytester.runpytest_inprocess(*quiet, "--retrieval-baseline-ref", "main")
+    accepted.assert_outcomes(passed=11)
+    accepted.stdout.fnmatch_lines(["retrieval gate (*; drops accepted against main: q2 is out of scope"])
