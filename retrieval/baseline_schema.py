@@ -171,9 +171,12 @@ def _method_problem(figures: Any, where: str, judged: Mapping[str, Any] | None) 
             return f"{where}: {part} must be an object (question -> figure), one value per question"
     metric_of = {"reciprocal_ranks": "mrr", "recall_per_question": recalls[0]}
     for part in PER_QUESTION:
-        for question, value in figures[part].items():
-            if problem := _value_problem(metric_of[part], value, f"{where}: {part} of {question}"):
-                return problem
+        kind = kind_of(metric_of[part])
+        # One pass for the common case (tens of thousands of values); the first bad one named after.
+        if not all(_is_number(v) and kind.in_range(v) for v in figures[part].values()):
+            for question, value in figures[part].items():
+                if problem := _value_problem(metric_of[part], value, f"{where}: {part} of {question}"):
+                    return problem
     if set(figures["reciprocal_ranks"]) != set(figures["recall_per_question"]):
         return f"{where}: reciprocal_ranks and recall_per_question must hold the same questions"
     fell_back = figures.get(DEGRADED_QUESTIONS, [])
