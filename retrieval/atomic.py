@@ -356,11 +356,19 @@ def commit_files(files: Mapping[Path, bytes], journal: str | Path) -> None:
             backup = None
             if target.exists():
                 backup = target.parent / f".{target.name}.old-{os.getpid()}-{tmp.stem.rsplit('-', 1)[-1]}"
-                os.link(target, backup)
+                try:
+                    os.link(target, backup)  # instant, and no space needed
+                except OSError:
+                    shutil.copy2(target, backup)  # a file system without hard links
             entries.append((target, tmp, backup))
-        atomic_write_text(
-            journal, json.dumps({"pid": os.getpid(), "files": [[str(t), str(p), b and str(b)] for t, p, b in entries]})
-        )
+        try:
+            atomic_write_text(
+                journal,
+                json.dumps({"pid": os.getpid(), "files": [[str(t), str(p), b and str(b)] for t, p, b in entries]}),
+            )
+        except OSError as exc:
+            exc.filename = exc.filename or str(journal)
+            raise
     except BaseException:
         for _, tmp, backup in entries:
             tmp.unlink(missing_ok=True)

@@ -249,6 +249,23 @@ def test_a_recorded_acceptance_passes_against_the_base_branch_and_the_pr_summary
     assert "- table mrr: 1.0 -> 0.8333" in out
 
 
+def test_an_acceptance_stays_while_the_figure_is_below_its_base_value_and_goes_when_it_recovers(
+    repository: Path,
+) -> None:
+    _worse(repository)
+    accept(gate(repository), allow_regression="q2 is out of scope")
+    # Partly recovered (q2's document back to rank 2): no drop against the file, no reason needed.
+    write_ranks(repository, {**json.loads((repository / "ranks.json").read_text()), "q2": ["d5", "d2"]})
+    accept(gate(repository))
+    record = load_baseline(repository / BASELINE)["profiles"]["local"]["accepted"]
+    assert record == {"figures": {"table mrr": {"from": 1.0, "to": 0.875}}, "reason": "q2 is out of scope"}
+    assert failing(gate(repository, ref="main")) == []
+    # Fully recovered: nothing is accepted any more.
+    write_ranks(repository, {**json.loads((repository / "ranks.json").read_text()), "q2": ["d2", "d1"]})
+    accept(gate(repository))
+    assert "accepted" not in load_baseline(repository / BASELINE)["profiles"]["local"]
+
+
 def test_an_acceptance_recorded_for_another_base_value_does_not_pass(repository: Path) -> None:
     _worse(repository)
     accept(gate(repository), allow_regression="q2 is out of scope")
