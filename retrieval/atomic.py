@@ -1,6 +1,8 @@
 """Writing files so that a crash leaves the old content or the new, never a part of either.
 
-`atomic_write` replaces one file. `replace_files` replaces a set of files in one folder
+`atomic_write` replaces one file. `commit_files` replaces files of several folders (a baseline
+and its ranking snapshots) as one set, through a journal that the next run of any kind reads
+to put the old set back (`recover_files`). `replace_files` replaces a set of files in one folder
 (a profile's cassettes and their metadata) as one: the new set is built in a sibling folder,
 then the two folders are exchanged in one step (Linux `renameat2(RENAME_EXCHANGE)`), or, where
 that is unavailable, by two renames with a rollback. `recover_directory` finishes or undoes a
@@ -18,7 +20,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -28,7 +30,9 @@ __all__ = [
     "atomic_write",
     "atomic_write_text",
     "clean_stale",
+    "commit_files",
     "recover_directory",
+    "recover_files",
     "replace_files",
     "staging_directory",
 ]
@@ -141,6 +145,10 @@ def clean_stale(directory: str | Path, name: str) -> list[Path]:
     now = time.time()
     removed = []
     for path in folder.glob(f".{name}.*"):
+        # A lock file is never a leftover: removing one another process holds would let a third
+        # take the lock at the same time. A journal is read by recover_files before it goes.
+        if path.suffix in (".lock", ".journal"):
+            continue
         if _is_stale(path, now):
             _remove(path)
             removed.append(path)
@@ -278,3 +286,110 @@ def _swap(target: Path, new: Path) -> None:
         raise
     shutil.rmtree(old, ignore_errors=True)
     _fsync_directory(target.parent)
+
+
+def _journal_entries(journal: Path) -> list[tuple[Path, Path, Path | None]]:
+    import json
+
+    data = json.loads(journal.read_text(encoding="utf-8"))
+    return [(Path(t), Path(tmp), Path(b) if b else None) for t, tmp, b in data["files"]]
+
+
+def recover_files(journal: str | Path, targets: Sequence[str | Path] = ()) -> list[Path]:
+    """Put back the set a failed or killed `commit_files` left half replaced (its journal names
+    each file's backup), then remove the temporary files and backups of processes that no longer
+    run beside `targets`. Call it under the lock the writers hold. Returns what was restored or removed."""
+    journal = Path(journal)
+    touched: list[Path] = []
+    if journal.exists():
+        for target, tmp, backup in _journal_entries(journal):
+            if backup is not None and backup.exists():
+                os.replace(backup, target)  # the old file, whether or not the new one got in
+                backup.unlink(missing_ok=True)  # still there when both named the same file
+                touched.append(target)
+            elif backup is None:
+                target.unlink(missing_ok=True)  # it did not exist before the commit
+                touched.append(target)
+            tmp.unlink(missing_ok=True)
+        journal.unlink()
+        _fsync_directory(journal.parent)
+    for target in map(Path, targets):
+        touched += clean_stale(target.parent, target.name)
+    return touched
+
+
+def _write_beside(target: Path, data: bytes) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def commit_files(files: Mapping[Path, bytes], journal: str | Path) -> None:
+    """Replace every file of `files` (path -> content) or none of them, across folders.
+
+    Each new file is written and flushed beside its target first; a hard link keeps each old
+    file; the journal lists them; then each is renamed into place. On an error the old files
+    are put back before the error is raised; if that fails too (or the process is killed), the
+    journal stays and `recover_files`, which every run calls first, puts the old set back.
+    The caller holds the lock that serialises writers of these files.
+    """
+    import json
+
+    journal = Path(journal)
+    entries: list[tuple[Path, Path, Path | None]] = []
+    try:
+        for target, data in files.items():
+            try:
+                tmp = _write_beside(target, data)
+            except OSError as exc:
+                exc.filename = exc.filename or str(target)  # a full disk names the file it stopped
+                raise
+            backup = None
+            if target.exists():
+                backup = target.parent / f".{target.name}.old-{os.getpid()}-{tmp.stem.rsplit('-', 1)[-1]}"
+                try:
+                    os.link(target, backup)  # instant, and no space needed
+                except OSError:
+                    shutil.copy2(target, backup)  # a file system without hard links
+            entries.append((target, tmp, backup))
+        try:
+            atomic_write_text(
+                journal,
+                json.dumps({"pid": os.getpid(), "files": [[str(t), str(p), b and str(b)] for t, p, b in entries]}),
+            )
+        except OSError as exc:
+            exc.filename = exc.filename or str(journal)
+            raise
+    except BaseException:
+        for _, tmp, backup in entries:
+            tmp.unlink(missing_ok=True)
+            if backup is not None:
+                backup.unlink(missing_ok=True)
+        raise
+    try:
+        for target, tmp, _ in entries:
+            os.replace(tmp, target)
+        for folder in {t.parent for t, _, _ in entries}:
+            _fsync_directory(folder)
+    except BaseException as exc:
+        try:
+            recover_files(journal)
+        except OSError as undo:
+            raise AtomicSetError(
+                f"{entries[0][0]}: the new files could not be put in place ({exc}) nor the previous ones put back "
+                f"({undo}); the previous set is kept beside them and the next run of any kind restores it."
+            ) from exc
+        raise
+    journal.unlink()  # the commit point: from here the new set is the one kept
+    for _, _, backup in entries:
+        if backup is not None:
+            backup.unlink(missing_ok=True)

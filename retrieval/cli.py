@@ -17,10 +17,11 @@ from retrieval.baseline import (
     load_baseline,
     run_data_changes,
 )
+from retrieval.baseline_ref import baseline_at
 from retrieval.config import ConfigError, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
-from retrieval.gate import BASELINE_PATH, importable
+from retrieval.gate import BASELINE_PATH, importable, recover
 from retrieval.markdown import fit
 from retrieval.progress import stderr_progress
 from retrieval.providers.base import ProviderError, ReplayMissError
@@ -76,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
         help="show each figure's change against a baseline file (default: the project's `baseline` setting, "
         f"{BASELINE_PATH} from the project root)",
     )
+    p.add_argument(
+        "--baseline-ref",
+        dest="baseline_ref",
+        metavar="REF",
+        help="with --baseline: compare with the baseline file as it is at this git ref (e.g. origin/main, read "
+        "with `git show`); the drops the current baseline accepts, and why, are shown",
+    )
     calls = p.add_mutually_exclusive_group()
     calls.add_argument("--live", action="store_true", help="call the providers (embedding cache in .cache/)")
     calls.add_argument("--record", action="store_true", help="call the providers and rewrite the cassettes")
@@ -129,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     # --baseline names the file to compare with, not the project's `baseline` setting.
-    settings = load_settings(".", {k: v for k, v in vars(args).items() if k != "baseline"})
+    settings = load_settings(".", {k: v for k, v in vars(args).items() if k not in ("baseline", "baseline_ref")})
+    recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
     dataset = load_dataset(settings.dataset)
     if args.from_log:
         if args.live or args.record:
@@ -148,13 +157,20 @@ def _main(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
     if args.log:
         _write(args.log, run_log(run))
-    entry, notice = None, None
+    entry, notice, accepted = None, None, None
+    if args.baseline_ref and args.baseline is None:
+        raise ConfigError("--baseline-ref REF compares with a baseline: give it with --baseline.")
     if args.baseline is not None:
         baseline = args.baseline or settings.baseline  # a bare --baseline: the project's, wherever the cwd
-        if not Path(baseline).is_file():
-            raise BaselineError(f"{baseline}: no such baseline file.")
         profile = str(run.config.get("profile", settings.profile.name))
-        entry = load_baseline(baseline)["profiles"].get(profile)
+        if args.baseline_ref:
+            entry = baseline_at(args.baseline_ref, baseline)["profiles"].get(profile)
+            accepted = (load_baseline(baseline)["profiles"].get(profile) or {}).get("accepted")
+        elif not Path(baseline).is_file():
+            raise BaselineError(f"{baseline}: no such baseline file.")
+        else:
+            entry = load_baseline(baseline)["profiles"].get(profile)
+            accepted = (entry or {}).get("accepted")
         entry = at_k(entry, settings.k) if entry else None
         problem = incompatibility(entry, run, profile) if entry else None
         changed = config_changes(entry, run) if entry and not problem else []
@@ -183,6 +199,8 @@ def _main(args: argparse.Namespace) -> int:
         what_if=args.what_if,
         baseline=entry,
         dropped_questions=dataset.dropped_questions,
+        tolerance=settings.tolerance,
+        accepted=accepted,
     )
     text = render_json(report, notice) if args.format == "json" else render_markdown(report, notice=notice)
     if args.output:

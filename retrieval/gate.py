@@ -11,25 +11,33 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from retrieval.baseline import (
     Check,
     DataChanges,
+    accepted_drop,
     as_scores,
     compare,
     config_changes,
     entry_for,
     first_of,
     incompatibility,
+    judgments,
     load_baseline,
     on_questions,
+    question_digests,
+    recover_baseline,
+    rejudged,
     run_data_changes,
+    ungated_types,
     unproduced,
     update_baseline,
 )
+from retrieval.baseline_ref import baseline_at
+from retrieval.baseline_update import ACCEPTED
 from retrieval.config import Settings, shown_path
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
@@ -38,9 +46,9 @@ from retrieval.metrics import MethodScores, score_run
 from retrieval.progress import terminal_progress
 from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
 from retrieval.run import Run
-from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
+from retrieval.snapshots import Rankings, load_snapshots, moved, render_snapshots, snapshot_path, top_rankings
 
-__all__ = ["BASELINE_PATH", "GateResult", "accept", "importable", "run_gate"]
+__all__ = ["BASELINE_PATH", "GateResult", "accept", "baseline_lock_of", "importable", "recover", "run_gate"]
 
 # The default of the `baseline` setting (root-relative); kept for callers that name the file.
 BASELINE_PATH = "baselines/metrics.json"
@@ -76,6 +84,24 @@ class GateResult:
     snapshots: Rankings = field(default_factory=dict)
     # What looks like a credential in the cassettes: such a result can never be accepted.
     secrets: list[str] = field(default_factory=list)
+    # With --retrieval-baseline-ref: the ref, its entry for this profile, and the figures it
+    # gates that this run no longer produces without an acceptance recorded in `entry`.
+    reference: str | None = None
+    reference_entry: dict[str, Any] | None = None
+    reference_unproduced: list[str] = field(default_factory=list)
+    # Why nothing was compared with the ref's baseline (no entry there, another dataset), or None.
+    reference_note: str | None = None
+
+    @property
+    def tolerance(self) -> float:
+        """The project's tolerance ([tool.retrieval] `tolerance`): a baseline file's own is ignored."""
+        return self.settings.tolerance
+
+    @property
+    def acceptance(self) -> dict[str, Any] | None:
+        """The drops the profile's baseline records as accepted, with the reason, or None."""
+        record = (self.entry or {}).get(ACCEPTED)
+        return record if isinstance(record, dict) else None
 
     @property
     def profile(self) -> str:
@@ -117,8 +143,8 @@ class GateResult:
         if self.changed_data is None:
             return None
         return self._until_recorded(
-            f"the dataset changed since the baseline ({self.changed_data}): the figures are compared on the "
-            f"{len(self.changed_data.common)} questions both hold"
+            f"the dataset changed since the baseline ({self.changed_data}): the figures are compared on "
+            f"{self.changed_data.where}"
         )
 
     @property
@@ -136,8 +162,10 @@ class GateResult:
         return snapshot_path(self.settings.snapshots, self.profile)
 
     def unproduced(self) -> list[str]:
-        """Baseline figures no check compared: each one fails the gate."""
-        return unproduced(self.compared or self.entry or {}, self.checks)
+        """Baseline figures no check compared (and, against a ref, its figures dropped without a
+        recorded acceptance): each one fails the gate."""
+        own = [c for c in self.checks if c.reference is None]
+        return [*unproduced(self.compared or self.entry or {}, own), *self.reference_unproduced]
 
     def ungated_methods(self) -> list[str]:
         """Methods the run evaluated that have no baseline figure: each one fails the gate."""
@@ -166,12 +194,27 @@ def importable(root: str | Path) -> Iterator[None]:
             sys.path.remove(entry)
 
 
-def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
+def _snapshot_files(settings: Settings) -> dict[str, Path]:
+    folder = Path(settings.snapshots)
+    return {p.stem: p for p in folder.glob("*.json")} if folder.is_dir() else {}
+
+
+def recover(settings: Settings) -> list[Path]:
+    """Put back the baseline set a killed or failed update left half written, and remove its
+    temporary files: every command calls it before it reads the baseline. Returns what it touched."""
+    snapshots = _snapshot_files(settings) | {settings.profile.name: _snapshot_of(settings)}
+    return recover_baseline(settings.baseline, snapshots, lock=baseline_lock_of(settings))
+
+
+def run_gate(settings: Settings, mode: Mode = "replay", baseline_ref: str | None = None) -> GateResult:
     """Evaluate the profile (replaying or recording) and compare every gated figure with the baseline.
 
+    With `baseline_ref` (a git ref such as "origin/main"), every figure is also compared with
+    that ref's baseline: a drop fails unless the profile's baseline records its acceptance.
     Errors that stop the evaluation (a missing cassette, a replay miss, a damaged file) are
     raised; a run that cannot be compared is returned with `problem` set.
     """
+    recover(settings)
     dataset = load_dataset(settings.dataset)
     with importable(settings.root):
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
@@ -203,8 +246,51 @@ def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
         result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
         result.changed_config = config_changes(entry, run)
         result.changed_data = run_data_changes(entry, run)
-        result.checks = _checks(result, entry)
+        result.checks, result.compared = _checks(result, entry, result.changed_data)
+        missing = ungated_types(result.compared or entry, result.scores if result.compared is None else {}, settings.k)
+        if missing:
+            result.problem = (
+                f"{baseline} gates no {missing[0]}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                + ": a question type of the dataset is not gated (its figure was deleted). Restore it with "
+                f"`git checkout -- {baseline}` or rewrite it with `pytest --update-baseline`."
+            )
+    if baseline_ref is not None and result.problem is None:
+        _against_ref(result, baseline_ref)
     return result
+
+
+def baseline_lock_of(settings: Settings) -> Path:
+    """The lock every writer of the project's baseline set holds: in the cache folder, which is
+    not committed, so the lock file never shows in a review."""
+    return Path(settings.cache) / "baseline.lock"
+
+
+def _snapshot_of(settings: Settings) -> Path:
+    return snapshot_path(settings.snapshots, settings.profile.name)
+
+
+def _against_ref(result: GateResult, ref: str) -> None:
+    """Compare the run with `ref`'s baseline too: a drop there fails unless accepted in ours."""
+    result.reference = ref
+    theirs = baseline_at(ref, result.baseline_path)["profiles"].get(result.profile)
+    if theirs is None:
+        result.reference_note = f"{ref} has no baseline for profile {result.profile!r}: nothing to lower"
+        return
+    if incompatibility(theirs, result.run, result.profile) is not None:
+        result.reference_note = f"{ref}'s baseline is of another dataset: this one is a new baseline"
+        return
+    result.reference_entry = theirs
+    changes = run_data_changes(theirs, result.run)
+    checks, compared = _checks(result, theirs, changes)
+    for check in checks:
+        reason = None if check.held else accepted_drop(result.entry, check.name, check.baseline, check.current)
+        result.checks.append(replace(check, reference=ref, accepted=reason))
+    own = {c.baseline_figure for c in checks}
+    acceptance = result.acceptance or {}
+    for name in unproduced(compared or theirs, checks):
+        if name not in own and f"{name} (removed)" not in acceptance.get("figures", {}):
+            result.reference_unproduced.append(f"{name} (in {ref}'s baseline)")
 
 
 def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path) -> list[str]:
@@ -215,38 +301,81 @@ def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path) 
     return [name for name, digest in digests.items() if recorded.get(name) != digest]
 
 
-def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
-    """Every figure compare() gates for this run: metrics per method and type, degraded counts;
-    after questions changed, both sides recomputed on the questions both hold."""
+def _checks(
+    result: GateResult, entry: Mapping[str, Any], changes: DataChanges | None
+) -> tuple[list[Check], dict[str, Any] | None]:
+    """Every figure compare() gates for this run against `entry`: metrics per method and type,
+    degraded counts; after questions changed, both sides recomputed on the questions both hold
+    and the edited ones, those scored under the judgments `entry` kept. Returns the checks and
+    the entry as compared (None when whole)."""
     run, k = result.run, result.settings.k
     types = {q.id: q.type for q in result.dataset.questions}
     degraded = {m: list(run.degraded(m)) for m in run.methods}
     scores: Mapping[str, MethodScores] = result.scores
-    result.compared = None
-    common = result.kept_questions
-    if common is not None:
-        result.compared = entry = on_questions(entry, common, types, k)
-        scores = as_scores(on_questions(entry_for(run, result.scores, k), common, types, k), k)
-        kept = set(common)
+    compared = None
+    judged = run
+    if changes is not None and changes.questions_changed:
+        on = changes.compared_on
+        types = {**types, **{q: entry["judgments"][q]["type"] for q in changes.rejudged}}
+        judged = rejudged(run, entry, changes.rejudged) if changes.rejudged else run
+        judged_scores = score_run(judged, k) if changes.rejudged else result.scores
+        compared = entry = on_questions(entry, on, types, k)
+        scores = as_scores(on_questions(entry_for(judged, judged_scores, k), on, types, k), k)
+        kept = set(on)
         degraded = {m: [q for q in fell_back if q in kept] for m, fell_back in degraded.items()}
     source = shown_path(result.baseline_path, result.settings.root)
-    why = where_relevant(run, result.settings.candidates)
-    return compare(entry, scores, k, types, degraded, source=source, why=why)
+    # An edited question's "why" is where its judged (old) relevant documents ranked.
+    why = where_relevant(judged, result.settings.candidates)
+    checks = compare(entry, scores, k, types, degraded, source=source, why=why, tolerance=result.tolerance)
+    return checks, compared
 
 
-def accept(result: GateResult, *, allow_regression: bool = False) -> str:
-    """Make the result the profile's new baseline and ranking snapshots; returns the diff.
+def _judge_again(result: GateResult) -> Any:
+    """For an update after questions were edited: the run's entry with each edited question
+    scored under the judgments the old entry kept for it."""
+    run, k = result.run, result.settings.k
+    digests, texts = question_digests(run), judgments(run)
 
-    Refuses to lower a figure unless `allow_regression` (raises BaselineError): then neither
-    the baseline nor the snapshots are written. Only this profile's entry and snapshot file change.
-    Cassettes holding a credential are never accepted (raises CassetteError).
+    def judge(old: Mapping[str, Any]) -> dict[str, Any]:
+        kept, before = old.get("judgments", {}), old.get("questions", {})
+        edited = [
+            q
+            for q, d in digests.items()
+            if q in kept and q in before and before[q] != d and kept[q].get("text") == texts[q]["text"]
+        ]
+        judged = rejudged(run, old, edited)
+        return entry_for(judged, score_run(judged, k), k)
+
+    return judge
+
+
+def accept(result: GateResult, *, allow_regression: bool | str = False) -> str:
+    """Make the result the profile's new baseline and ranking snapshots, written as one set under
+    the baseline's lock; returns the diff.
+
+    Refuses to lower a figure unless `allow_regression` is the reason (raises BaselineError): then
+    neither the baseline nor the snapshots are written; the reason is recorded in the entry. Run
+    with a ref (`run_gate(..., baseline_ref=)`), a drop against the ref's baseline counts too.
+    Only this profile's entry and snapshot file change. Cassettes holding a credential are never
+    accepted (raises CassetteError).
     """
     if result.secrets:
         raise CassetteError(result.problem or "the cassettes hold what looks like a credential")
     entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digests)
     current = top_rankings(result.run)
     types = {q.id: q.type for q in result.dataset.questions}
-    diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression, types=types)
+    also = {result.snapshot_path: render_snapshots(result.profile, current)} if current != result.snapshots else {}
+    diff = update_baseline(
+        result.baseline_path,
+        result.profile,
+        entry,
+        allow_regression=allow_regression,
+        types=types,
+        judge_again=_judge_again(result),
+        also=also,
+        lock=baseline_lock_of(result.settings),
+        reference=result.reference_entry,
+    )
     # The diff names the file as the project sees it, whatever the working directory.
     diff = diff.replace(str(result.baseline_path), shown_path(result.baseline_path, result.settings.root), 1)
     shown = shown_path(result.snapshot_path, result.settings.root)
@@ -259,12 +388,11 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
             else [f"  {m}: new ({len(current[m])} questions)"]
         )
     ]
-    if current != result.snapshots:
-        write_snapshots(result.snapshot_path, result.profile, current)
     diff += f"\nrankings {shown}:\n" + ("\n".join(moves) if moves else "  no top 10 moved")
     result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
     result.snapshots = current
     result.problem = None
     result.changed_cassettes, result.changed_config, result.changed_data = [], [], None
-    result.checks = _checks(result, result.entry)
+    result.checks, result.compared = _checks(result, result.entry, None)
+    result.reference, result.reference_entry, result.reference_unproduced = None, None, []
     return diff

@@ -103,7 +103,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--update-baseline", action="store_true", help="write the current figures and top-10 rankings as the baseline"
     )
-    group.addoption("--allow-regression", action="store_true", help="with --update-baseline: accept lower figures")
+    group.addoption(
+        "--allow-regression",
+        metavar="REASON",
+        default=None,
+        help="with --update-baseline: accept lower figures, for this reason (recorded in the baseline)",
+    )
+    group.addoption(
+        "--retrieval-baseline-ref",
+        dest="retrieval_baseline_ref",
+        metavar="REF",
+        default=None,
+        help="also compare with the baseline at this git ref (e.g. origin/main): a drop fails unless accepted",
+    )
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -253,7 +265,11 @@ def _evaluate(config: pytest.Config, state: _State) -> None:
     try:
         settings = load_settings(state.project_file.parent, _overrides(config))
         state.profile = settings.profile.name
-        result = run_gate(settings, "record" if config.getoption("record") else "replay")
+        result = run_gate(
+            settings,
+            "record" if config.getoption("record") else "replay",
+            baseline_ref=config.getoption("retrieval_baseline_ref"),
+        )
         state.result = result
         if config.getoption("update_baseline"):
             state.diff = accept(result, allow_regression=config.getoption("allow_regression"))
@@ -296,7 +312,7 @@ class GateCollector(pytest.File):
             if result.redataset:
                 item("dataset", "integrity", result.redataset)
             for check in result.checks:
-                item(f"{check.method} {check.metric}", "figure", None if check.ok else check.message())
+                item(check.name, "figure", None if check.ok else check.message())
             for figure in result.unproduced():
                 item(
                     figure,
@@ -472,9 +488,14 @@ def _frame(state: _State) -> _Frame:
     if state.problem or result is None:
         return _Frame(where, problem=(state.problem or "no result").splitlines()[0])
     tail = ""
-    tolerance = float((result.entry or {}).get("tolerance", 0.0))
-    if tolerance:
-        tail += f", tolerance {tolerance}"
+    if result.tolerance:
+        tail += f", tolerance {result.tolerance}"
+    if result.reference:
+        tail += f"; compared with {result.reference}'s baseline too" + (
+            f" ({result.reference_note})" if result.reference_note else ""
+        )
+    if any(c.accepted for c in result.checks):
+        tail += f"; drops accepted against {result.reference}: {(result.acceptance or {}).get('reason')}"
     if result.changed_cassettes:
         tail += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
     if result.changed_config:

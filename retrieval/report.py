@@ -73,9 +73,12 @@ class Report:
     # each method against the baseline and against each method it reads.
     ties: dict[str, TieSummary]
     comparisons: list[PairedComparison]
-    # The baseline entry's per-method figures (the ▲/▼ cells) and its tolerance, when given.
+    # The baseline entry's per-method figures (the ▲/▼ cells) and the project's tolerance.
     baseline: dict[str, Any] | None = None
     tolerance: float = 0.0
+    # The drops the pull request's baseline records as accepted ({"reason", "figures": name ->
+    # {"from", "to"}}), written by `--update-baseline --allow-regression REASON`: the PR summary shows them.
+    accepted: dict[str, Any] | None = None
     dropped_questions: int = 0
     what_if: bool = False
 
@@ -172,10 +175,13 @@ def build_report(
     what_if: bool = False,
     baseline: Mapping[str, Any] | None = None,
     dropped_questions: int = 0,
+    tolerance: float = 0.0,
+    accepted: Mapping[str, Any] | None = None,
 ) -> Report:
     """Everything the report shows, as plain data. `documents` is the corpus, in dataset order;
     `baseline` is the profile's baseline entry (figures shown with ▲/▼ against it, and paired
-    comparisons); `what_if` puts the sweeps in the Markdown (always in the data and the JSON)."""
+    comparisons); `what_if` puts the sweeps in the Markdown (always in the data and the JSON).
+    `tolerance` is the project's setting; `accepted` the drops (and their reason) the baseline records."""
     k = int(run.config.get("k", 5))
     candidates = int(run.config.get("candidates", 20))
     scores = score_run(run, k, extra)
@@ -203,7 +209,8 @@ def build_report(
         ties=_ties(run),
         comparisons=_comparisons(run, scores, k, methods),
         baseline=methods,
-        tolerance=float(baseline.get("tolerance", 0.0)) if baseline else 0.0,
+        tolerance=tolerance,
+        accepted=dict(accepted) if accepted else None,
         dropped_questions=dropped_questions,
         what_if=what_if,
     )
@@ -307,9 +314,25 @@ def _changes(report: Report) -> list[str]:
         return []
     moved = [c for c in report.comparisons if c.reference == BASELINE and c.difference != 0]
     tolerance = f" (tolerance {report.tolerance})" if report.tolerance else ""
-    if not moved:
-        return ["", f"**Against the baseline{tolerance}:** no figure moved."]
-    return ["", f"**Against the baseline{tolerance}:**", "", *(f"- {summary_line(c)}" for c in moved)]
+    out = (
+        ["", f"**Against the baseline{tolerance}:** no figure moved."]
+        if not moved
+        else ["", f"**Against the baseline{tolerance}:**", "", *(f"- {summary_line(c)}" for c in moved)]
+    )
+    return out + _accepted(report)
+
+
+def _accepted(report: Report) -> list[str]:
+    """The drops this baseline accepts, with the reason it records: what a reviewer approves."""
+    record = report.accepted
+    if not record:
+        return []
+    figures = record.get("figures", {})
+    lines = [
+        f"- {name}: {change.get('from')} -> {'removed' if change.get('to') is None else change.get('to')}"
+        for name, change in sorted(figures.items())
+    ]
+    return ["", f"**Accepted drops** (`--allow-regression`): {record.get('reason') or 'no reason given'}", "", *lines]
 
 
 def _failures(report: Report) -> list[str]:

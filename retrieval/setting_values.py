@@ -16,9 +16,13 @@ from typing import Any
 from retrieval.names import name_problem
 from retrieval.settings import ConfigError, is_integer, is_number, unknown_keys
 
-__all__ = ["NUMBERS", "PATH_KEYS", "SETTING_KEYS", "check_prices", "check_values"]
+__all__ = ["MAX_TOLERANCE", "NUMBERS", "PATH_KEYS", "SETTING_KEYS", "check_prices", "check_values"]
 
 PATH_KEYS = ("dataset", "cassettes", "cache", "baseline", "snapshots")
+# The gate's tolerance is at most 0.05 (5 points of recall or MRR): replay is exact, so a
+# tolerance only absorbs the noise of live runs; a larger one would pass a retriever that lost
+# one relevant document in twenty, which is the regression the gate exists to catch.
+MAX_TOLERANCE = 0.05
 # key -> (integer?, least, highest): every number a run reads, a bool never one of them.
 NUMBERS: dict[str, tuple[bool, float, float]] = {
     "k": (True, 1, math.inf),
@@ -27,6 +31,7 @@ NUMBERS: dict[str, tuple[bool, float, float]] = {
     "depth": (True, 1, math.inf),
     "bm25_k1": (False, 0.0, math.inf),
     "bm25_b": (False, 0.0, 1.0),
+    "tolerance": (False, 0.0, MAX_TOLERANCE),
 }
 SETTING_KEYS = {"profile", "methods", "hybrid_inputs", "hybrid_weights", *NUMBERS, *PATH_KEYS}
 # A user method given by its factory: `package.module:function`.

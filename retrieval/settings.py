@@ -134,6 +134,8 @@ class Settings:
     cache: str = ".cache"
     baseline: str = "baselines/metrics.json"
     snapshots: str = "baselines/rankings"
+    # How far a gated rate may fall below the baseline and still hold (0 to MAX_TOLERANCE).
+    tolerance: float = 0.0
     root: str = "."
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     source: str = "built-in defaults"

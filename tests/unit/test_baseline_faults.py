@@ -71,10 +71,7 @@ RESTORE = "Restore it with `git checkout -- {path}` or rewrite it with `pytest -
             _with({"by_type": {"exact": {}}}),
             "profile 'local': method 'bm25': by_type[exact] is empty, expected its figures (e.g. recall@5)",
         ),
-        (
-            {"format": FORMAT, "profiles": {"local": {**_valid_entry(), "tolerance": "none"}}},
-            "profile 'local': tolerance is 'none', expected a number >= 0 (e.g. 0.01)",
-        ),
+        (_with({"mrr": -5}), "profile 'local': method 'bm25': mrr is -5, outside its range (a number from 0 to 1)"),
         (
             {"format": FORMAT, "profiles": {"local": {**_valid_entry(), "methods": []}}},
             "profile 'local': \"methods\" must be an object (method -> figures)",
@@ -90,7 +87,7 @@ RESTORE = "Restore it with `git checkout -- {path}` or rewrite it with `pytest -
         "string per question",
         "bool per type",
         "empty per type",
-        "tolerance none",
+        "mrr out of range",
         "methods a list",
     ],
 )
@@ -141,7 +138,8 @@ def test_a_rising_degraded_count_fails_the_gate() -> None:
     assert failing[0].message() == (
         "vector degraded rose above the baseline: baseline 0.0000, current 2.0000, delta +2.0000 (tolerance 0.0). "
         "Questions that got worse: q1, q3. If this change is intended, accept it with "
-        "`pytest --update-baseline --allow-regression` and say why in the PR."
+        '`pytest --update-baseline --allow-regression "REASON"` (the baseline records the reason; '
+        "the PR summary shows it)."
     )
     # Fewer fallbacks than the baseline pass.
     fewer = compare(entry_for(run, score_run(run), k=5), score_run(_run(GOOD)), 5, TYPES, {"vector": []})

@@ -31,8 +31,15 @@ def _entry(fingerprint: str, mrr: float, dataset: str = "qa") -> dict:
         "dataset": dataset,
         "fingerprint": fingerprint,
         "config": {"k": 5},
-        "tolerance": 0.0,
-        "methods": {"bm25": {"recall@5": mrr, "mrr": mrr, "by_type": {"exact": {"recall@5": mrr}}}},
+        "methods": {
+            "bm25": {
+                "recall@5": mrr,
+                "mrr": mrr,
+                "by_type": {"exact": {"recall@5": mrr}},
+                "reciprocal_ranks": {"q1": mrr},
+                "recall_per_question": {"q1": mrr},
+            }
+        },
     }
 
 

@@ -341,7 +341,12 @@ def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is
     renewed = _run(pytester, "--update-baseline")
     renewed.assert_outcomes(passed=12)
     renewed.stdout.fnmatch_lines(
-        ["  dataset changed: 1 added (q5); on the 4 questions both hold:", "  the new baseline, on all 5 questions:"]
+        [
+            "  dataset changed: 1 added (q5); compared on the 4 questions both hold:",
+            "  no figure changed on them",
+            "  every figure, old dataset (4 questions) -> new (5 questions):",
+            "  bm25 recall@5: 1.0000 (unchanged)",
+        ]
     )
     # Documents edited: the same questions, compared all the same (a document that now crowds
     # out an answer is a regression too); the change is named until the baseline records it.
@@ -400,19 +405,21 @@ def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_coll
     other.assert_outcomes(passed=12)
     assert (adopter / "baselines" / "rankings" / "local.json").read_bytes() == local
     assert sorted(json.loads((adopter / "baselines" / "metrics.json").read_text())["profiles"]) == ["local", "other"]
-    # A tolerance set by hand in the baseline is said in the summary line.
+    # A tolerance set by hand in the baseline is not trusted (nor said); the project file's is.
     path = adopter / "baselines" / "metrics.json"
     data = json.loads(path.read_text())
     data["profiles"]["other"]["tolerance"] = 0.05
     path.write_text(json.dumps(data))
+    summary = (
+        "retrieval gate (profile other, dataset qa): 2 methods, 10 figures held, 0 fell, "
+        "2 top-10 snapshots matched, 0 moved"
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RETRIEVAL_PROFILE", "other")
-        _run(pytester).stdout.fnmatch_lines(
-            [
-                "retrieval gate (profile other, dataset qa): 2 methods, 10 figures held, 0 fell, "
-                "2 top-10 snapshots matched, 0 moved, tolerance 0.05"
-            ]
-        )
+        _run(pytester).stdout.fnmatch_lines([summary])
+        project = adopter / "pyproject.toml"
+        project.write_text(project.read_text().replace('dataset = "data/qa"', 'dataset = "data/qa"\ntolerance = 0.02'))
+        _run(pytester).stdout.fnmatch_lines([summary + ", tolerance 0.02"])
 
 
 def test_a_figure_added_to_compare_is_gated_with_no_test_edit(

@@ -105,3 +105,17 @@ def test_the_job_summary_is_the_report_fitted_to_githubs_size_limit() -> None:
     fitted = re.search(r"--summary-output (\S+)", script)
     assert fitted is not None and f"cat {fitted[1]}" in script
     assert "cat reports/summary.md" not in script
+
+
+def test_the_required_job_gates_a_pull_request_against_its_base_branchs_baseline() -> None:
+    # The pull request's own baseline can be lowered with it: the base branch's is the reference.
+    steps = _workflow()["jobs"]["gate"]["steps"]
+    (step,) = [s for s in steps if "--retrieval-baseline-ref" in s.get("run", "")]
+    assert step["if"] == "github.event_name == 'pull_request'"
+    assert step["env"] == {"BASE_REF": "${{ github.base_ref }}"}
+    lines = [line.strip() for line in step["run"].splitlines()]
+    assert 'git fetch --depth=1 origin "+refs/heads/$BASE_REF:refs/remotes/origin/$BASE_REF"' in lines
+    assert 'pytest -m regression --retrieval-baseline-ref "origin/$BASE_REF"' in lines
+    # The recording job's proposal records why it lowers a figure.
+    record = "\n".join(s.get("run", "") for s in _workflow()["jobs"]["record"]["steps"])
+    assert '--allow-regression "proposed by the record workflow, run $RUN_ID' in record
