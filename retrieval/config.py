@@ -142,6 +142,10 @@ class Settings:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     cassettes: str = "cassettes"
+    # The corpus vectors' segments (retrieval.vector_store), one folder per profile; their manifest is a cassette.
+    vectors: str = "vectors"
+    # What the corpus vectors are stored in and used at, in every mode: "float32" (as returned) or "float16".
+    vector_precision: str = "float32"
     cache: str = ".cache"
     baseline: str = "baselines/metrics.json"
     snapshots: str = "baselines/rankings"
@@ -167,6 +171,8 @@ class Settings:
             "k": self.k,
             "candidates": self.candidates,
             "depth": self.depth,
+            # Only when rounded: a float32 run's configuration is what it was before the setting existed.
+            **({"vector_precision": self.vector_precision} if self.vector_precision != "float32" else {}),
         }
 
 
@@ -203,7 +209,7 @@ _GROUPS: dict[str, type[EmbeddingSettings] | type[LLMSettings] | type[RetrySetti
 _FLAT_NAME = {place: key for key, place in FLAT_KEYS.items()}
 # One profile's settings by (group, field), and how its file spelled each key (for messages).
 _Values = dict[tuple[str, str], Any]
-_PATH_KEYS = ("dataset", "cassettes", "cache", "baseline", "snapshots")
+_PATH_KEYS = ("dataset", "cassettes", "vectors", "cache", "baseline", "snapshots")
 _SETTING_KEYS = {
     "profile",
     "methods",
@@ -215,6 +221,7 @@ _SETTING_KEYS = {
     "depth",
     "bm25_k1",
     "bm25_b",
+    "vector_precision",
     *_PATH_KEYS,
 }
 
@@ -580,6 +587,11 @@ def _settings(
             wanted = "a finite number >= 0" if highest == math.inf else "a number from 0 to 1"
             raise ConfigError(f"{source} must be {wanted}, got {value!r}.", at=(key,))
         values[key] = float(value)
+    if values.get("vector_precision", "float32") not in ("float32", "float16"):
+        raise ConfigError(
+            f'{where}: vector_precision must be "float32" or "float16", got {values["vector_precision"]!r}.',
+            at=("vector_precision",),
+        )
     for key in _PATH_KEYS:
         if key in values:
             if not isinstance(values[key], str) or not values[key]:
