@@ -60,6 +60,7 @@ class EmbeddingCache:
         self.hits = 0
         self.misses = 0
         clean_stale(self.folder, MANIFEST)
+        clean_stale(self.folder, "seg-*")  # a killed save's segment files in progress
         self._store = self._open(warn=True)
 
     def _open(self, warn: bool) -> VectorStore:
@@ -67,7 +68,11 @@ class EmbeddingCache:
         try:
             store = VectorStore.open(self.path, self.folder, "it will be rebuilt")
             for segment in store.segments_of(self.space, store.width(self.space)):
-                store.arrays(segment)  # digests checked now: a damaged cache is rebuilt, not met mid-run
+                # Digests checked now: a damaged cache is rebuilt, not met mid-run.
+                if not np.isfinite(store.arrays(segment)[1]).all():
+                    raise StoreError(
+                        f"{self.folder / segment.files[1]}: non-finite values (NaN or infinity); it will be rebuilt"
+                    )
             return store
         except StoreError as exc:
             if warn:
