@@ -142,8 +142,9 @@ class Settings:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     cassettes: str = "cassettes"
-    # The corpus vectors' segments (retrieval.vector_store), one folder per profile; their manifest is a cassette.
-    vectors: str = "vectors"
+    # The corpus vectors' segments (retrieval.vector_store), one folder per profile; their manifest is a
+    # cassette. Empty: "vectors" beside the cassettes folder (a test's cassettes in tmp keep theirs there too).
+    vectors: str = ""
     # What the corpus vectors are stored in and used at, in every mode: "float32" (as returned) or "float16".
     vector_precision: str = "float32"
     cache: str = ".cache"

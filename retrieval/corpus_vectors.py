@@ -26,7 +26,7 @@ from retrieval.embeddings import embed_texts
 from retrieval.methods.base import ProgressFactory
 from retrieval.providers.base import EmbeddingProvider, ReplayMissError
 from retrieval.recording import STORE_MANIFEST, CassetteError, Mode, Recorder
-from retrieval.vector_store import Space, VectorStore
+from retrieval.vector_store import Space, StoreError, VectorStore
 
 __all__ = [
     "LEGACY_STAGE",
@@ -35,10 +35,16 @@ __all__ = [
     "corpus_space",
     "corpus_vectors",
     "store_command",
+    "vectors_root",
 ]
 
 # The corpus cassette of recordings made before the store.
 LEGACY_STAGE = "corpus-embeddings"
+
+
+def vectors_root(settings: Settings) -> Path:
+    """The folder of the profiles' vector segments: `vectors`, else "vectors" beside the cassettes folder."""
+    return Path(settings.vectors) if settings.vectors else Path(settings.cassettes).parent / "vectors"
 
 
 def embedding_variant(embedding: EmbeddingSettings) -> str:
@@ -73,7 +79,8 @@ def _missing_error(recorder: Recorder, store: VectorStore, ids: Sequence[str], t
                 f"figures) or re-record with `{recorder.record_command}`"
             )
         return CassetteError(
-            f"no corpus vectors {recorder.directory / STORE_MANIFEST}: record them with `{recorder.record_command}`"
+            f"no cassette {recorder.directory / STORE_MANIFEST} (the corpus vectors' manifest): record it with "
+            f"`{recorder.record_command}`"
         )
     listed = "; ".join(f"{i} «{' '.join(t.split())[:60]}»" for i, t in zip(ids[:5], texts[:5], strict=False))
     more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
@@ -98,7 +105,10 @@ def corpus_vectors(
     precision = settings.vector_precision
     space = corpus_space(embedder, settings.profile.embeddings)
     store = recorder.committed_store()
-    vectors, found = store.lookup(space, documents, precision)
+    try:
+        vectors, found = store.lookup(space, documents, precision)
+    except StoreError as exc:  # a segment missing, damaged or a Git LFS pointer
+        raise CassetteError(str(exc)) from exc
     if found.any():
         recorder.used.add(STORE_MANIFEST)
     missing = [int(i) for i in np.flatnonzero(~found)]

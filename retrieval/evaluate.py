@@ -20,7 +20,7 @@ import numpy as np
 
 from retrieval.cache import EmbeddingCache
 from retrieval.config import ConfigError, Settings
-from retrieval.corpus_vectors import corpus_vectors, embedding_variant
+from retrieval.corpus_vectors import corpus_vectors, embedding_variant, vectors_root
 from retrieval.cost import Usage
 from retrieval.dataset import Dataset, corpus_fingerprint
 from retrieval.drift import recording_drift, replay_previous
@@ -383,7 +383,7 @@ def recorder_for(settings: Settings, mode: Mode) -> Recorder:
         profile.name,
         declared.key_variables,
         declared.needed,
-        vectors=Path(settings.vectors) / profile.name,
+        vectors=vectors_root(settings) / profile.name,
     )
 
 

@@ -20,14 +20,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
 from retrieval.cassette_matching import MATCH_ON, body_difference, index_cassette, loopback_port, same_body
 from retrieval.network import cause_of
 from retrieval.providers.base import ReplayMissError
 from retrieval.redaction import find_secrets
-from retrieval.vector_store import StoreError, VectorStore
+
+if TYPE_CHECKING:
+    from retrieval.vector_store import VectorStore
 
 __all__ = [
     "STORE_MANIFEST",
@@ -479,6 +481,8 @@ class Recorder:
         naming the file and the fix, when it is damaged or a Git LFS pointer."""
         restore = f"git checkout -- {self.directory} {self.vectors}"
         fix = f"restore it with `{restore}` or re-record with `{self.record_command}`"
+        from retrieval.vector_store import StoreError, VectorStore  # numpy: not at the plugin's import
+
         try:
             return VectorStore.open(self.directory / STORE_MANIFEST, self.vectors or self.directory, fix)
         except StoreError as exc:
