@@ -93,13 +93,15 @@ def read_committed(path: Path) -> bytes:
     return raw
 
 
-def large_file_notice(name: str, size: int) -> str | None:
-    """One line for a recorded file too large for GitHub without Git LFS, else None."""
+def large_file_notice(name: str, size: int, tracked: str = "cassettes/**/*.json") -> str | None:
+    """One line for a recorded file too large for GitHub without Git LFS, else None; `tracked` is
+    the pattern to give `git lfs track` (the vector segments': "vectors/**/*.npy")."""
     if size <= LARGE_FILE:
         return None
+    what = "the cassettes" if tracked.startswith("cassettes") else "the vector segments"
     return (
         f"{name} is {size / 2**20:.1f} MiB: GitHub refuses files over 100 MiB and warns over 50 MiB; "
-        "keep the cassettes in Git LFS (`git lfs track 'cassettes/**/*.json'`, and `lfs: true` on the "
+        f"keep {what} in Git LFS (`git lfs track '{tracked}'`, and `lfs: true` on the "
         "workflow's actions/checkout)"
     )
 
@@ -556,6 +558,9 @@ class Recorder:
             files[META_FILE] = (json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
             replace_files(self.directory, files)
             self.notices = [n for name, data in files.items() if (n := large_file_notice(name, len(data)))]
+            self.notices += [
+                n for p in self._created if (n := large_file_notice(p.name, p.stat().st_size, "vectors/**/*.npy"))
+            ]
         except CassetteError:
             self.discard()
             raise

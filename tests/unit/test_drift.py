@@ -69,9 +69,7 @@ def _stored() -> dict[str, np.ndarray]:
     keys = np.load(VECTORS / f"{segment['name']}.keys.npy")
     vectors = np.load(VECTORS / f"{segment['name']}.vectors.npy")
     row = {key.tobytes(): i for i, key in enumerate(keys)}
-    return {
-        d.content: vectors[row[hashlib.sha256(d.content.encode()).digest()]] for d in demo_dataset().documents
-    }
+    return {d.content: vectors[row[hashlib.sha256(d.content.encode()).digest()]] for d in demo_dataset().documents}
 
 
 def test_identical_stores_show_no_drift() -> None:
