@@ -22,7 +22,7 @@ from retrieval.evaluate import evaluate, recorder_for
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 from retrieval.recording import STORE_MANIFEST, CassetteError, scan_cassettes
 from retrieval.run import Run
-from retrieval.vector_store import VectorStore
+from retrieval.vector_store import Space, VectorStore
 
 METHODS = ("bm25", "vector", "hybrid")
 
@@ -110,9 +110,7 @@ def test_re_recording_one_changed_document_appends_one_vector_and_modifies_no_fi
 def test_growth_after_changing_one_percent_of_the_documents(tmp_path: Path) -> None:
     """Issue 26's target: <= 2 % of the store's bytes (1,000 texts of 384 dimensions, 10 changed)."""
     store = VectorStore.open(tmp_path / "corpus-vectors.json", tmp_path / "vectors")
-    space = corpus_space(
-        type("E", (), {"provider": "openai", "model": "m", "dimensions": 384})(), make_profile("x").embeddings
-    )  # type: ignore[arg-type]
+    space = Space("openai", "fixture-e5", 384, "document")
     rng = np.random.default_rng(0)
     texts = [f"document {i}" for i in range(1000)]
     store.add(store.write_segment(space, texts, rng.standard_normal((1000, 384)), "float32"))
