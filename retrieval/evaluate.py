@@ -41,7 +41,8 @@ from retrieval.ties import tie_summary
 
 __all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate", "raising_method"]
 
-# Cassettes of the embedding stages every vector-reading method shares.
+# Cassettes of the embedding stages every vector-reading method shares. The corpus's vectors are
+# in the vector store now (retrieval.corpus_vectors); CORPUS_STAGE names its older cassette.
 CORPUS_STAGE = "corpus-embeddings"
 QUESTION_STAGE = "question-embeddings"
 # Their names in the usage and cost tables.
