@@ -120,6 +120,11 @@ def _npy_sha256(array: np.ndarray) -> str:
     return stream.digest.hexdigest()
 
 
+def _prefix(keys: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of each key as an unsigned integer (the keys are uniform hashes)."""
+    return np.ascontiguousarray(keys[:, :8]).view(">u8").ravel()
+
+
 def _write_npy(path: Path, array: np.ndarray) -> None:
     def write(handle: BinaryIO) -> None:
         np.lib.format.write_array(handle, array, allow_pickle=False)
@@ -286,7 +291,7 @@ class VectorStore:
                 return vectors, np.ones(len(texts), bool)  # a large corpus recorded at once: no copy
         out = np.zeros((len(texts), width), np.float32)
         found = np.zeros(len(texts), bool)
-        wanted_v = wanted.view(f"S{KEY_BYTES}").ravel()
+        wanted_prefix = _prefix(wanted)
         for segment in reversed(usable):  # newest first: a later vector wins
             keys, vectors = self.arrays(segment)
             pending = np.flatnonzero(~found)
@@ -294,11 +299,13 @@ class VectorStore:
                 break
             if not len(keys):
                 continue
-            stored_v = np.ascontiguousarray(keys).view(f"S{KEY_BYTES}").ravel()
-            order = np.argsort(stored_v)
-            at = np.minimum(np.searchsorted(stored_v[order], wanted_v[pending]), len(order) - 1)
+            # Sorted by the keys' first 8 bytes (a fast integer sort); the 32 bytes decide. Two keys
+            # sharing 8 bytes (about 1 in 10^7 for a million texts) leave one text missing: a replay
+            # miss, never a wrong vector.
+            stored = _prefix(keys)
+            order = np.argsort(stored, kind="stable")
+            at = np.minimum(np.searchsorted(stored[order], wanted_prefix[pending]), len(order) - 1)
             rows = order[at]
-            # The S dtype compares without trailing zero bytes: the raw bytes decide.
             hit = np.all(keys[rows] == wanted[pending], axis=1)
             out[pending[hit]] = vectors[rows[hit]]
             found[pending[hit]] = True
