@@ -199,3 +199,45 @@ def test_an_older_corpus_cassette_is_named_with_its_conversion(tmp_path: Path) -
         "convert it with `python -m retrieval --convert-corpus-cassette --profile local` (same vectors, same "
         "figures) or re-record with `pytest --record --retrieval-profile local`"
     )
+
+
+def test_converting_an_older_corpus_cassette_keeps_its_vectors_and_figures(
+    tmp_path: Path, embeddings_server: FakeEmbeddingsServer
+) -> None:
+    from retrieval.corpus_vectors import LEGACY_STAGE, convert_corpus_cassette
+    from retrieval.embeddings import embed_texts
+    from retrieval.network import closed_network
+
+    dataset, settings = _small(), _settings(tmp_path, embeddings_server.url)
+    recorded = evaluate(dataset, settings, mode="record")
+    folder = tmp_path / "cassettes" / "fixture"
+    # An older recording: the corpus's calls in a cassette of their own, no store.
+    (folder / STORE_MANIFEST).unlink()
+    shutil.rmtree(tmp_path / "vectors")
+    documents = [d.content for d in dataset.documents]
+    recorder = recorder_for(settings, "record")
+    live = OpenAIEmbeddings(settings.profile)
+    with recorder.stage(LEGACY_STAGE):
+        legacy = embed_texts(live, documents, "document")
+    live.close()
+    recorder.commit({})
+    assert (folder / "corpus-embeddings.json").is_file()
+
+    embedder = OpenAIEmbeddings(settings.profile, replay=True)
+    with closed_network():
+        convert_corpus_cassette(recorder_for(settings, "replay"), embedder, settings, documents)
+    embedder.close()
+    assert not (folder / "corpus-embeddings.json").exists()
+    store = recorder_for(settings, "replay").committed_store()
+    vectors, found = store.lookup(corpus_space(embedder, settings.profile.embeddings), documents)
+    assert found.all()
+    np.testing.assert_array_equal(vectors, legacy)
+    assert _figures(evaluate(dataset, settings, mode="replay")) == _figures(recorded)
+
+
+def test_the_repository_commits_no_corpus_vectors_in_cassettes() -> None:
+    root = Path(__file__).resolve().parents[2]
+    for folder in (root / "cassettes", DEMO_CASSETTES):
+        assert sorted(p.name for p in folder.rglob("corpus-embeddings.json")) == []
+        for manifest in folder.rglob(STORE_MANIFEST):
+            assert json.loads(manifest.read_text())["segments"]  # a manifest: names and digests only
