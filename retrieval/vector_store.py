@@ -19,6 +19,12 @@ the vectors asked for, in one new segment; `unreferenced` names the files no man
 
 Messages name the file and the fix in one line (`StoreError`); a Git LFS pointer checked out instead of
 a segment is named as such.
+
+Use: `VectorStore.open(manifest, folder)`; `lookup(space, texts, precision)` gives the vectors and a
+mask of those found (a memory map when one segment holds exactly the texts); `write_segment` then
+`add`, and `save_manifest` (a standalone store, the cache) or `Recorder.stage_vectors` (a profile's
+store, committed with its cassettes); `digest`; `compacted`/`merged` and `unreferenced` to compact.
+A profile's store is `Recorder.committed_store()`; its space, `corpus_vectors.corpus_space`.
 """
 
 from __future__ import annotations
