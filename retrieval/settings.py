@@ -131,6 +131,11 @@ class Settings:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     cassettes: str = "cassettes"
+    # The corpus vectors' segments (retrieval.vector_store), one folder per profile; their manifest is a
+    # cassette. Empty: "vectors" beside the cassettes folder (a test's cassettes in tmp keep theirs there too).
+    vectors: str = ""
+    # What the corpus vectors are stored in and used at, in every mode: "float32" (as returned) or "float16".
+    vector_precision: str = "float32"
     cache: str = ".cache"
     baseline: str = "baselines/metrics.json"
     snapshots: str = "baselines/rankings"
@@ -158,6 +163,8 @@ class Settings:
             "k": self.k,
             "candidates": self.candidates,
             "depth": self.depth,
+            # Only when rounded: a float32 run's configuration is what it was before the setting existed.
+            **({"vector_precision": self.vector_precision} if self.vector_precision != "float32" else {}),
         }
 
 

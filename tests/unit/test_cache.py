@@ -4,7 +4,8 @@ atomic writes."""
 from __future__ import annotations
 
 import hashlib
-import zipfile
+import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -119,33 +120,38 @@ def test_without_cache_everything_is_embedded_each_time(tmp_path: Path) -> None:
 # --- corrupt files are detected and rebuilt ---------------------------------------------------
 
 
-def _truncate(path: Path) -> None:
+def _segment_vectors(manifest: Path) -> Path:
+    return next(manifest.parent.glob("seg-*.vectors.npy"))
+
+
+def _truncate_manifest(manifest: Path) -> None:
+    manifest.write_bytes(manifest.read_bytes()[: manifest.stat().st_size // 2])
+
+
+def _garbage_manifest(manifest: Path) -> None:
+    manifest.write_bytes(b"this is not an embedding cache\x00\xff" * 10)
+
+
+def _truncate_segment(manifest: Path) -> None:
+    path = _segment_vectors(manifest)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
-def _garbage(path: Path) -> None:
-    path.write_bytes(b"this is not an embedding cache\x00\xff" * 10)
-
-
-def _checksum_mismatch(path: Path) -> None:
-    # A well-formed archive whose vectors were altered after the checksum was computed.
-    with np.load(path) as data:
-        keys, vectors, checksum = data["keys"], data["vectors"].copy(), data["checksum"]
-    vectors[0] += 1.0
-    with path.open("wb") as handle:
-        np.savez(handle, keys=keys, vectors=vectors, checksum=checksum)
-
-
-def _flip_byte(path: Path) -> None:
-    # The zip member's CRC catches a flip inside the stored arrays.
+def _flip_vector_byte(manifest: Path) -> None:
+    # A well-formed .npy whose last vector byte changed: only the digest can tell.
+    path = _segment_vectors(manifest)
     raw = bytearray(path.read_bytes())
-    with zipfile.ZipFile(path) as archive:
-        info = archive.getinfo("vectors.npy")
-    raw[info.header_offset + 30 + len(info.filename) + info.compress_size - 2] ^= 0xFF
+    raw[-2] ^= 0xFF
     path.write_bytes(bytes(raw))
 
 
-@pytest.mark.parametrize("damage", [_truncate, _garbage, _checksum_mismatch, _flip_byte])
+def _delete_segment(manifest: Path) -> None:
+    _segment_vectors(manifest).unlink()
+
+
+@pytest.mark.parametrize(
+    "damage", [_truncate_manifest, _garbage_manifest, _truncate_segment, _flip_vector_byte, _delete_segment]
+)
 def test_corrupt_cache_is_detected_and_rebuilt(tmp_path: Path, damage: Callable[[Path], None]) -> None:
     first, path = _fill(tmp_path)
     damage(path)
@@ -155,42 +161,57 @@ def test_corrupt_cache_is_detected_and_rebuilt(tmp_path: Path, damage: Callable[
     rebuilt = embed_texts(provider, CORPUS, "document", cache)
     assert provider.sent == CORPUS  # nothing from the damaged file was trusted
     np.testing.assert_array_equal(rebuilt, first)
-    # The file was rewritten whole: the next run reads it back without a warning.
+    # The manifest was rewritten: the next run reads it back without a warning.
     again = CountingProvider()
-    with np.load(path) as data:
-        assert len(data["keys"]) == len(CORPUS)
-    embed_texts(again, CORPUS, "document", _cache(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        embed_texts(again, CORPUS, "document", _cache(tmp_path))
     assert again.sent == []
 
 
 # --- atomic writes ----------------------------------------------------------------------------
 
 
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
 def test_save_leaves_no_temporary_file(tmp_path: Path) -> None:
     _, path = _fill(tmp_path)
     assert path.is_file()
-    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    # The manifest, one segment (keys and vectors), and the lock file of concurrent saves.
+    names = _listing(path.parent)
+    assert len(names) == 4 and names[:2] == [".lock", "manifest.json"]
+    assert [n.rsplit(".", 2)[1:] for n in names[2:]] == [["keys", "npy"], ["vectors", "npy"]]
 
 
 def test_failed_save_keeps_the_previous_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, path = _fill(tmp_path)
-    before = path.read_bytes()
+    before = {name: (path.parent / name).read_bytes() for name in _listing(path.parent)}
 
-    def broken_savez(*args: object, **kwargs: object) -> None:
+    def broken_replace(*args: object, **kwargs: object) -> None:
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(np, "savez", broken_savez)
+    monkeypatch.setattr(os, "replace", broken_replace)
     edited = [*CORPUS, "Un nouveau document."]
     provider = CountingProvider()
     with pytest.raises(OSError, match="disk full"):
         embed_texts(provider, edited, "document", _cache(tmp_path))
-    assert path.read_bytes() == before
-    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert {name: (path.parent / name).read_bytes() for name in _listing(path.parent)} == before
     monkeypatch.undo()
-    # The previous file is still a valid cache: only the new document needs embedding.
+    # The previous store is still a valid cache: only the new document needs embedding.
     again = CountingProvider()
     embed_texts(again, edited, "document", _cache(tmp_path))
     assert again.sent == ["Un nouveau document."]
+
+
+def test_a_save_appends_a_segment_and_rewrites_no_existing_one(tmp_path: Path) -> None:
+    _, path = _fill(tmp_path)
+    segments = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in path.parent.glob("seg-*")}
+    embed_texts(CountingProvider(), [*CORPUS, "Un nouveau document."], "document", _cache(tmp_path))
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in path.parent.glob("seg-*")}
+    assert {name: after[name] for name in segments} == segments
+    assert len(after) == len(segments) + 2
 
 
 def test_save_failure_in_the_middle_of_a_batch_keeps_what_was_paid_for(tmp_path: Path) -> None:

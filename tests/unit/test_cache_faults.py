@@ -1,37 +1,40 @@
-"""The embedding cache under faults: files that do not fit are rebuilt with one warning naming
-them, concurrent saves merge, killed writers' temporary files are removed."""
+"""The embedding cache under faults: stores that do not fit are rebuilt with one warning naming
+them, concurrent saves merge (also when both runs found the cache damaged), a server that changed
+its vector size never mixes widths, killed writers' temporary files are removed."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import pytest
 from test_cache import CORPUS, DIMENSIONS, CountingProvider
 
 from retrieval.atomic import STALE_SECONDS
-from retrieval.cache import EmbeddingCache, _checksum
+from retrieval.cache import EmbeddingCache
 from retrieval.embeddings import embed_texts
+from retrieval.vector_store import VectorStore
 
 
 def _cache(root: Path, dimensions: int = DIMENSIONS, model: str = "fake-model") -> EmbeddingCache:
     return EmbeddingCache(root, "fake", model, dimensions, "document")
 
 
-def _write(path: Path, vectors: np.ndarray, model: str | None = "fake-model") -> None:
-    """A cache file with a valid checksum holding `vectors` for CORPUS."""
-    from retrieval.cache import text_key
+def _append(cache: EmbeddingCache, texts: list[str], vectors: np.ndarray) -> None:
+    """A segment written straight into the cache's store (as another version or run could leave it)."""
+    store = VectorStore.open(cache.path, cache.folder)
+    store.add(store.write_segment(cache.space, texts, vectors, "float32"))
+    store.save_manifest()
 
-    keys = np.array([text_key(t) for t in CORPUS[: len(vectors)]], dtype="S64")
-    extra: dict[str, Any] = {} if model is None else {"model": np.array(model)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as handle:
-        np.savez(handle, keys=keys, vectors=vectors, checksum=np.array(_checksum(keys, vectors)), **extra)
+
+def _widths(cache: EmbeddingCache) -> list[int]:
+    return [s["width"] for s in json.loads(cache.path.read_text())["segments"]]
 
 
 T = TypeVar("T")
@@ -45,22 +48,16 @@ def _load_warnings(make: Callable[[], T]) -> tuple[T, list[str]]:
 
 
 @pytest.mark.parametrize(
-    ("vectors", "model", "reason"),
-    [
-        (np.ones((7, 4), np.float32), "fake-model", "vectors of 4 dimensions, expected 8"),
-        (np.full((7, DIMENSIONS), np.nan, np.float32), "fake-model", "non-finite values (NaN or infinity)"),
-        (np.full((7, DIMENSIONS), np.inf, np.float32), "fake-model", "non-finite values (NaN or infinity)"),
-        (np.ones((7, DIMENSIONS), np.float32), "other-model", "vectors of model 'other-model', expected 'fake-model'"),
-    ],
-    ids=["other vector size", "NaN", "infinity", "other model"],
+    "vectors",
+    [np.full((7, DIMENSIONS), np.nan, np.float32), np.full((7, DIMENSIONS), np.inf, np.float32)],
+    ids=["NaN", "infinity"],
 )
-def test_a_cache_that_does_not_fit_is_rebuilt_with_one_warning(
-    tmp_path: Path, vectors: np.ndarray, model: str, reason: str
-) -> None:
-    path = _cache(tmp_path).path
-    _write(path, vectors, model)
+def test_a_cache_that_does_not_fit_is_rebuilt_with_one_warning(tmp_path: Path, vectors: np.ndarray) -> None:
+    cache = _cache(tmp_path)
+    _append(cache, CORPUS, vectors)
+    segment = next(cache.folder.glob("seg-*.vectors.npy"))
     cache, messages = _load_warnings(lambda: _cache(tmp_path))
-    assert messages == [f"{path}: corrupt embedding cache ({reason}); it will be rebuilt"]
+    assert messages == [f"corrupt embedding cache: {segment}: non-finite values (NaN or infinity); it will be rebuilt"]
     provider = CountingProvider()
     embedded = embed_texts(provider, CORPUS, "document", cache)
     assert provider.sent == CORPUS
@@ -70,8 +67,21 @@ def test_a_cache_that_does_not_fit_is_rebuilt_with_one_warning(
     assert (again.sent, messages) == ([], [])
 
 
-def test_a_server_that_changed_its_vector_size_re_embeds_everything(tmp_path: Path) -> None:
-    # A profile without `dimensions`: the file name cannot tell the sizes apart.
+def test_vectors_of_another_width_than_configured_are_not_used(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    _append(cache, CORPUS, np.ones((7, 4), np.float32))
+    provider = CountingProvider()
+    embedded = embed_texts(provider, CORPUS, "document", _cache(tmp_path))
+    assert (provider.sent, embedded.shape) == (CORPUS, (7, DIMENSIONS))
+    assert _widths(cache) == [DIMENSIONS]  # the save dropped the other width
+
+
+def test_a_server_that_changed_its_vector_size_never_mixes_widths(tmp_path: Path) -> None:
+    """Issue 24, hole 8: three guards that used to mask each other, each needed here. After the
+    server's change (a profile without `dimensions`), the discarded cache answers no lookup (else
+    embed_texts would loop on the old width); a save keeps only the new width's segments; a lookup
+    reads only the newest width's segments (a store holding both, as a run of the old server saving
+    concurrently would leave it, must not crash nor mix)."""
     embed_texts(CountingProvider(), CORPUS, "document", _cache(tmp_path, dimensions=0))
 
     class Smaller(CountingProvider):
@@ -87,8 +97,14 @@ def test_a_server_that_changed_its_vector_size_re_embeds_everything(tmp_path: Pa
     ]
     assert embedded.shape == (8, 4)
     assert provider.sent == ["Un nouveau document.", *edited]  # the first batch, then everything again
-    with np.load(cache.path) as data:
-        assert data["vectors"].shape == (8, 4)
+    assert _widths(cache) == [4]
+    # An old-width segment appended after the new one, for two texts only it holds.
+    _append(cache, ["ancien A", "ancien B"], np.ones((2, DIMENSIONS), np.float32))
+    _append(cache, ["Un nouveau document."], embedded[-1:])  # the newest segment: width 4 again
+    again = Smaller()
+    vectors = embed_texts(again, [*edited, "ancien A"], "document", _cache(tmp_path, dimensions=0))
+    assert again.sent == ["ancien A"]
+    np.testing.assert_array_equal(vectors[:8], embedded)
 
 
 def test_non_finite_vectors_are_never_stored(tmp_path: Path) -> None:
@@ -110,13 +126,27 @@ def test_concurrent_saves_merge(tmp_path: Path) -> None:
     assert provider.sent == []
 
 
+def test_two_runs_that_both_found_the_cache_damaged_keep_each_others_entries(tmp_path: Path) -> None:
+    """Issue 25: each rebuilds, under the lock, the store as it is when it saves, not as it found it."""
+    embed_texts(CountingProvider(), CORPUS, "document", _cache(tmp_path))
+    _cache(tmp_path).path.write_text("damaged")
+    (first, m1), (second, m2) = _load_warnings(lambda: _cache(tmp_path)), _load_warnings(lambda: _cache(tmp_path))
+    assert len(m1) == len(m2) == 1
+    embed_texts(CountingProvider(), CORPUS[:4], "document", first)
+    embed_texts(CountingProvider(), CORPUS[4:], "document", second)
+    provider = CountingProvider()
+    _, messages = _load_warnings(lambda: embed_texts(provider, CORPUS, "document", _cache(tmp_path)))
+    assert (provider.sent, messages) == ([], [])
+
+
 def test_killed_writers_temporary_files_are_removed(tmp_path: Path) -> None:
     path = _cache(tmp_path).path
     path.parent.mkdir(parents=True)
     dead = path.parent / f".{path.name}.999999999-abcd1234.tmp"  # its writer was killed
+    dead_segment = path.parent / ".seg-0123abcd.vectors.npy.999999999-abcd1234.tmp"
     old = path.parent / f".{path.name}.k2j4h5g6.tmp"  # an older version's name, two days old
     live = path.parent / f".{path.name}.{os.getpid()}-abcd1234.tmp"  # a concurrent save in progress
-    for leftover in (dead, old, live):
+    for leftover in (dead, dead_segment, old, live):
         leftover.write_bytes(b"\0" * 1024)
     two_days_ago = time.time() - 2 * STALE_SECONDS
     os.utime(old, (two_days_ago, two_days_ago))

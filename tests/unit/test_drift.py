@@ -5,6 +5,7 @@ Gemini recording made against the fake Gemini server (a FIXTURE), and on runs re
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 from dataclasses import replace
@@ -22,14 +23,19 @@ from retrieval.drift import (
     cassette_vectors,
     compare_cassettes,
     compare_runs,
+    compare_stores,
     drift_to_dict,
     render_drift,
 )
 from retrieval.evaluate import evaluate
 from retrieval.recording import CassetteError
 from retrieval.run import MethodResult, QuestionResult, Run
+from retrieval.vector_store import Space, VectorStore
 
 LOCAL = DEMO_CASSETTES / "local"
+# The fixture's corpus vectors (the recording's, converted to the vector store) and their manifest.
+VECTORS = DEMO_CASSETTES.parent / "vectors" / "local"
+MANIFEST = LOCAL / "corpus-vectors.json"
 
 
 def _rewrite_vectors(path: Path, change: dict[str, np.ndarray]) -> None:
@@ -57,30 +63,45 @@ def _raw(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def test_identical_cassettes_show_no_drift() -> None:
-    drift = compare_cassettes(LOCAL / "corpus-embeddings.json", LOCAL / "corpus-embeddings.json")
-    assert drift == CassetteDrift("corpus-embeddings", vectors=64, changed=0, largest=0.0)
+def _stored() -> dict[str, np.ndarray]:
+    """The fixture's corpus vectors by document content, read with numpy alone (not through the store)."""
+    [segment] = json.loads(MANIFEST.read_text())["segments"]
+    keys = np.load(VECTORS / f"{segment['name']}.keys.npy")
+    vectors = np.load(VECTORS / f"{segment['name']}.vectors.npy")
+    row = {key.tobytes(): i for i, key in enumerate(keys)}
+    return {d.content: vectors[row[hashlib.sha256(d.content.encode()).digest()]] for d in demo_dataset().documents}
 
 
-def test_perturbed_copy_of_the_committed_corpus_cassette(tmp_path: Path) -> None:
-    original = _raw(LOCAL / "corpus-embeddings.json")
+def test_identical_stores_show_no_drift() -> None:
+    drift = compare_stores(MANIFEST, MANIFEST, VECTORS)
+    assert drift == CassetteDrift("corpus-vectors", vectors=64, changed=0, largest=0.0)
+
+
+def test_a_recording_that_changed_three_corpus_vectors(tmp_path: Path) -> None:
+    original = _stored()
     texts = sorted(original)[:3]
     perturbed = {t: original[t].copy() for t in texts}
     perturbed[texts[0]][0] += np.float32(0.001)
     perturbed[texts[1]][5] -= np.float32(0.0004)
     perturbed[texts[2]][:] = perturbed[texts[2]][::-1]  # same values, another order
-    copy = tmp_path / "corpus-embeddings.json"
-    shutil.copy(LOCAL / "corpus-embeddings.json", copy)
-    _rewrite_vectors(copy, perturbed)
+    folder = tmp_path / "vectors"
+    shutil.copytree(VECTORS, folder)
+    store = VectorStore.open(MANIFEST, folder)
+    space = store.segments[0].space
+    store.manifest = tmp_path / "corpus-vectors.json"
+    store.add(store.write_segment(space, texts, np.stack([perturbed[t] for t in texts]), "float32"))
+    store.add(store.write_segment(space, ["un texte nouveau"], np.ones((1, 384)), "float32"))
+    store.save_manifest()
 
-    drift = compare_cassettes(LOCAL / "corpus-embeddings.json", copy)
+    drift = compare_stores(MANIFEST, store.manifest, folder)
     largest = max(float(np.max(np.abs(perturbed[t].astype(np.float64) - original[t]))) for t in texts)
-    assert drift == CassetteDrift("corpus-embeddings", vectors=64, changed=3, largest=largest)
+    assert drift == CassetteDrift("corpus-vectors", vectors=64, changed=3, largest=largest, only_new=1)
     assert largest == float(np.max(np.abs(original[texts[2]][::-1].astype(np.float64) - original[texts[2]])))
     assert render_drift([drift], None) == [
         "Drift of this recording against the committed one:",
-        f"  corpus-embeddings: 3 of 64 vectors changed, largest difference {largest:.2g}",
+        f"  corpus-vectors: 3 of 64 vectors changed, largest difference {largest:.2g}, 1 new text",
     ]
+    assert Space.from_dict(json.loads(MANIFEST.read_text())["segments"][0]["space"]) == space
 
 
 def test_float_lists_pair_with_base64_and_texts_pair_whatever_the_batches(tmp_path: Path) -> None:
@@ -167,14 +188,16 @@ def test_a_changed_question_vector_moves_one_question_and_the_figures(tmp_path: 
     content = next(d.content for d in demo.documents if d.id == relevant)
     copy = tmp_path / "cassettes" / "local"
     shutil.copytree(LOCAL, copy)
-    _rewrite_vectors(copy / "question-embeddings.json", {q11.text: _raw(LOCAL / "corpus-embeddings.json")[content]})
+    shutil.copytree(VECTORS, tmp_path / "vectors" / "local")
+    _rewrite_vectors(copy / "question-embeddings.json", {q11.text: _stored()[content]})
 
     settings = demo_settings(cache=str(tmp_path / "cache"))
     methods = ["bm25", "vector", "hybrid"]
     old = evaluate(demo, replace(settings, cassettes=str(LOCAL.parent)), mode="replay", methods=methods)
     new = evaluate(demo, replace(settings, cassettes=str(copy.parent)), mode="replay", methods=methods)
     cassettes = [
-        compare_cassettes(LOCAL / f"{s}.json", copy / f"{s}.json") for s in ("corpus-embeddings", "question-embeddings")
+        compare_stores(MANIFEST, copy / "corpus-vectors.json", tmp_path / "vectors" / "local"),
+        compare_cassettes(LOCAL / "question-embeddings.json", copy / "question-embeddings.json"),
     ]
     assert [(c.changed, c.vectors) for c in cassettes] == [(0, 64), (1, 25)]
 

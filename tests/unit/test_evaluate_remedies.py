@@ -109,7 +109,7 @@ def test_record_then_replay_rewriting_and_enrichment_with_gemini(
 
     folder = tmp_path / "cassettes" / "fixture-gemini"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "corpus-embeddings.json",
+        "corpus-vectors.json",
         "enrich-gemini-3.5-flash.json",
         "question-embeddings.json",
         "recording.json",
@@ -176,7 +176,7 @@ def test_rewriting_through_openai_compatible_endpoints_records_and_replays(
     assert replayed.ranked_ids("rewrite") == recorded.ranked_ids("rewrite")
     assert replayed.usage["rewrite"].calls == 3 + 1
     assert sorted(p.name for p in (tmp_path / "cassettes" / "fixture").iterdir()) == [
-        "corpus-embeddings.json",
+        "corpus-vectors.json",
         "question-embeddings.json",
         "recording.json",
         "rewrite-fixture-chat-model.json",

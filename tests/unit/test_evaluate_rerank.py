@@ -64,7 +64,7 @@ def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypa
 
     cassettes = sorted(p.name for p in (tmp_path / "cassettes" / "fixture-gemini").iterdir())
     assert cassettes == [
-        "corpus-embeddings.json",
+        "corpus-vectors.json",
         "question-embeddings.json",
         "recording.json",
         "rerank-gemini-3.5-flash.json",

@@ -28,7 +28,7 @@ PROJECT_FILE = 'dataset = "data/demo"\nprofile = "local"\nmethods = ["bm25", "ve
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the demo data and its recorded embeddings, with a baseline made from them (once)."""
     root = tmp_path_factory.mktemp("template")
-    for item in ("data/demo", "cassettes/local"):
+    for item in ("data/demo", "cassettes/local", "vectors/local"):
         shutil.copytree(DEMO_PROJECT / item, root / item)
     (root / "retrieval.toml").write_text(PROJECT_FILE)
     accept(run_gate(load_settings(root, {"profile": "local"})))
@@ -173,7 +173,7 @@ def test_edited_cassette_fails_until_the_baseline_is_updated(project: Path) -> N
     assert len(result.checks) == 18 and all(c.ok for c in result.checks)  # still compared: nothing moved
     digest = result.digests["question-embeddings.json"]
     was = json.loads((project / BASELINE_PATH).read_text())["profiles"]["local"]["cassettes"]
-    assert sorted(was) == ["corpus-embeddings.json", "question-embeddings.json"]
+    assert sorted(was) == ["corpus-vectors.json", "question-embeddings.json"]
     diff = accept(result)
     assert diff.splitlines()[1:] == [
         f"  cassette question-embeddings.json: {was['question-embeddings.json']} -> {digest}",
@@ -189,7 +189,7 @@ def test_a_cassette_no_gated_method_reads_changes_nothing(project: Path) -> None
     folder = project / "cassettes/local"
     (folder / "experiment.json").write_bytes((folder / "question-embeddings.json").read_bytes())
     result = _gate()
-    assert result.stale is None and sorted(result.digests) == ["corpus-embeddings.json", "question-embeddings.json"]
+    assert result.stale is None and sorted(result.digests) == ["corpus-vectors.json", "question-embeddings.json"]
     assert [c for c in result.checks if not c.ok] == [] and len(result.checks) == 18
 
 

@@ -8,7 +8,6 @@ import threading
 import time
 from pathlib import Path
 
-from retrieval.cache import _locked
 from retrieval.providers.server_watchdog import LOCK_FILE, locked
 
 # Importing a module set to None in sys.modules raises ImportError, as on Windows.
@@ -44,14 +43,6 @@ def _exclusive(lock: object, folder: Path) -> list[str]:
     for thread in threads:
         thread.join(timeout=30)
     return events
-
-
-def test_the_cache_lock_excludes_and_leaves_the_folder_to_the_caches(tmp_path: Path) -> None:
-    folder = tmp_path / "embeddings"
-    folder.mkdir()
-    events = _exclusive(_locked, folder)
-    assert events in (["a in", "a out", "b in", "b out"], ["b in", "b out", "a in", "a out"])
-    assert list(folder.iterdir()) == [] and (tmp_path / "embeddings.lock").is_file()
 
 
 def test_the_server_state_lock_excludes_and_stays_in_its_private_folder(tmp_path: Path) -> None:

@@ -561,10 +561,12 @@ def test_cassettes_recorded_then_replayed_removed_or_edited(
     )
     _run(pytester, "--record", "--update-baseline").assert_outcomes(passed=18)
     assert sorted(p.name for p in (adopter / "cassettes" / "fake").iterdir()) == [
-        "corpus-embeddings.json",
+        "corpus-vectors.json",
         "question-embeddings.json",
         "recording.json",
     ]
+    # The corpus vectors: one segment beside the cassettes folder, no vector in cassettes/.
+    assert len(list((adopter / "vectors" / "fake").glob("seg-*.vectors.npy"))) == 1
     embeddings_server.stop()
     _run(pytester).assert_outcomes(passed=18)
 

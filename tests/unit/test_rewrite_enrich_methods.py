@@ -388,7 +388,7 @@ def test_a_profile_without_an_llm_makes_them_unavailable() -> None:
 def test_in_replay_a_method_never_recorded_fails_naming_its_cassette(tmp_path: Path) -> None:
     demo = demo_dataset()
     settings = Settings(profile=gemini_profile("http://127.0.0.1:9"), cassettes=str(tmp_path))
-    with pytest.raises(CassetteError, match=r"no cassette .*/fixture-gemini/corpus-embeddings.json"):
+    with pytest.raises(CassetteError, match=r"no cassette .*/fixture-gemini/corpus-vectors.json"):
         evaluate(replace(demo, questions=demo.questions[:1]), settings, methods=["rewrite"])
 
 

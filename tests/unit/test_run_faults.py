@@ -207,14 +207,20 @@ def test_a_method_degraded_on_every_question_fails_the_cli(
     assert os.path.getsize(tmp_path / "report.md") > 0
 
 
+# The fixture's one segment of corpus vectors (named by its content).
+SEGMENT = "vectors/local/seg-2672ab534b5891ca195cbbc5"
+
+
 @pytest.mark.parametrize(
     ("file", "content", "expected"),
     [
         (
-            "cassettes/local/corpus-embeddings.json",
-            b'{"version": 1, "interactions": [',
-            "damaged cassette (invalid JSON",
+            "cassettes/local/corpus-vectors.json",
+            b'{"format": "retrieval-vector-store-1", "segments": [',
+            "damaged vector store manifest (JSONDecodeError",
         ),
+        (f"{SEGMENT}.vectors.npy", b"\x93NUMPY", "damaged vector segment (not the sha256 corpus-vectors.json lists)"),
+        (f"{SEGMENT}.keys.npy", b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n", "Git LFS"),
         ("cassettes/local/question-embeddings.json", b"", "damaged cassette (invalid JSON at line 1"),
         ("cassettes/local/recording.json", b"\xff", "damaged recording metadata ("),
         (
@@ -231,7 +237,9 @@ def test_a_method_degraded_on_every_question_fails_the_cli(
         ("baselines/metrics.json", b'{"format": ', "invalid JSON (Expecting value)"),
     ],
     ids=[
-        "truncated cassette",
+        "truncated vector manifest",
+        "damaged vector segment",
+        "vector segment an LFS pointer",
         "empty cassette",
         "non-UTF-8 metadata",
         "metadata usage a list",
@@ -243,7 +251,7 @@ def test_a_method_degraded_on_every_question_fails_the_cli(
 def test_a_damaged_committed_file_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, content: bytes, expected: str
 ) -> None:
-    for folder in ("cassettes", "baselines"):
+    for folder in ("cassettes", "vectors", "baselines"):
         shutil.copytree(DEMO_PROJECT / folder, tmp_path / folder)
     (tmp_path / file).write_bytes(content)
     assert main(["--dataset", str(DEMO_DATA), "--methods", "bm25,vector", "--baseline"]) == 2
