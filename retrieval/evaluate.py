@@ -34,7 +34,7 @@ from retrieval.providers.base import EmbeddingProvider, Kind, ProviderError, Rep
 from retrieval.ranking import Ranking, RankingError, rank_of
 from retrieval.ranking_cassettes import method_code
 from retrieval.recording import CassetteError, Mode, Recorder, missed_request
-from retrieval.redaction import redacted
+from retrieval.redaction import declare_key_variables, redacted
 from retrieval.run import MethodResult, QuestionResult, Run
 from retrieval.sweeps import keep_depths
 from retrieval.ties import tie_summary
@@ -474,6 +474,8 @@ def evaluate(
     # The methods' own credentials join the providers': a recording holding a value is refused.
     declared_keys = (k for d in chosen.declarations.values() for k in d.key_variables)
     recorder.key_variables = tuple(dict.fromkeys((*recorder.key_variables, *declared_keys)))
+    # Whatever the run prints from here on (a warning, a traceback) hides their values too.
+    declare_key_variables(recorder.key_variables)
     if not chosen.wanted:
         reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
         raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")

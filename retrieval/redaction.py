@@ -119,14 +119,17 @@ def _named(text: str) -> Iterable[tuple[int, int, str]]:
     lowered = text.lower()
     if not any(hint in lowered for hint in _NAME_HINTS):
         return
+    ends: list[int] = []
     for m in _KEYED_VALUE.finditer(text):
         name, listed, value = m.group(2), m.group(3), m.group(5)
         # A header (a list, as vcrpy keeps them) holds a credential with any value; a JSON
         # field with one shaped like one (a "key_points" of prose is no secret).
         if value and credential_name(name) and (listed or _TOKEN_VALUE.fullmatch(value)):
+            ends.append(m.end())
             yield m.start(), m.end(), f'"{name}" with a value'
     for m in _PARAMETER.finditer(text):
-        if credential_name(m.group(1)):
+        # A cookie's own name=value inside a credential header's value is the same credential.
+        if credential_name(m.group(1)) and not any(m.start() < end <= m.end() for end in ends):
             yield m.start(), m.end(), f"parameter {unquote_plus(m.group(1))!r} with a value"
 
 
