@@ -182,16 +182,24 @@ _SHAPES_SHOWN = (
 )
 
 
+# A header as a server echoes a request ("X-Api-Key: value"), in a message only.
+# The value is looked ahead at, not consumed: "echo: X-Api-Key: v" holds two names.
+_HEADER_LINE = re.compile(r"(?<![\w-])([A-Za-z][\w-]{0,60}):[ \t]*(?=([^\s,;\"'}\]]+))")
+
+
 def _cut_named(text: str) -> str:
     """`text` with the value of every credential-named field, header or parameter cut to "…"."""
     cuts = sorted(
         {(m.start(5), m.end(5)) for m in _KEYED_VALUE.finditer(text) if m.group(5) and credential_name(m.group(2))}
         | {(m.start(2), m.end(2)) for m in _PARAMETER.finditer(text) if credential_name(m.group(1))}
+        | {(m.start(2), m.end(2)) for m in _HEADER_LINE.finditer(text) if credential_name(m.group(1))}
     )
     out, last = [], 0
     for start, end in cuts:
         if start >= last:
             out += [text[last:start], "…"]
+            last = end
+        elif end > last:  # overlapping cuts: the longer one
             last = end
     return "".join([*out, text[last:]])
 
