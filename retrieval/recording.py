@@ -326,6 +326,9 @@ class Recorder:
     calls: dict[str, int] = field(default_factory=dict, init=False)
     # What the last commit has to say beyond its drift (files too large for GitHub), one line each.
     notices: list[str] = field(default_factory=list, init=False)
+    # The model server this run embedded with (server_identity.ServerInfo.as_dict), set by the
+    # evaluator; a recording keeps it in recording.json under "server".
+    server: dict[str, Any] | None = field(default=None, init=False)
 
     def _staged(self, name: str) -> Path:
         if self._staging is None:

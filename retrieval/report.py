@@ -22,6 +22,7 @@ from retrieval.paired import BASELINE, PairedComparison, comparison_pairs, rende
 from retrieval.paired import compare as paired
 from retrieval.remedies import diagnose, remedy_summary, render_diagnosis
 from retrieval.run import Run
+from retrieval.server_provenance import served_by
 from retrieval.sweeps import Setup, candidate_pools, render_sweeps, setup_for, sweeps
 from retrieval.ties import TieInfo, TieSummary, render_ties, summarize_ties
 
@@ -78,6 +79,8 @@ class Report:
     tolerance: float = 0.0
     dropped_questions: int = 0
     what_if: bool = False
+    # The model server that embedded, or recorded what was replayed (recording.json's "server").
+    server: dict[str, Any] | None = None
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
@@ -206,6 +209,7 @@ def build_report(
         tolerance=float(baseline.get("tolerance", 0.0)) if baseline else 0.0,
         dropped_questions=dropped_questions,
         what_if=what_if,
+        server=run.server,
     )
 
 
@@ -401,6 +405,8 @@ def _cost(report: Report) -> list[str]:
             f"Indexing ({stage}, once): {i['calls']} call(s), {i['input_tokens']} tokens, "
             f"{i['seconds']:.2f} s{recorded}.{truncated}",
         ]
+    if report.server:
+        out += ["", f"Model server: {served_by(report.server, 'recorded' if report.mode == 'replay' else 'served')}."]
     if report.mode == "replay" and any(c.calls for c in report.cost):
         out += [
             "",
