@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from urllib.parse import unquote_plus
 
 __all__ = [
@@ -26,22 +26,24 @@ __all__ = [
     "redacted",
 ]
 
-# Each pattern with the lower-case strings one of which any match holds: a pattern runs only
-# on a text holding one. Most patterns are tried at every position (\b, IGNORECASE): about
-# 25 ms per scan of the demo's embedding cassettes otherwise, and the gate scans on every run.
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
-    (re.compile(r"AIza[0-9A-Za-z_-]{30,}"), ("aiza",)),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), ("sk-",)),
+# Each pattern with the lower-case strings one of which any match holds, and how far before and
+# after one a match may reach: a pattern runs only there (`_regions`). Tried over a whole text,
+# the patterns took seconds a scan of a 44 MiB cassette, and the gate scans on every run.
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...], int, int], ...] = (
+    (re.compile(r"AIza[0-9A-Za-z_-]{30,}"), ("aiza",), 0, 64),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), ("sk-",), 0, 64),
     # Credential headers, in a cassette's headers or inside a JSON body (quotes escaped there).
     (
         re.compile(r'\\?"(x-goog-api-key|authorization|api-key|x-api-key|proxy-authorization)\\?"\s*:', re.IGNORECASE),
-        ('"x-goog-api-key', '"authorization', '"api-key', '"x-api-key', '"proxy-authorization'),
+        ("key", "auth"),
+        24,
+        32,
     ),
-    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", re.IGNORECASE), ("bearer",)),
-    (re.compile(r"\bBasic\s+[A-Za-z0-9+/]{8,}=*", re.IGNORECASE), ("basic",)),
-    (re.compile(r"(?:[?&]|%3F|%26)(?:api[_-]?)?key(?:=|%3D)[^&\"\s\\]{8,}", re.IGNORECASE), ("key=", "key%3d")),
+    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", re.IGNORECASE), ("bearer",), 0, 64),
+    (re.compile(r"\bBasic\s+[A-Za-z0-9+/]{8,}=*", re.IGNORECASE), ("basic",), 0, 64),
+    (re.compile(r"(?:[?&]|%3F|%26)(?:api[_-]?)?key(?:=|%3D)[^&\"\s\\]{8,}", re.IGNORECASE), ("key",), 10, 64),
     # A password in a URL (https://user:password@host/).
-    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@\"\\]+:[^/\s@\"\\]+@", re.IGNORECASE), ("@",)),
+    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@\"\\]+:[^/\s@\"\\]+@", re.IGNORECASE), ("@",), 512, 1),
 )
 # JSON may spell any character as \\uXXXX (once per level of nesting: a body is JSON in JSON).
 # Only escapes of ASCII characters are decoded: every pattern above matches ASCII alone, and
@@ -111,23 +113,61 @@ _PARAMETER = re.compile(r"""(?:(?<=[?&;"'\s])|%3F|%26)([A-Za-z0-9_.+%\[\]-]{1,10
 # A value that is a credential, not prose: no space but after a scheme (Bearer ...), or a cookie string.
 _TOKEN_VALUE = re.compile(r"(?:(?:bearer|basic|token|digest)\s+)?\S{8,}|.*=.*", re.IGNORECASE)
 # Any text naming one of these may hold a named credential (the check that skips the regexes).
-_NAME_HINTS = ("key", "token", "secret", "auth", "passw", "pwd", "cookie", "sess", "credential", "%")
+_NAME_HINTS = ("key", "token", "secret", "auth", "pass", "pwd", "cookie", "sess", "credential", "%")
 
 
-def _named(text: str) -> Iterable[tuple[int, int, str]]:
+class _Hints:
+    """Where each hint occurs in a lower-cased text, found once however many patterns ask."""
+
+    def __init__(self, lowered: str) -> None:
+        self.lowered = lowered
+        self._found: dict[str, list[int]] = {}
+
+    def positions(self, hint: str) -> list[int]:
+        if hint not in self._found:
+            found, at = [], self.lowered.find(hint)
+            while at != -1:
+                found.append(at)
+                at = self.lowered.find(hint, at + 1)
+            self._found[hint] = found
+        return self._found[hint]
+
+    def regions(self, hints: Iterable[str], before: int, after: int) -> list[tuple[int, int]]:
+        """The stretches around each occurrence of a hint (merged where they meet): the only
+        places a pattern holding one can match."""
+        spans = sorted((max(0, at - before), at + len(hint) + after) for hint in hints for at in self.positions(hint))
+        merged: list[tuple[int, int]] = []
+        for start, end in spans:
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
+
+
+def _search(pattern: re.Pattern[str], text: str, regions: list[tuple[int, int]]) -> Iterator[re.Match[str]]:
+    # pos/endpos instead of slices: no copy, and lookbehinds still see what precedes a region.
+    for start, end in regions:
+        yield from pattern.finditer(text, start, end)
+
+
+# Around a name's hint: the rest of the name before it (64 characters: "ocp-apim-subscription-" is 22),
+# the rest of the name and enough of the value after it.
+_NAME_BEFORE, _NAME_AFTER = 64, 128
+
+
+def _named(text: str, hints: _Hints) -> Iterator[tuple[int, int, str]]:
     """(start, end, what) of each value a credential name holds in `text`."""
-    lowered = text.lower()
-    if not any(hint in lowered for hint in _NAME_HINTS):
-        return
+    regions = hints.regions(_NAME_HINTS, _NAME_BEFORE, _NAME_AFTER)
     ends: list[int] = []
-    for m in _KEYED_VALUE.finditer(text):
+    for m in _search(_KEYED_VALUE, text, regions):
         name, listed, value = m.group(2), m.group(3), m.group(5)
         # A header (a list, as vcrpy keeps them) holds a credential with any value; a JSON
         # field with one shaped like one (a "key_points" of prose is no secret).
         if value and credential_name(name) and (listed or _TOKEN_VALUE.fullmatch(value)):
             ends.append(m.end())
             yield m.start(), m.end(), f'"{name}" with a value'
-    for m in _PARAMETER.finditer(text):
+    for m in _search(_PARAMETER, text, regions):
         # A cookie's own name=value inside a credential header's value is the same credential.
         if credential_name(m.group(1)) and not any(m.start() < end <= m.end() for end in ends):
             yield m.start(), m.end(), f"parameter {unquote_plus(m.group(1))!r} with a value"
@@ -146,16 +186,18 @@ def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
     }
     found: dict[str, None] = {}
     for t in texts:
-        lowered = t.lower()
+        hints = _Hints(t.lower())
         shapes = [
-            m for pattern, words in _SECRET_PATTERNS if any(w in lowered for w in words) for m in pattern.finditer(t)
+            m
+            for pattern, words, before, after in _SECRET_PATTERNS
+            for m in _search(pattern, t, hints.regions(words, before, after))
         ]
         found.update((m.group(0)[:12] + "…", None) for m in shapes)
         # A credential already found by its shape or as a key's value is said once.
         spans = [m.span() for m in shapes]
         found.update(
             (what, None)
-            for start, end, what in _named(t)
+            for start, end, what in _named(t, hints)
             if not any(s < end and start < e for s, e in spans)
             and not any(value in t[start:end] for value in held.values())
         )
