@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -231,3 +232,15 @@ def test_a_token_in_a_committed_query_string_fails_the_gate_and_the_update(proje
     assert result.secrets == [f"{path}: parameter 'access_token' with a value"]
     with pytest.raises(CassetteError, match="the cassettes hold what looks like a credential"):
         accept(result)
+
+
+def test_the_value_of_the_profiles_own_key_variable_in_a_committed_cassette_fails_the_gate(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # api_key_env may name any variable: the gate looks for its value too.
+    monkeypatch.setenv("FIXTURE_SERVER_PASS", "fixture-server-pass-0123")
+    path = project / "cassettes/local/question-embeddings.json"
+    path.write_text(path.read_text().replace('"interactions"', '"note": "fixture-server-pass-0123", "interactions"', 1))
+    settings = load_settings(project, {"profile": "local"})
+    keyed = replace(settings, profile=replace(settings.profile, api_key_env="FIXTURE_SERVER_PASS"))
+    assert run_gate(keyed).secrets == [f"{path}: value of $FIXTURE_SERVER_PASS"]
