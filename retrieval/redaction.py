@@ -217,7 +217,11 @@ def declare_key_variables(names: Iterable[str]) -> None:
 
 
 _SHAPES_SHOWN = (
-    (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/-]+=*", re.IGNORECASE), r"\1 …"),
+    # A token holds a digit or a sign ("Basic usage", "Bearer token" are words, not tokens).
+    (
+        re.compile(r"\b(Bearer|Basic)\s+(?=[A-Za-z0-9._~+/-]*[0-9._~+/-])[A-Za-z0-9._~+/-]{4,}=*", re.IGNORECASE),
+        r"\1 …",
+    ),
     (re.compile(r"AIza[0-9A-Za-z_-]{4,}"), "AIza…"),
     (re.compile(r"\bsk-[A-Za-z0-9_-]{4,}"), "sk-…"),
     (re.compile(r"(://[^/\s:@\"'\\]+:)[^/\s@\"'\\]+@"), r"\1…@"),
@@ -225,6 +229,9 @@ _SHAPES_SHOWN = (
 
 
 # A header as a server echoes a request ("X-Api-Key: value"), in a message only.
+# A header line's value that may be a secret, not a word of a sentence ("an API key: set
+# GEMINI_API_KEY"): with a digit, or long.
+_SECRET_LIKE = re.compile(r"(?=\S*\d)\S{4,}|\S{12,}")
 # The value is looked ahead at, not consumed: "echo: X-Api-Key: v" holds two names.
 _HEADER_LINE = re.compile(r"(?<![\w-])([A-Za-z][\w-]{0,60}):[ \t]*(?=([^\s,;\"'}\]]+))")
 
@@ -234,7 +241,11 @@ def _cut_named(text: str) -> str:
     cuts = sorted(
         {(m.start(5), m.end(5)) for m in _KEYED_VALUE.finditer(text) if m.group(5) and credential_name(m.group(2))}
         | {(m.start(2), m.end(2)) for m in _PARAMETER.finditer(text) if credential_name(m.group(1))}
-        | {(m.start(2), m.end(2)) for m in _HEADER_LINE.finditer(text) if credential_name(m.group(1))}
+        | {
+            (m.start(2), m.end(2))
+            for m in _HEADER_LINE.finditer(text)
+            if credential_name(m.group(1)) and _SECRET_LIKE.fullmatch(m.group(2))
+        }
     )
     out, last = [], 0
     for start, end in cuts:

@@ -44,8 +44,8 @@ def test_failure_text_names_the_method_and_redacts_the_traceback() -> None:
     [
         ('HTTP 400: {"headers": {"Authorization": "Bearer abc.def"}}', 'HTTP 400: {"headers": {"Authorization": "…"}}'),
         ("{'x-algolia-api-key': 'v1', 'accept': '*/*'}", "{'x-algolia-api-key': '…', 'accept': '*/*'}"),
-        ("echo: X-Api-Key: v2\r\nCookie: sid=v3; lang=fr", "echo: X-Api-Key: …\r\nCookie: …; lang=fr"),
-        ("Authorization: Basic Zml4dHVyZTpwdw==", "Authorization: … …"),
+        ("echo: X-Api-Key: v2-fixture\r\nCookie: sid=v3; lang=fr", "echo: X-Api-Key: …\r\nCookie: …; lang=fr"),
+        ("Authorization: Basic Zml4dHVyZTpwdw==", "Authorization: Basic …"),
         ("form client_secret=v4&grant_type=x", "form client_secret=…&grant_type=x"),
         ("GET https://reader:v5@s.test/q failed", "GET https://reader:…@s.test/q failed"),
         ("key AIzaSyFIXTURE and sk-fixture0123", "key AIza… and sk-…"),
@@ -62,3 +62,17 @@ def test_a_declared_key_variable_is_redacted_whatever_its_name() -> None:
     assert redacted("as fixture-login-0123, fixture-setting-0123", environ) == (
         "as $FIXTURE_DECLARED_LOGIN, fixture-setting-0123"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "gemini needs an API key: set GEMINI_API_KEY (or replay the cassettes without --live).",
+        "record it with `GEMINI_API_KEY=... pytest --record --retrieval-profile gemini`",
+        "profile 'x': api_key_env: must name an environment variable",
+        "Token counts: 12 tokens in 3 calls; Basic usage; Bearer tokens are sent as headers",
+        "KeyError: 'model'",
+    ],
+)
+def test_the_tools_own_messages_are_left_as_they_are(text: str) -> None:
+    assert redacted(text, {}) == text
