@@ -19,7 +19,7 @@ import base64
 import importlib.metadata
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -96,7 +96,7 @@ def identify(base_url: str, model: str, dimensions: int, origin: Origin, version
     """Prove that the server at `base_url` serves `model` at `dimensions` (0: any width), and
     return what it is; ProviderError in one line (what answers there, and the fix) otherwise."""
     root = base_url.rstrip("/")
-    where = urlsplit(base_url).netloc
+    where = urlsplit(base_url).netloc.rpartition("@")[2]
     with httpx.Client(timeout=PROBE_TIMEOUT, verify=tls_context()) as client:
         listing = _get_json(client, f"{root}/models")
         entries = listing.get("data") if isinstance(listing, dict) else None
@@ -136,4 +136,10 @@ def identify(base_url: str, model: str, dimensions: int, origin: Origin, version
             found = listed[model].get("version") or (health.get("version") if isinstance(health, dict) else None)
             version = str(found) if found else None
     owner = listed[model].get("owned_by")
-    return ServerInfo(base_url, origin, model, width, version, str(owner) if owner else None)
+    return ServerInfo(_without_credentials(base_url), origin, model, width, version, str(owner) if owner else None)
+
+
+def _without_credentials(url: str) -> str:
+    # recording.json is committed: a user:password or a key in the query of the URL stays out.
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment=""))

