@@ -406,7 +406,7 @@ def _cost(report: Report) -> list[str]:
             f"{i['seconds']:.2f} s{recorded}.{truncated}",
         ]
     if report.server:
-        out += ["", f"Model server: {served_by(report.server, 'recorded' if report.mode == 'replay' else 'served')}."]
+        out += ["", f"Model server: {served_by(report.server, 'served' if report.mode == 'live' else 'recorded')}."]
     if report.mode == "replay" and any(c.calls for c in report.cost):
         out += [
             "",

