@@ -26,24 +26,39 @@ __all__ = [
     "redacted",
 ]
 
-# Each pattern with the lower-case strings one of which any match holds, and how far before and
-# after one a match may reach: a pattern runs only there (`_regions`). Tried over a whole text,
-# the patterns took seconds a scan of a 44 MiB cassette, and the gate scans on every run.
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...], int, int], ...] = (
-    (re.compile(r"AIza[0-9A-Za-z_-]{30,}"), ("aiza",), 0, 64),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), ("sk-",), 0, 64),
+# Each pattern with what it finds (shown in place of what it matched: a scan's message reaches CI
+# logs, and no part of a key may), the lower-case strings one of which any match holds, and how
+# far before and after one a match may reach: a pattern runs only there (`_Hints.regions`). Tried
+# over a whole text, the patterns took seconds a scan of a 44 MiB cassette, and the gate scans on
+# every run.
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str, tuple[str, ...], int, int], ...] = (
+    (re.compile(r"AIza[0-9A-Za-z_-]{30,}"), "a Google API key (AIza…)", ("aiza",), 0, 64),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), "an OpenAI-style key (sk-…)", ("sk-",), 0, 64),
     # Credential headers, in a cassette's headers or inside a JSON body (quotes escaped there).
     (
         re.compile(r'\\?"(x-goog-api-key|authorization|api-key|x-api-key|proxy-authorization)\\?"\s*:', re.IGNORECASE),
+        'a "{}" header',
         ("key", "auth"),
         24,
         32,
     ),
-    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", re.IGNORECASE), ("bearer",), 0, 64),
-    (re.compile(r"\bBasic\s+[A-Za-z0-9+/]{8,}=*", re.IGNORECASE), ("basic",), 0, 64),
-    (re.compile(r"(?:[?&]|%3F|%26)(?:api[_-]?)?key(?:=|%3D)[^&\"\s\\]{8,}", re.IGNORECASE), ("key",), 10, 64),
+    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", re.IGNORECASE), "a Bearer token", ("bearer",), 0, 64),
+    (re.compile(r"\bBasic\s+[A-Za-z0-9+/]{8,}=*", re.IGNORECASE), "a Basic authorization", ("basic",), 0, 64),
+    (
+        re.compile(r"(?:[?&]|%3F|%26)(?:api[_-]?)?key(?:=|%3D)[^&\"\s\\]{8,}", re.IGNORECASE),
+        "a key in a query string",
+        ("key",),
+        10,
+        64,
+    ),
     # A password in a URL (https://user:password@host/).
-    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@\"\\]+:[^/\s@\"\\]+@", re.IGNORECASE), ("@",), 512, 1),
+    (
+        re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@\"\\]+:[^/\s@\"\\]+@", re.IGNORECASE),
+        "a password in a URL",
+        ("@",),
+        512,
+        1,
+    ),
 )
 # JSON may spell any character as \\uXXXX (once per level of nesting: a body is JSON in JSON).
 # Only escapes of ASCII characters are decoded: every pattern above matches ASCII alone, and
@@ -173,10 +188,16 @@ def _named(text: str, hints: _Hints) -> Iterator[tuple[int, int, str]]:
             yield m.start(), m.end(), f"parameter {unquote_plus(m.group(1))!r} with a value"
 
 
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
 def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
-    """What in a cassette looks like a credential: key shapes, auth headers, any header, parameter
-    or field named like a credential with a value, and the values of `keys` (variable name ->
-    value, e.g. the environment's API keys) of MIN_KEY_LENGTH characters or more."""
+    """What in a cassette looks like a credential, each said without any part of it ('a Bearer
+    token at line 12', '"X-Api-Key" with a value at line 3', 'value of $GEMINI_API_KEY'): key
+    shapes, auth headers, any header, parameter or field named like a credential with a value,
+    and the values of `keys` (variable name -> value, e.g. the environment's API keys) of
+    MIN_KEY_LENGTH characters or more."""
     decoded = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
     texts = (text,) if decoded == text else (text, decoded)
     held = {
@@ -188,15 +209,15 @@ def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
     for t in texts:
         hints = _Hints(t.lower())
         shapes = [
-            m
-            for pattern, words, before, after in _SECRET_PATTERNS
+            (m, label)
+            for pattern, label, words, before, after in _SECRET_PATTERNS
             for m in _search(pattern, t, hints.regions(words, before, after))
         ]
-        found.update((m.group(0)[:12] + "…", None) for m in shapes)
+        found.update((f"{label.format(*m.groups())} at line {_line(t, m.start())}", None) for m, label in shapes)
         # A credential already found by its shape or as a key's value is said once.
-        spans = [m.span() for m in shapes]
+        spans = [m.span() for m, _ in shapes]
         found.update(
-            (what, None)
+            (f"{what} at line {_line(t, start)}", None)
             for start, end, what in _named(t, hints)
             if not any(s < end and start < e for s, e in spans)
             and not any(value in t[start:end] for value in held.values())

@@ -32,24 +32,33 @@ SECRET = "fixture-credential-5150"
     [
         (
             json.dumps({"uri": f"https://s.test/q?q=vpn&access_token={SECRET}"}),
-            ["parameter 'access_token' with a value"],
+            ["parameter 'access_token' with a value at line 1"],
         ),
-        (json.dumps({"uri": "https://s.test/q?token=abc"}), ["parameter 'token' with a value"]),
-        (json.dumps({"uri": f"https://s.test/q?k%65y={SECRET}"}), ["parameter 'key' with a value"]),
-        (json.dumps({"uri": f"https://s.test/q?Access%5FToken={SECRET}"}), ["parameter 'Access_Token' with a value"]),
-        (json.dumps({"uri": f"https://s.test/q?sessionid={SECRET}"}), ["parameter 'sessionid' with a value"]),
-        (json.dumps({"headers": {"X-Algolia-API-Key": ["v"]}}), ['"X-Algolia-API-Key" with a value']),
-        (json.dumps({"headers": {"Ocp-Apim-Subscription-Key": ["v"]}}), ['"Ocp-Apim-Subscription-Key" with a value']),
-        (json.dumps({"headers": {"Cookie": ["lang=fr; sid=x"]}}), ['"Cookie" with a value']),
-        (json.dumps({"headers": {"Set-Cookie": ["session=x"]}}), ['"Set-Cookie" with a value']),
-        (json.dumps({"body": "Basic Zml4dHVyZTpwYXNzd29yZA=="}), ["Basic Zml4dH…"]),
+        (json.dumps({"uri": "https://s.test/q?token=abc"}), ["parameter 'token' with a value at line 1"]),
+        (json.dumps({"uri": f"https://s.test/q?k%65y={SECRET}"}), ["parameter 'key' with a value at line 1"]),
+        (
+            json.dumps({"uri": f"https://s.test/q?Access%5FToken={SECRET}"}),
+            ["parameter 'Access_Token' with a value at line 1"],
+        ),
+        (json.dumps({"uri": f"https://s.test/q?sessionid={SECRET}"}), ["parameter 'sessionid' with a value at line 1"]),
+        (json.dumps({"headers": {"X-Algolia-API-Key": ["v"]}}), ['"X-Algolia-API-Key" with a value at line 1']),
+        (
+            json.dumps({"headers": {"Ocp-Apim-Subscription-Key": ["v"]}}),
+            ['"Ocp-Apim-Subscription-Key" with a value at line 1'],
+        ),
+        (json.dumps({"headers": {"Cookie": ["lang=fr; sid=x"]}}), ['"Cookie" with a value at line 1']),
+        (json.dumps({"headers": {"Set-Cookie": ["session=x"]}}), ['"Set-Cookie" with a value at line 1']),
+        (json.dumps({"body": "Basic Zml4dHVyZTpwYXNzd29yZA=="}), ["a Basic authorization at line 1"]),
         (
             json.dumps({"body": f"grant_type=client_credentials&client_secret={SECRET}"}),
-            ["parameter 'client_secret' with a value"],
+            ["parameter 'client_secret' with a value at line 1"],
         ),
-        (json.dumps({"body": json.dumps({"query": "vpn", "sessionToken": SECRET})}), ['"sessionToken" with a value']),
-        (json.dumps({"body": json.dumps({"PASSWORD": SECRET})}), ['"PASSWORD" with a value']),
-        (json.dumps({"uri": "https://reader:hunter2hunter2@s.test/q"}), ["https://read…"]),
+        (
+            json.dumps({"body": json.dumps({"query": "vpn", "sessionToken": SECRET})}),
+            ['"sessionToken" with a value at line 1'],
+        ),
+        (json.dumps({"body": json.dumps({"PASSWORD": SECRET})}), ['"PASSWORD" with a value at line 1']),
+        (json.dumps({"uri": "https://reader:hunter2hunter2@s.test/q"}), ["a password in a URL at line 1"]),
     ],
     ids=[
         "token in a query string",
@@ -193,7 +202,7 @@ def test_a_form_body_holding_a_secret_is_refused_and_replaces_nothing(service: i
         with recorder.stage("search"):
             _post(client, service, "s", body=f"grant_type=client_credentials&client_secret={SECRET}".encode())
     with pytest.raises(
-        CassetteError, match=r"recording search.json holds secrets \(parameter 'client_secret' with a value\)"
+        CassetteError, match=r"recording search.json holds secrets \(parameter 'client_secret' with a value at line 8\)"
     ):
         recorder.commit({})
     assert list(directory.parent.iterdir()) == []
@@ -229,7 +238,7 @@ def test_a_token_in_a_committed_query_string_fails_the_gate_and_the_update(proje
     data["interactions"][0]["request"]["uri"] += f"?access_token={SECRET}"
     path.write_text(json.dumps(data), encoding="utf-8")
     result = run_gate(load_settings(project, {"profile": "local"}))
-    assert result.secrets == [f"{path}: parameter 'access_token' with a value"]
+    assert result.secrets == [f"{path}: parameter 'access_token' with a value at line 1"]
     with pytest.raises(CassetteError, match="the cassettes hold what looks like a credential"):
         accept(result)
 
