@@ -317,6 +317,9 @@ class Recorder:
     # Ranking cassettes replay only for the code that recorded them; off when a recording replays
     # the committed ones to measure its drift (what the old code gave is the point there).
     verify_code: bool = True
+    # The model server this run embedded with (server_identity.ServerInfo.as_dict), set by the
+    # evaluator; a recording keeps it in recording.json under "server".
+    server: dict[str, Any] | None = field(default=None, init=False)
     _staging: Path | None = field(default=None, init=False)
     _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
     # Cassette file names this run replayed or recorded: the ones its figures come from.
@@ -326,9 +329,6 @@ class Recorder:
     calls: dict[str, int] = field(default_factory=dict, init=False)
     # What the last commit has to say beyond its drift (files too large for GitHub), one line each.
     notices: list[str] = field(default_factory=list, init=False)
-    # The model server this run embedded with (server_identity.ServerInfo.as_dict), set by the
-    # evaluator; a recording keeps it in recording.json under "server".
-    server: dict[str, Any] | None = field(default=None, init=False)
 
     def _staged(self, name: str) -> Path:
         if self._staging is None:
