@@ -15,6 +15,9 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from retrieval.redaction import credential_name
 
 __all__ = [
     "LOOPBACK_HOSTS",
@@ -24,6 +27,7 @@ __all__ = [
     "loopback_port",
     "match_key",
     "same_body",
+    "without_credentials",
 ]
 
 # "loopback_port" instead of vcrpy's "port": a local server may get another port than the one
@@ -39,6 +43,21 @@ def loopback_port(r1: Any, r2: Any) -> None:
     """vcrpy matcher: the same port, or both on loopback (raises AssertionError otherwise)."""
     if r1.port != r2.port and not (r1.host in LOOPBACK_HOSTS and r2.host in LOOPBACK_HOSTS):
         raise AssertionError(f"port {r1.port} != {r2.port}")
+
+
+def without_credentials(request: Any) -> Any:
+    """`request` without the query parameters named like a credential (`credential_name`: key,
+    token, secret, auth, password, cookie, session, after percent-decoding) and without a
+    user:password in its URL. Applied on both sides of a replay match, so a recording made with
+    a key replays without one; the names dropped never separate requests (a page token or a sort
+    key is not a credential name)."""
+    from vcr.filters import replace_query_parameters
+
+    parts = urlsplit(request.uri)
+    if "@" in parts.netloc:
+        request.uri = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    credentials = [(name, None) for name, _ in request.query if credential_name(name)]
+    return replace_query_parameters(request, credentials) if credentials else request
 
 
 _NOT_JSON = object()

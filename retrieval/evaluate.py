@@ -34,8 +34,9 @@ from retrieval.providers.base import EmbeddingProvider, Kind, ProviderError, Rep
 from retrieval.ranking import Ranking, RankingError, rank_of
 from retrieval.ranking_cassettes import method_code
 from retrieval.recording import CassetteError, Mode, Recorder, missed_request
-from retrieval.redaction import redacted
+from retrieval.redaction import declare_key_variables, redacted
 from retrieval.run import MethodResult, QuestionResult, Run
+from retrieval.server_provenance import served_by
 from retrieval.sweeps import keep_depths
 from retrieval.ties import tie_summary
 
@@ -93,7 +94,11 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
     profile = settings.profile
     embedding = profile.embeddings
     if mode != "replay":
-        stack.enter_context(ensure_server(profile.server, profile.embeddings.base_url))
+        # The server proves its model and width first; which one it was goes to recording.json.
+        served = stack.enter_context(
+            ensure_server(profile.server, embedding.base_url, embedding.model, embedding.dimensions)
+        )
+        recorder.server = served.as_dict() if served else None
     embedder = make_embedder(profile, replay=mode == "replay")
     if hasattr(embedder, "close"):
         stack.callback(embedder.close)
@@ -432,11 +437,14 @@ def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: 
             "fingerprint": run.fingerprint,
             "config": run.config,
             "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
+            **({"server": recorder.server} if recorder.server else {}),
         },
         drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k, recorder.vectors),
     )
     if written:  # nothing recorded (bm25 alone): no drift to show
         run.drift = [*recorder.metadata()["drift"]["summary"], *(f"note: {n}" for n in recorder.notices)]
+        if recorder.server:
+            run.drift.append(f"note: {served_by(recorder.server, 'recorded')}")
 
 
 def evaluate(
@@ -476,6 +484,8 @@ def evaluate(
     # The methods' own credentials join the providers': a recording holding a value is refused.
     declared_keys = (k for d in chosen.declarations.values() for k in d.key_variables)
     recorder.key_variables = tuple(dict.fromkeys((*recorder.key_variables, *declared_keys)))
+    # Whatever the run prints from here on (a warning, a traceback) hides their values too.
+    declare_key_variables(recorder.key_variables)
     if not chosen.wanted:
         reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
         raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
@@ -496,5 +506,7 @@ def evaluate(
         raise
     if mode == "replay":
         run.recorded_usage = recorder.metadata().get("usage", {})
+    # Which model server embedded: this run's, or the one that recorded what was replayed.
+    run.server = recorder.server if mode != "replay" else recorder.metadata().get("server")
     run.cassettes = tuple(sorted(recorder.used))
     return run

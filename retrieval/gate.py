@@ -227,6 +227,8 @@ def run_gate(settings: Settings, mode: Mode = "replay", baseline_ref: str | None
     result.snapshots = load_snapshots(result.snapshot_path)
     # The gate itself scans what it replays: a key must never pass review inside a cassette.
     variables = [k for m in run.declarations for k in run.declared(m).key_variables]
+    if settings.profile.api_key_env:  # the profile's own key, whatever its variable is named
+        variables.append(settings.profile.api_key_env)
     secrets = result.secrets = scan_cassettes(folder, variables=variables)
     if secrets:
         shown = "; ".join(secrets[:3]) + (f" and {len(secrets) - 3} more" if len(secrets) > 3 else "")

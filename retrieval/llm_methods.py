@@ -18,6 +18,7 @@ from typing import TypeVar
 from retrieval.config import Settings
 from retrieval.methods.base import Progress
 from retrieval.providers.base import GenerationProvider, MissingKeyError, ProviderError, ReplayMissError
+from retrieval.redaction import redacted
 
 __all__ = ["channel_for", "generator_or_unavailable", "map_in_order"]
 
@@ -86,5 +87,6 @@ def ask_or_degrade(ask: Callable[[], T], what: str, model: str) -> T | ProviderE
     except MissingKeyError:
         raise
     except ProviderError as exc:
-        log.warning("%s degraded: %s", what, exc)
+        # The outage's message may quote the server's error body, which may echo the request.
+        log.warning("%s degraded: %s", what, redacted(str(exc)))
         return exc

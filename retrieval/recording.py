@@ -23,10 +23,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
-from retrieval.cassette_matching import MATCH_ON, body_difference, index_cassette, loopback_port, same_body
+from retrieval.cassette_matching import (
+    MATCH_ON,
+    body_difference,
+    index_cassette,
+    loopback_port,
+    same_body,
+    without_credentials,
+)
 from retrieval.network import cause_of
 from retrieval.providers.base import ReplayMissError
-from retrieval.redaction import find_secrets
+from retrieval.redaction import credential_name, find_secrets
 
 if TYPE_CHECKING:
     from retrieval.vector_store import VectorStore
@@ -51,14 +58,6 @@ Mode = Literal["replay", "live", "record"]
 # dropped, so no list of credential headers has to foresee them.
 KEPT_REQUEST_HEADERS = frozenset(
     {"host", "accept", "accept-encoding", "connection", "user-agent", "content-type", "content-length"}
-)
-# Query parameters that only ever carry a credential, dropped from both sides of a replay match.
-# Exact names: a search parameter dropped by a looser rule ("keywords", "author") would make
-# requests that differ in it match each other, and an edited query replay the old answer.
-CREDENTIAL_PARAMETERS = frozenset(
-    {"key", "api_key", "apikey", "api-key", "x-api-key", "subscription-key", "access_token", "access-token", "token"}
-    | {"id_token", "private_token", "auth", "client_secret", "password", "sig", "signature", "x-algolia-api-key"}
-    | {"x-amz-signature", "x-amz-credential", "x-amz-security-token"}
 )
 # Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
 # client reads answer headers on replay, but none it needs is named like this.
@@ -271,13 +270,13 @@ def _counted_live() -> Iterator[Any]:
 def _prepare_request(request: Any) -> Any:
     """What a cassette keeps of a request (vcrpy passes a copy, and applies this on replay too
     before matching: it must be idempotent)."""
-    from vcr.filters import replace_headers, replace_query_parameters
+    from vcr.filters import replace_headers
 
     # aiohttp records "post" where httpx records "POST".
     request.method = request.method.upper()
     request = replace_headers(request, [(h, None) for h in request.headers if h.lower() not in KEPT_REQUEST_HEADERS])
-    credentials = [(name, None) for name, _ in request.query if name.lower() in CREDENTIAL_PARAMETERS]
-    return replace_query_parameters(request, credentials) if credentials else request
+    # Query parameters named like a credential, on both sides of a replay match.
+    return without_credentials(request)
 
 
 VOLATILE_HEADERS = ("date", "server", "x-request-id", "server-timing", "alt-svc")
@@ -290,7 +289,8 @@ def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
     # Headers that change on every call would make an identical re-recording show as a diff;
     # a session cookie or a token handed back must not be committed.
     headers = response.get("headers", {})
-    for name in [h for h in headers if h.lower() in VOLATILE_HEADERS or _CREDENTIAL_HEADER.search(h)]:
+    dropped = [h for h in headers if h.lower() in VOLATILE_HEADERS or _CREDENTIAL_HEADER.search(h)]
+    for name in [*dropped, *(h for h in headers if h not in dropped and credential_name(h))]:
         del headers[name]
     return response
 
@@ -327,6 +327,9 @@ class Recorder:
     # Ranking cassettes replay only for the code that recorded them; off when a recording replays
     # the committed ones to measure its drift (what the old code gave is the point there).
     verify_code: bool = True
+    # The model server this run embedded with (server_identity.ServerInfo.as_dict), set by the
+    # evaluator; a recording keeps it in recording.json under "server".
+    server: dict[str, Any] | None = field(default=None, init=False)
     _staging: Path | None = field(default=None, init=False)
     _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
     # Cassette file names this run replayed or recorded: the ones its figures come from.

@@ -22,6 +22,7 @@ from retrieval.paired import BASELINE, PairedComparison, comparison_pairs, rende
 from retrieval.paired import compare as paired
 from retrieval.remedies import diagnose, remedy_summary, render_diagnosis
 from retrieval.run import Run
+from retrieval.server_provenance import served_by
 from retrieval.sweeps import Setup, candidate_pools, render_sweeps, setup_for, sweeps
 from retrieval.ties import TieInfo, TieSummary, render_ties, summarize_ties
 
@@ -81,6 +82,8 @@ class Report:
     accepted: dict[str, Any] | None = None
     dropped_questions: int = 0
     what_if: bool = False
+    # The model server that embedded, or recorded what was replayed (recording.json's "server").
+    server: dict[str, Any] | None = None
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
@@ -213,6 +216,7 @@ def build_report(
         accepted=dict(accepted) if accepted else None,
         dropped_questions=dropped_questions,
         what_if=what_if,
+        server=run.server,
     )
 
 
@@ -424,6 +428,8 @@ def _cost(report: Report) -> list[str]:
             f"Indexing ({stage}, once): {i['calls']} call(s), {i['input_tokens']} tokens, "
             f"{i['seconds']:.2f} s{recorded}.{truncated}",
         ]
+    if report.server:
+        out += ["", f"Model server: {served_by(report.server, 'served' if report.mode == 'live' else 'recorded')}."]
     if report.mode == "replay" and any(c.calls for c in report.cost):
         out += [
             "",

@@ -77,6 +77,9 @@ class Run:
     # The corpus alone's fingerprint (retrieval.dataset.corpus_fingerprint): whether a baseline made
     # on other questions was made on the same documents ("" in a log written before it existed).
     corpus: str = ""
+    # The model server that embedded (live, record) or recorded what was replayed, as
+    # recording.json keeps it (retrieval.server_provenance); None when none is known.
+    server: dict[str, Any] | None = None
 
     def declared(self, method: str) -> Declaration:
         """What a method declared (defaults for a log that did not record it)."""

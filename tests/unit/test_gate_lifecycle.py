@@ -215,7 +215,7 @@ def test_a_cassette_holding_the_value_of_a_key_variable_a_method_declares_fails_
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FIXTURE_GATE_KEY", "fixture-gate-key-0123")
-    (project / "cassettes/local/experiment.json").write_text('{"auth": "fixture-gate-key-0123"}')
+    (project / "cassettes/local/experiment.json").write_text('{"text": "fixture-gate-key-0123"}')
     assert _gate().secrets == []  # no gated method declares the variable
     result = _gate(methods=["bm25", "plugin_mistakes:KeyedInProcess"])
     assert result.secrets == [f"{project / 'cassettes/local/experiment.json'}: value of $FIXTURE_GATE_KEY"]

@@ -367,7 +367,7 @@ def test_the_scan_also_looks_for_the_values_of_the_methods_key_variables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FIXTURE_SEARCH_KEY", "fixture-body-key-0123")
-    (tmp_path / "search.json").write_text('{"interactions": [], "auth": "fixture-body-key-0123"}')
+    (tmp_path / "search.json").write_text('{"interactions": [], "text": "fixture-body-key-0123"}')
     assert scan_cassettes(tmp_path) == []
     assert scan_cassettes(tmp_path, variables=["FIXTURE_SEARCH_KEY"]) == [
         f"{tmp_path / 'search.json'}: value of $FIXTURE_SEARCH_KEY"

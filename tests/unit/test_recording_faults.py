@@ -247,18 +247,24 @@ GOOGLE = "AIza" + "Sy" + "F" * 33  # FIXTURE: the shape of a Google key, not one
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (json.dumps({"body": json.dumps({"key": "\\u0041" + GOOGLE[1:]})}), ["AIzaSyFFFFFF…"]),
+        (json.dumps({"body": json.dumps({"key": "\\u0041" + GOOGLE[1:]})}), ["a Google API key (AIza…) at line 1"]),
         # Among escaped accents (left as they are: no pattern matches them), an escaped header name.
-        (json.dumps({"body": json.dumps({"t": "café", "\\u0061uthorization": "x"})}), ['\\"authorizat…']),
-        (json.dumps({"headers": {"api-key": ["abc"]}}), ['"api-key":…']),
-        (json.dumps({"headers": {"X-Api-Key": ["abc"]}}), ['"X-Api-Key":…']),
-        (json.dumps({"body": '{"auth": "Bearer abcdefgh12345678"}'}), ["Bearer abcde…"]),
-        (json.dumps({"uri": "https://x.test/v1?alt=json&key=abcdefgh1234"}), ["&key=abcdefg…"]),
-        (json.dumps({"uri": "https://x.test/v1?API_KEY=abcdefgh1234"}), ["?API_KEY=abc…"]),
-        (json.dumps({"body": json.dumps({"x": "sk-" + "a" * 24})}), ["sk-aaaaaaaaa…"]),
-        (json.dumps({"uri": "https://x.test/v1%3Fkey%3Dabcdefgh1234"}), ["%3Fkey%3Dabc…"]),
-        (json.dumps({"body": json.dumps({"headers": {"Proxy-Authorization": "x"}})}), ['\\"Proxy-Auth…']),
-        (json.dumps({"body": "BEARER abcdefgh12345678"}), ["BEARER abcde…"]),
+        (
+            json.dumps({"body": json.dumps({"t": "café", "\\u0061uthorization": "x"})}),
+            ['a "authorization" header at line 1'],
+        ),
+        (json.dumps({"headers": {"api-key": ["abc"]}}), ['a "api-key" header at line 1']),
+        (json.dumps({"headers": {"X-Api-Key": ["abc"]}}), ['a "X-Api-Key" header at line 1']),
+        (json.dumps({"body": '{"auth": "Bearer abcdefgh12345678"}'}), ["a Bearer token at line 1"]),
+        (json.dumps({"uri": "https://x.test/v1?alt=json&key=abcdefgh1234"}), ["a key in a query string at line 1"]),
+        (json.dumps({"uri": "https://x.test/v1?API_KEY=abcdefgh1234"}), ["a key in a query string at line 1"]),
+        (json.dumps({"body": json.dumps({"x": "sk-" + "a" * 24})}), ["an OpenAI-style key (sk-…) at line 1"]),
+        (json.dumps({"uri": "https://x.test/v1%3Fkey%3Dabcdefgh1234"}), ["a key in a query string at line 1"]),
+        (
+            json.dumps({"body": json.dumps({"headers": {"Proxy-Authorization": "x"}})}),
+            ['a "Proxy-Authorization" header at line 1'],
+        ),
+        (json.dumps({"body": "BEARER abcdefgh12345678"}), ["a Bearer token at line 1"]),
         # The words alone, as a French corpus may hold them, are no credential.
         (json.dumps({"body": "authentification, authorization, key, api-key, Bearer"}), []),
     ],
@@ -289,7 +295,7 @@ def test_scan_cassettes_names_each_file(tmp_path: Path) -> None:
     assert scan_cassettes(tmp_path, keys={}) == [
         f"{tmp_path / 'local' / 'binary.json'}: cannot be scanned ('utf-8' codec can't decode byte 0xff in "
         "position 0: invalid start byte); re-record or delete it",
-        f'{tmp_path / "local" / "leak.json"}: "x-api-key":…',
+        f'{tmp_path / "local" / "leak.json"}: a "x-api-key" header at line 1',
     ]
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from retrieval.evaluate import raising_method
-from retrieval.redaction import failure_text, redacted
+from retrieval.redaction import declare_key_variables, failure_text, redacted
 
 ENVIRON = {
     "SEARCH_API_KEY": "fixture-key-0123456789",
@@ -35,3 +37,42 @@ def test_failure_text_names_the_method_and_redacts_the_traceback() -> None:
     assert "Traceback (most recent call last):" in text and "fixture-key" not in text
     assert raising_method(caught) == "search"
     assert raising_method(RuntimeError("no note")) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('HTTP 400: {"headers": {"Authorization": "Bearer abc.def"}}', 'HTTP 400: {"headers": {"Authorization": "…"}}'),
+        ("{'x-algolia-api-key': 'v1', 'accept': '*/*'}", "{'x-algolia-api-key': '…', 'accept': '*/*'}"),
+        ("echo: X-Api-Key: v2-fixture\r\nCookie: sid=v3; lang=fr", "echo: X-Api-Key: …\r\nCookie: …; lang=fr"),
+        ("Authorization: Basic Zml4dHVyZTpwdw==", "Authorization: Basic …"),
+        ("form client_secret=v4&grant_type=x", "form client_secret=…&grant_type=x"),
+        ("GET https://reader:v5@s.test/q failed", "GET https://reader:…@s.test/q failed"),
+        ("key AIzaSyFIXTURE and sk-fixture0123", "key AIza… and sk-…"),
+    ],
+    ids=["json header", "python mapping", "echoed header lines", "basic", "form field", "url password", "shapes"],
+)
+def test_credentials_a_server_echoes_are_cut_from_messages(text: str, expected: str) -> None:
+    assert redacted(text, {}) == expected
+
+
+def test_a_declared_key_variable_is_redacted_whatever_its_name() -> None:
+    environ = {"FIXTURE_DECLARED_LOGIN": "fixture-login-0123", "OTHER_SETTING": "fixture-setting-0123"}
+    declare_key_variables(["FIXTURE_DECLARED_LOGIN"])
+    assert redacted("as fixture-login-0123, fixture-setting-0123", environ) == (
+        "as $FIXTURE_DECLARED_LOGIN, fixture-setting-0123"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "gemini needs an API key: set GEMINI_API_KEY (or replay the cassettes without --live).",
+        "record it with `GEMINI_API_KEY=... pytest --record --retrieval-profile gemini`",
+        "profile 'x': api_key_env: must name an environment variable",
+        "Token counts: 12 tokens in 3 calls; Basic usage; Bearer tokens are sent as headers",
+        "KeyError: 'model'",
+    ],
+)
+def test_the_tools_own_messages_are_left_as_they_are(text: str) -> None:
+    assert redacted(text, {}) == text
