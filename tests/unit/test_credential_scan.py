@@ -214,7 +214,7 @@ PROJECT_FILE = 'dataset = "data/demo"\nprofile = "local"\nmethods = ["bm25", "ve
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for item in ("data/demo", "cassettes/local"):
+    for item in ("data/demo", "cassettes/local", "vectors/local"):
         shutil.copytree(DEMO_PROJECT / item, tmp_path / item)
     (tmp_path / "retrieval.toml").write_text(PROJECT_FILE)
     monkeypatch.chdir(tmp_path)
