@@ -148,6 +148,8 @@ class Settings:
     root: str = "."
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     source: str = "built-in defaults"
+    # The pytest gate must run: a session that configures it and does not gate it fails.
+    required: bool = False
 
     def describe(self) -> dict[str, Any]:
         """The configuration shared by every method of a run, as the baseline records it.
@@ -215,6 +217,7 @@ _SETTING_KEYS = {
     "depth",
     "bm25_k1",
     "bm25_b",
+    "required",
     *_PATH_KEYS,
 }
 
@@ -580,6 +583,8 @@ def _settings(
             wanted = "a finite number >= 0" if highest == math.inf else "a number from 0 to 1"
             raise ConfigError(f"{source} must be {wanted}, got {value!r}.", at=(key,))
         values[key] = float(value)
+    if not isinstance(values.get("required", False), bool):
+        raise ConfigError(f"{where}: required must be true or false, got {values['required']!r}.", at=("required",))
     for key in _PATH_KEYS:
         if key in values:
             if not isinstance(values[key], str) or not values[key]:

@@ -8,7 +8,10 @@ them from the project root.
 
 from __future__ import annotations
 
+import copy
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.baseline import (
+    BaselineError,
     Check,
     DataChanges,
     as_scores,
@@ -30,16 +34,21 @@ from retrieval.baseline import (
     unproduced,
     update_baseline,
 )
-from retrieval.config import Settings, shown_path
-from retrieval.dataset import Dataset, load_dataset
+from retrieval.config import ConfigError, Settings, shown_path
+from retrieval.dataset import Dataset, DatasetError, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.failures import where_relevant
 from retrieval.metrics import MethodScores, score_run
 from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
+from retrieval.providers.base import ProviderError
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
+from retrieval.verdicts import Verdict, judge
 
-__all__ = ["BASELINE_PATH", "GateResult", "accept", "importable", "run_gate"]
+# Errors whose message is already one line naming the file and the fix.
+KNOWN_ERRORS = (BaselineError, CassetteError, ConfigError, DatasetError, ProviderError)
+
+__all__ = ["BASELINE_PATH", "GateOutcome", "GateResult", "accept", "importable", "judge_run", "run_gate"]
 
 # The default of the `baseline` setting (root-relative); kept for callers that name the file.
 BASELINE_PATH = "baselines/metrics.json"
@@ -232,21 +241,31 @@ def _checks(result: GateResult, entry: Mapping[str, Any]) -> list[Check]:
     return compare(entry, scores, k, types, degraded, source=source, why=why)
 
 
-def accept(result: GateResult, *, allow_regression: bool = False) -> str:
+def accept(result: GateResult, *, allow_regression: bool = False, write: bool = True) -> str:
     """Make the result the profile's new baseline and ranking snapshots; returns the diff.
 
     Refuses to lower a figure unless `allow_regression` (raises BaselineError): then neither
     the baseline nor the snapshots are written. Only this profile's entry and snapshot file change.
-    Cassettes holding a credential are never accepted (raises CassetteError).
+    Cassettes holding a credential are never accepted (raises CassetteError). With `write=False`
+    nothing in the project changes: the update is tried on a scratch copy of the baseline file
+    (same diff, same refusal) and `result` is left as the written update would leave it; the
+    plugin writes at session finish, once every gate item ran and held.
     """
     if result.secrets:
         raise CassetteError(result.problem or "the cassettes hold what looks like a credential")
     entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digests)
     current = top_rankings(result.run)
     types = {q.id: q.type for q in result.dataset.questions}
-    diff = update_baseline(result.baseline_path, result.profile, entry, allow_regression=allow_regression, types=types)
+    with tempfile.TemporaryDirectory(prefix="retrieval-accept-") as scratch:
+        target = result.baseline_path
+        if not write:
+            target = Path(scratch) / "metrics.json"
+            if result.baseline_path.is_file():
+                shutil.copyfile(result.baseline_path, target)
+        diff = update_baseline(target, result.profile, entry, allow_regression=allow_regression, types=types)
+        accepted = load_baseline(target)["profiles"][result.profile]
     # The diff names the file as the project sees it, whatever the working directory.
-    diff = diff.replace(str(result.baseline_path), shown_path(result.baseline_path, result.settings.root), 1)
+    diff = diff.replace(str(target), shown_path(result.baseline_path, result.settings.root), 1)
     shown = shown_path(result.snapshot_path, result.settings.root)
     moves = [
         line
@@ -257,12 +276,67 @@ def accept(result: GateResult, *, allow_regression: bool = False) -> str:
             else [f"  {m}: new ({len(current[m])} questions)"]
         )
     ]
-    if current != result.snapshots:
+    if write and current != result.snapshots:
         write_snapshots(result.snapshot_path, result.profile, current)
     diff += f"\nrankings {shown}:\n" + ("\n".join(moves) if moves else "  no top 10 moved")
-    result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
+    result.entry = accepted
     result.snapshots = current
     result.problem = None
     result.changed_cassettes, result.changed_config, result.changed_data = [], [], None
     result.checks = _checks(result, result.entry)
     return diff
+
+
+@dataclass
+class GateOutcome:
+    """One gate run: its verdicts, and what an update would write."""
+
+    verdicts: list[Verdict]
+    result: GateResult | None = None
+    problem: str | None = None
+    diff: str | None = None  # the baseline update's diff (--update-baseline)
+    pending: GateResult | None = None  # the result to accept at session finish
+
+    def failed(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.ok]
+
+
+def judge_run(
+    settings: Settings,
+    names: list[str],
+    mode: Mode = "replay",
+    *,
+    update: bool = False,
+    allow_regression: bool = False,
+) -> GateOutcome:
+    """Evaluate, compare and judge: what the plugin's items and `python -m retrieval --gate` report.
+
+    Whatever stops the comparison is the `gate` verdict: a known error in its one line, anything
+    else (a user's method may raise anything) with its redacted traceback. With `update`, the
+    baseline update is tried without writing (`accept(write=False)`): its verdicts are those of
+    the updated baseline, and `pending` is what to accept once the run may write.
+    """
+    from retrieval.redaction import failure_text, redacted
+
+    def said(exc: Exception) -> str:
+        known = isinstance(exc, KNOWN_ERRORS)
+        return redacted(f"{type(exc).__name__}: {exc}") if known else f"the evaluation raised {failure_text(exc)}"
+
+    outcome = GateOutcome([])
+    refusal = None
+    try:
+        result = outcome.result = run_gate(settings, mode)
+        outcome.problem = result.problem
+    except Exception as exc:
+        outcome.problem = said(exc)
+    if update and outcome.result is not None:
+        # Tried on a scratch copy: no baseline yet or another dataset is what an update is for;
+        # a refusal (a figure fell, a credential) leaves the comparison with the committed baseline.
+        pending = copy.copy(outcome.result)
+        try:
+            outcome.diff = accept(outcome.result, allow_regression=allow_regression, write=False)
+            outcome.pending, outcome.problem = pending, None
+        except (BaselineError, CassetteError) as exc:
+            outcome.result, refusal = pending, said(exc)
+    outcome.verdicts = judge(outcome.result, outcome.problem, names, refusal)
+    return outcome
