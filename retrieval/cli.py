@@ -17,7 +17,7 @@ from retrieval.baseline import (
     load_baseline,
     run_data_changes,
 )
-from retrieval.config import ConfigError, load_settings
+from retrieval.config import ConfigError, Settings, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
 from retrieval.gate import BASELINE_PATH, importable
@@ -74,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
         const="",
         help="show each figure's change against a baseline file (default: the project's `baseline` setting, "
         f"{BASELINE_PATH} from the project root)",
+    )
+    p.add_argument(
+        "--gate",
+        action="store_true",
+        help="the pytest gate's verdicts without pytest: print each failed check in the plugin's words; "
+        "exit 1 when one fails, 0 when all hold",
     )
     calls = p.add_mutually_exclusive_group()
     calls.add_argument("--live", action="store_true", help="call the providers (embedding cache in .cache/)")
@@ -133,9 +139,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+def _gate(settings: Settings, args: argparse.Namespace) -> int:
+    """`--gate`: the verdicts the pytest plugin reports, from the same function, in the same words."""
+    from retrieval.gate import judge_run
+    from retrieval.plugin_session import planned_items
+
+    if args.live or args.from_log or args.baseline is not None:
+        raise ConfigError(
+            "--gate replays the cassettes (or --record) against the project's baseline: drop "
+            "--live, --from-log and --baseline."
+        )
+    outcome = judge_run(settings, planned_items(settings), "record" if args.record else "replay")
+    failed = outcome.failed()
+    for verdict in failed:
+        print(f"FAILED {verdict.name} - {verdict.failure}")
+    held = len(outcome.verdicts) - len(failed)
+    print(f"retrieval gate (profile {settings.profile.name}): {held} of {len(outcome.verdicts)} checks held")
+    return 1 if failed else 0
+
+
 def _main(args: argparse.Namespace) -> int:
     # --baseline names the file to compare with, not the project's `baseline` setting.
-    settings = load_settings(".", {k: v for k, v in vars(args).items() if k != "baseline"})
+    settings = load_settings(".", {k: v for k, v in vars(args).items() if k not in ("baseline", "gate")})
+    if args.gate:
+        return _gate(settings, args)
     dataset = load_dataset(settings.dataset)
     if args.from_log:
         if args.live or args.record:

@@ -39,8 +39,8 @@ from retrieval.dataset import Dataset, DatasetError, load_dataset
 from retrieval.evaluate import evaluate
 from retrieval.failures import where_relevant
 from retrieval.metrics import MethodScores, score_run
-from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
 from retrieval.providers.base import ProviderError
+from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_digests, record_command, scan_cassettes
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, snapshot_path, top_rankings, write_snapshots
 from retrieval.verdicts import Verdict, judge

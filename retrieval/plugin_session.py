@@ -19,6 +19,7 @@ from retrieval.verdicts import GATE, Verdict, item_names
 
 if TYPE_CHECKING:  # the evaluator loads only when the gate runs
     from retrieval.gate import GateOutcome
+    from retrieval.recording import Mode
 
 __all__ = ["Frame", "GateSession", "planned_items"]
 
@@ -115,9 +116,10 @@ class GateSession:
                 self.outcome = GateOutcome(judge(None, problem, names), problem=problem)
             else:
                 self.profile = settings.profile.name
+                mode: Mode = "record" if self.mode == "record" else "replay"
                 self.outcome = judge_run(
-                    settings, names, self.mode, update=self.update, allow_regression=self.allow_regression
-                )  # type: ignore[arg-type]
+                    settings, names, mode, update=self.update, allow_regression=self.allow_regression
+                )
         self.frame = _frame(self, self.outcome)
         return self.outcome
 

@@ -22,6 +22,7 @@ pytest-xdist the gate's items go to one worker (a scheduler of their own), so on
 
 from __future__ import annotations
 
+import json
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -118,7 +119,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class GateTogether(LoadScopeScheduling):  # type: ignore[misc]
+    class GateTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return GROUP if GATE_ID in nodeid else nodeid
 
@@ -283,7 +284,8 @@ class _Reporter:
             why = getattr(report, "wasxfail", "") or "skipped"
             if hasattr(report, "wasxfail"):
                 del report.wasxfail
-            self.state.skipped.append(report.nodeid)
+            if report.skipped:
+                self.state.skipped.append(report.nodeid)
             if excinfo is not None and (report.skipped or report.failed):
                 report.outcome = "failed"
                 if not isinstance(excinfo.value, GateFailure):
@@ -336,7 +338,9 @@ class _Reporter:
             )
         elif state.gate_ids and not state.outcomes and not option.collectonly:
             state.problems.append("the gate was collected but none of its items ran: nothing was compared.")
-        elif state.not_run and state.required and not option.collectonly:
+        elif state.project_file is None and not option.collectonly and _orphan_baseline(self.config):
+            state.problems.append(_orphan_baseline(self.config))
+        elif state.not_run and not option.collectonly and state.plan() and state.required:
             state.problems.append(f"required = true in [tool.retrieval], but this run did not gate: {state.not_run}.")
         if option.update_baseline and state.outcome is not None and state.outcome.pending is not None:
             held = state.everything_ran_and_held()
@@ -365,9 +369,27 @@ class _Reporter:
             write(summary(state, collect_only), bold=True)
         if state.not_run and state.project_file is not None and not collect_only:
             where = shown_path(state.project_file, self.config.rootpath)
-            write(f"retrieval gate not run: {state.not_run}; {where} configures it (`required = true` fails such a run)")
+            write(
+                f"retrieval gate not run: {state.not_run}; {where} configures it (`required = true` fails such a run)"
+            )
         if state.problems:
             write(f"retrieval gate FAILED: {' '.join(state.problems)}", red=True, bold=True)
+
+
+def _orphan_baseline(config: pytest.Config) -> str:
+    """A committed gate baseline with no configuration left to gate it (the table was removed)."""
+    path = config.rootpath / "baselines" / "metrics.json"
+    try:
+        format_ = json.loads(path.read_text(encoding="utf-8")).get("format", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not str(format_).startswith("retrieval-baseline"):
+        return ""
+    return (
+        "baselines/metrics.json holds a retrieval baseline but no [tool.retrieval] (or retrieval.toml) configures "
+        "the gate: this run gated nothing. Restore the configuration, or remove baselines/ if the gate was "
+        "dropped on purpose."
+    )
 
 
 def _frame_data(state: GateSession) -> dict[str, Any] | None:
