@@ -256,7 +256,9 @@ def test_a_configured_gate_not_run_says_why_and_fails_when_required(
         f.write("required = true\n")
     failed = _run(pytester, *args)
     assert failed.ret == pytest.ExitCode.TESTS_FAILED
-    failed.stdout.fnmatch_lines([f"retrieval gate FAILED: required = true in [[]tool.retrieval], but this run did not gate: {why}."])
+    failed.stdout.fnmatch_lines(
+        [f"retrieval gate FAILED: required = true in [[]tool.retrieval], but this run did not gate: {why}."]
+    )
     assert _run(pytester).ret == pytest.ExitCode.OK  # the whole gate ran: required is met
 
 
@@ -274,3 +276,22 @@ def test_a_baselines_folder_without_configuration_fails(pytester: pytest.Pyteste
     )
     (project / "baselines" / "metrics.json").write_text(json.dumps({"another": "tool"}))
     assert _run(pytester).ret == pytest.ExitCode.OK  # another tool's file: not the gate's
+
+
+def test_an_update_is_written_at_session_finish_only_when_every_gate_item_ran(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    # -x stops the session at the project's own failing test, before the gate's items: the
+    # update is not written (before, it was written at collection, whatever ran after).
+    pytester.makepyfile(test_own="def test_own():\n    assert False\n")
+    _retriever(project, "-1.0")
+    before = _files(project)
+    stopped = _run(pytester, "--update-baseline", "--allow-regression", "-x")
+    assert stopped.ret == pytest.ExitCode.TESTS_FAILED
+    stopped.stdout.fnmatch_lines(["retrieval gate FAILED: the gate was collected but none of its items ran*"])
+    assert _files(project) == before
+    (project / "test_own.py").unlink()
+    updated = _run(pytester, "--update-baseline", "--allow-regression")
+    updated.assert_outcomes(passed=18)
+    updated.stdout.fnmatch_lines(["*baseline updated*", "  overlap mrr: 1.0000 -> 0.1667 (-0.8333)"])
+    assert _files(project) != before
