@@ -8,12 +8,13 @@ only feed it; the evaluation and the verdicts live in retrieval.gate and retriev
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval.baseline import BaselineError, load_baseline, unproduced
-from retrieval.config import ConfigError, Settings, load_settings
+from retrieval.config import ConfigError, Settings, load_settings, shown_path
 from retrieval.snapshots import TOP, load_snapshots, snapshot_path
 from retrieval.verdicts import GATE, Verdict, item_names
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the evaluator loads only when the gate runs
     from retrieval.gate import GateOutcome
     from retrieval.recording import Mode
 
-__all__ = ["Frame", "GateSession", "planned_items"]
+__all__ = ["FailureText", "Frame", "GateSession", "orphan_baseline", "planned_items", "summary"]
 
 
 def planned_items(settings: Settings) -> list[str]:
@@ -127,6 +128,75 @@ class GateSession:
         outcome = self.evaluate()
         return next(v for v in outcome.verdicts if v.name == name)
 
+    def frame_data(self) -> dict[str, Any] | None:
+        """The summary frame as plain data (a report attribute an xdist worker sends)."""
+        return asdict(self.frame) if self.frame is not None else None
+
+    def deselection(self, why: list[str], flag: str | None) -> None:
+        """Gate items were deselected: say why, and refuse an update or a recording of part of it."""
+        said = ", ".join(why) or "a plugin"
+        some = f"{len(self.deselected)} of its {self.items}" if self.gate_ids else f"all {self.items} of its"
+        self.not_run = f"{some} items deselected ({said})"
+        if flag in ("--update-baseline", "--record"):
+            # Accepting or recording what part of the gate saw would lower the bar unseen.
+            self.refused = (
+                f"{flag} refused: {len(self.deselected)} of the gate's items were deselected ({said}); "
+                "run it on the whole gate."
+            )
+
+    def finish(self, root: Path, flag: str | None, collect_only: bool, allow_regression: bool) -> list[str]:
+        """At session finish: write an accepted update, and list what fails the session."""
+        problems = self.problems
+        if self.skipped:
+            problems.append(
+                f"gate item(s) skipped: {', '.join(self.skipped)}. The gate never skips: "
+                "remove the skip or xfail that reached them."
+            )
+        if collect_only:
+            return problems
+        if self.project_file is not None and not self.gate_ids and flag:
+            problems.append(
+                f"{flag} was given but the gate was not selected (a -m/-k filter, or only test files named): "
+                f"nothing was recorded or updated. Run `pytest {flag}` with no path."
+            )
+        elif self.gate_ids and not self.outcomes:
+            problems.append("the gate was collected but none of its items ran: nothing was compared.")
+        elif self.project_file is None and orphan_baseline(root):
+            problems.append(orphan_baseline(root))
+        elif self.not_run and self.plan() and self.required:
+            problems.append(f"required = true in [tool.retrieval], but this run did not gate: {self.not_run}.")
+        outcome = self.outcome
+        if flag == "--update-baseline" and outcome is not None and outcome.pending is not None:
+            held, outcome.diff = self.everything_ran_and_held(), None
+            if held is not None:
+                problems.append(f"--update-baseline wrote nothing: {held}.")
+                return problems
+            from retrieval.gate import KNOWN_ERRORS, accept
+
+            try:
+                outcome.diff = accept(outcome.pending, allow_regression=allow_regression)
+            except (*KNOWN_ERRORS, OSError) as exc:  # the files changed under the run, a full disk
+                problems.append(f"--update-baseline wrote nothing: {type(exc).__name__}: {exc}")
+        return problems
+
+    def closing(self, root: Path, collect_only: bool) -> list[tuple[str | None, str, bool]]:
+        """The terminal's closing lines: (section to open or None, line, failed)."""
+        lines: list[tuple[str | None, str, bool]] = []
+        outcome = self.outcome
+        drift = outcome.result.run.drift if outcome is not None and outcome.result is not None else []
+        lines += [("recording drift" if i == 0 else "", line, False) for i, line in enumerate(drift)]
+        if outcome is not None and outcome.diff:
+            lines.append(("baseline updated", outcome.diff, False))
+        if self.kinds or (collect_only and self.items):
+            lines.append((None, summary(self, collect_only), False))
+        if self.not_run and self.project_file is not None and not collect_only:
+            where = shown_path(self.project_file, root)
+            said = f"{where} configures it (`required = true` fails such a run)"
+            lines.append((None, f"retrieval gate not run: {self.not_run}; {said}", False))
+        if self.problems:
+            lines.append((None, f"retrieval gate FAILED: {' '.join(self.problems)}", True))
+        return lines
+
     def everything_ran_and_held(self) -> str | None:
         """Why this session must not write the gate's files, or None when every item ran and held."""
         if self.deselected:
@@ -199,3 +269,40 @@ def summary(session: GateSession, collect_only: bool = False) -> str:
     if unrun > 0:
         line += f"; {unrun} of its {session.items} items not run (stopped early or deselected): not known to hold"
     return line
+
+
+def orphan_baseline(root: Path) -> str:
+    """Why a committed gate baseline with no configuration left to gate it fails the run, or ""."""
+    path = root / "baselines" / "metrics.json"
+    try:
+        format_ = json.loads(path.read_text(encoding="utf-8")).get("format", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not str(format_).startswith("retrieval-baseline"):
+        return ""
+    return (
+        "baselines/metrics.json holds a retrieval baseline but no [tool.retrieval] (or retrieval.toml) configures "
+        "the gate: this run gated nothing. Restore the configuration, or remove baselines/ if the gate was "
+        "dropped on purpose."
+    )
+
+
+@dataclass
+class _Crash:
+    path: str
+    lineno: int
+    message: str
+
+
+class FailureText:
+    """A gate item's failure report: one paragraph, shown in full and on the short summary line."""
+
+    def __init__(self, item: Any, message: str) -> None:
+        self.message = message
+        self.reprcrash = _Crash(str(item.path), 0, message)
+
+    def toterminal(self, tw: Any) -> None:
+        tw.line(self.message, red=True, bold=True)
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,28 +1,16 @@
-"""The retrieval-quality gate as a pytest plugin, registered under the `pytest11` entry point.
+"""The retrieval-quality gate as a pytest plugin (entry point `pytest11`): options, hooks, items.
 
-After `pip install retrieval-regression`, a repository with `[tool.retrieval]` in its
-pyproject.toml (or a `retrieval.toml`) gets the gate in every `pytest` run that collects a
-folder, with no test file and no conftest:
-
-    pytest -m regression                  replay the cassettes, compare with the baseline
-    pytest --record                       re-record the cassettes with live calls, then compare
-    pytest --update-baseline              accept the current figures and top-10 rankings
-                                          (never lower a figure without --allow-regression)
-    pytest --retrieval-profile NAME       gate another profile (or RETRIEVAL_PROFILE=NAME)
-
-The gate is one test function, `test_gate`, parametrized with the gate's checks
-(`test_gate[overlap-mrr]`): at collection from the configuration and the baseline file, with
-nothing evaluated (docs/gate.md). A repository may hold it in a test file
-(`from retrieval.pytest_plugin import test_gate`); otherwise the plugin collects the same
-function under the project file (`pyproject.toml::test_gate[gate]`). The evaluation runs once,
-when the first gate item runs; each item then reports its verdict (retrieval.verdicts); an
-update's files are written at session finish, only when every gate item ran and held. Under
-pytest-xdist the gate's items go to one worker (a scheduler of their own), so one worker evaluates.
+A repository with `[tool.retrieval]` gets the gate in every `pytest` run that collects a folder,
+with no test file and no conftest (`--record`, `--update-baseline`, `--allow-regression`,
+`--retrieval-profile NAME`). The gate is one function, `test_gate`, parametrized with the gate's
+checks named at collection without evaluating (`test_gate[overlap-mrr]`), held in a test file
+(`from retrieval.pytest_plugin import test_gate`) or collected under the project file. The first
+gate item to run evaluates, once per process; updates are written at session finish. The state
+lives in retrieval.plugin_session, the wording in retrieval.verdicts; docs/gate.md says how.
 """
 
 from __future__ import annotations
 
-import json
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +19,7 @@ from typing import Any
 import pytest
 
 from retrieval.config import ConfigError, find_project_file, load_settings, project_file_in, shown_path
-from retrieval.plugin_session import GateSession, summary
+from retrieval.plugin_session import FailureText, GateSession
 
 __all__ = ["GateFailure", "test_gate"]
 
@@ -261,16 +249,9 @@ class _Reporter:
         if state.deselected:
             why = [f'-m "{option.markexpr}"'] if option.markexpr else []
             why += [f'-k "{option.keyword}"'] if option.keyword else []
-            why += ["--deselect"] if getattr(option, "deselect", None) else []
-            some = f"{len(state.deselected)} of its {state.items}" if state.gate_ids else f"all {state.items} of its"
-            state.not_run = f"{some} items deselected ({', '.join(why) or 'a plugin'})"
-            flag = _flag(self.config)
-            if flag and flag != "--allow-regression":
-                # Accepting or recording what part of the gate saw would lower the bar unseen.
-                state.refused = (
-                    f"{flag} refused: {len(state.deselected)} of the gate's items were deselected "
-                    f"({', '.join(why) or 'a plugin'}); run it on the whole gate."
-                )
+            state.deselection(
+                [*why, *(["--deselect"] if getattr(option, "deselect", None) else [])], _flag(self.config)
+            )
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -289,14 +270,14 @@ class _Reporter:
             if excinfo is not None and (report.skipped or report.failed):
                 report.outcome = "failed"
                 if not isinstance(excinfo.value, GateFailure):
-                    report.longrepr = _Longrepr(item, f"gate item skipped or xfailed ({why}): the gate never skips")
+                    report.longrepr = FailureText(item, f"gate item skipped or xfailed ({why}): the gate never skips")
             elif report.skipped:
                 report.outcome = "failed"
-                report.longrepr = _Longrepr(item, f"gate item skipped ({why}): the gate never skips")
+                report.longrepr = FailureText(item, f"gate item skipped ({why}): the gate never skips")
         if excinfo is not None and isinstance(excinfo.value, GateFailure) and report.failed:
-            report.longrepr = _Longrepr(item, str(excinfo.value))
+            report.longrepr = FailureText(item, str(excinfo.value))
         state = self.state
-        setattr(report, SENT, {"kind": item.stash.get(KIND, ""), "items": state.items, "frame": _frame_data(state)})
+        setattr(report, SENT, {"kind": item.stash.get(KIND, ""), "items": state.items, "frame": state.frame_data()})
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -322,96 +303,16 @@ class _Reporter:
         self.state.gate_ids.update(dict.fromkeys(gate, ""))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        state, option = self.state, self.config.option
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: the controller sees every report and judges the session
-        if state.skipped:
-            state.problems.append(
-                f"gate item(s) skipped: {', '.join(state.skipped)}. The gate never skips: "
-                "remove the skip or xfail that reached them."
-            )
+        option = self.config.option
         flag = "--update-baseline" if option.update_baseline else "--record" if option.record else None
-        if state.project_file is not None and not state.gate_ids and flag and not option.collectonly:
-            state.problems.append(
-                f"{flag} was given but the gate was not selected (a -m/-k filter, or only test files named): "
-                f"nothing was recorded or updated. Run `pytest {flag}` with no path."
-            )
-        elif state.gate_ids and not state.outcomes and not option.collectonly:
-            state.problems.append("the gate was collected but none of its items ran: nothing was compared.")
-        elif state.project_file is None and not option.collectonly and _orphan_baseline(self.config):
-            state.problems.append(_orphan_baseline(self.config))
-        elif state.not_run and not option.collectonly and state.plan() and state.required:
-            state.problems.append(f"required = true in [tool.retrieval], but this run did not gate: {state.not_run}.")
-        if option.update_baseline and state.outcome is not None and state.outcome.pending is not None:
-            held = state.everything_ran_and_held()
-            if held is None:
-                from retrieval.gate import accept
-
-                state.outcome.diff = accept(state.outcome.pending, allow_regression=option.allow_regression)
-            else:
-                state.outcome.diff = None
-                state.problems.append(f"--update-baseline wrote nothing: {held}.")
-        if state.problems and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        failed = self.state.finish(self.config.rootpath, flag, option.collectonly, option.allow_regression)
+        if failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        state, write = self.state, terminalreporter.write_line
-        outcome = state.outcome
-        if outcome is not None and outcome.result is not None and outcome.result.run.drift:
-            terminalreporter.section("recording drift")
-            for line in outcome.result.run.drift:
-                write(line)
-        if outcome is not None and outcome.diff:
-            terminalreporter.section("baseline updated")
-            write(outcome.diff)
-        collect_only = self.config.option.collectonly
-        if state.kinds or (collect_only and state.items):
-            write(summary(state, collect_only), bold=True)
-        if state.not_run and state.project_file is not None and not collect_only:
-            where = shown_path(state.project_file, self.config.rootpath)
-            write(
-                f"retrieval gate not run: {state.not_run}; {where} configures it (`required = true` fails such a run)"
-            )
-        if state.problems:
-            write(f"retrieval gate FAILED: {' '.join(state.problems)}", red=True, bold=True)
-
-
-def _orphan_baseline(config: pytest.Config) -> str:
-    """A committed gate baseline with no configuration left to gate it (the table was removed)."""
-    path = config.rootpath / "baselines" / "metrics.json"
-    try:
-        format_ = json.loads(path.read_text(encoding="utf-8")).get("format", "")
-    except (OSError, ValueError, AttributeError):
-        return ""
-    if not str(format_).startswith("retrieval-baseline"):
-        return ""
-    return (
-        "baselines/metrics.json holds a retrieval baseline but no [tool.retrieval] (or retrieval.toml) configures "
-        "the gate: this run gated nothing. Restore the configuration, or remove baselines/ if the gate was "
-        "dropped on purpose."
-    )
-
-
-def _frame_data(state: GateSession) -> dict[str, Any] | None:
-    from dataclasses import asdict
-
-    return asdict(state.frame) if state.frame is not None else None
-
-
-class _Longrepr:
-    """A failure report of one paragraph, shown in full and on the short summary line."""
-
-    def __init__(self, item: pytest.Item, message: str) -> None:
-        self.message = message
-        self.reprcrash = _Crash(str(item.path), 0, message)
-
-    def toterminal(self, tw: Any) -> None:
-        tw.line(self.message, red=True, bold=True)
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class _Crash:
-    def __init__(self, path: str, lineno: int, message: str) -> None:
-        self.path, self.lineno, self.message = path, lineno, message
+        for section, line, failed in self.state.closing(self.config.rootpath, self.config.option.collectonly):
+            if section:
+                terminalreporter.section(section)
+            terminalreporter.write_line(line, red=failed, bold=failed or section is None)
