@@ -182,6 +182,14 @@ def _named(config: pytest.Config) -> list[Path]:
     return paths
 
 
+def _filters(config: pytest.Config) -> list[str]:
+    """The options that deselect tests, as given."""
+    option = config.option
+    why = [f'-m "{option.markexpr}"'] if option.markexpr else []
+    why += [f'-k "{option.keyword}"'] if option.keyword else []
+    return why + (["--deselect"] if getattr(option, "deselect", None) else [])
+
+
 def _collects_a_folder(config: pytest.Config) -> bool:
     """True when the run collects a folder (plain `pytest`, `pytest tests`): the gate joins it.
     A run of named files or tests (`pytest tests/unit/test_x.py`) leaves the gate out."""
@@ -241,17 +249,13 @@ class _Reporter:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """After every filter (-m, -k, --deselect, --lf): the gate items that will run."""
-        state, option = self.state, self.config.option
+        state = self.state
         items = session.items
         state.gate_ids = {i.nodeid: i.callspec.params[PARAM] for i in items if _is_gate(i)}  # type: ignore[attr-defined]
         if state.gate_ids or state.deselected:
             state.items = len(state.plan())
         if state.deselected:
-            why = [f'-m "{option.markexpr}"'] if option.markexpr else []
-            why += [f'-k "{option.keyword}"'] if option.keyword else []
-            state.deselection(
-                [*why, *(["--deselect"] if getattr(option, "deselect", None) else [])], _flag(self.config)
-            )
+            state.deselection(_filters(self.config), _flag(self.config))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -305,7 +309,11 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: the controller sees every report and judges the session
-        option = self.config.option
+        option, state = self.config.option, self.state
+        if state.project_file is not None and not state.gate_ids and state.not_run is None:
+            # An xdist controller collects nothing: the workers' filters are the run's options.
+            named = [] if _collects_a_folder(self.config) else [f"only tests named ({' '.join(self.config.args)})"]
+            state.not_run = f"no item of it selected ({', '.join([*_filters(self.config), *named]) or 'a plugin'})"
         flag = "--update-baseline" if option.update_baseline else "--record" if option.record else None
         failed = self.state.finish(self.config.rootpath, flag, option.collectonly, option.allow_regression)
         if failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):

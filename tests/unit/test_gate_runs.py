@@ -241,8 +241,10 @@ def test_a_method_that_ran_without_a_baseline_figure_fails_the_coverage_item(
         (("-k", "own"), 'all 18 of its items deselected (-k "own")'),
         (("--deselect", "pyproject.toml"), "all 18 of its items deselected (--deselect)"),
         (("test_own.py",), "only tests named (test_own.py)"),
+        # Under xdist the controller, which collects nothing, names the run's filters.
+        (("-n", "2", "-m", "not regression"), 'no item of it selected (-m "not regression")'),
     ],
-    ids=["marker", "keyword", "deselect", "test file"],
+    ids=["marker", "keyword", "deselect", "test file", "xdist"],
 )
 def test_a_configured_gate_not_run_says_why_and_fails_when_required(
     pytester: pytest.Pytester, project: Path, args: tuple[str, ...], why: str
