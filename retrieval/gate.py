@@ -36,7 +36,7 @@ from retrieval.baseline import (
 )
 from retrieval.config import ConfigError, Settings, shown_path
 from retrieval.dataset import Dataset, DatasetError, load_dataset
-from retrieval.evaluate import evaluate
+from retrieval.evaluate import StagedRecording, evaluate
 from retrieval.failures import where_relevant
 from retrieval.metrics import MethodScores, score_run
 from retrieval.providers.base import ProviderError
@@ -84,6 +84,8 @@ class GateResult:
     snapshots: Rankings = field(default_factory=dict)
     # What looks like a credential in the cassettes: such a result can never be accepted.
     secrets: list[str] = field(default_factory=list)
+    # A recording staged and not yet committed (`run_gate(defer_recording=True)`).
+    recording: StagedRecording | None = None
 
     @property
     def profile(self) -> str:
@@ -174,24 +176,46 @@ def importable(root: str | Path) -> Iterator[None]:
             sys.path.remove(entry)
 
 
-def run_gate(settings: Settings, mode: Mode = "replay") -> GateResult:
+def run_gate(settings: Settings, mode: Mode = "replay", *, defer_recording: bool = False) -> GateResult:
     """Evaluate the profile (replaying or recording) and compare every gated figure with the baseline.
 
     Errors that stop the evaluation (a missing cassette, a replay miss, a damaged file) are
-    raised; a run that cannot be compared is returned with `problem` set.
+    raised; a run that cannot be compared is returned with `problem` set. With
+    `defer_recording`, a recording stays staged (`GateResult.recording`): compared, digested and
+    scanned as staged, committed by the caller (the plugin, at session finish) or discarded.
     """
     dataset = load_dataset(settings.dataset)
+    staged: list[StagedRecording] = []
     with importable(settings.root):
-        run = evaluate(dataset, settings, mode=mode)
+        run = evaluate(dataset, settings, mode=mode, on_staged=staged.append if defer_recording else None)
+    try:
+        return _compared(settings, dataset, run, staged[0] if staged else None)
+    except BaseException:
+        for recording in staged:
+            recording.discard()
+        raise
+
+
+def _compared(settings: Settings, dataset: Dataset, run: Run, recording: StagedRecording | None) -> GateResult:
     scores = score_run(run, settings.k)
     baseline = shown_path(settings.baseline, settings.root)
     entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)
     folder = cassettes_of(settings)
-    result = GateResult(settings, dataset, run, scores, entry, None, digests=cassette_digests(folder, run.cassettes))
+    new = recording.staged if recording is not None else {}
+    digests = cassette_digests(folder, [n for n in run.cassettes if n not in new])
+    if new:
+        digests.update(cassette_digests(next(iter(new.values())).parent, [n for n in run.cassettes if n in new]))
+    result = GateResult(settings, dataset, run, scores, entry, None, digests=dict(sorted(digests.items())))
+    result.recording = recording
     result.snapshots = load_snapshots(result.snapshot_path)
-    # The gate itself scans what it replays: a key must never pass review inside a cassette.
+    # The gate itself scans what it replays (or what a recording staged, in place of the files it
+    # replaces): a key must never pass review inside a cassette.
     variables = [k for m in run.declarations for k in run.declared(m).key_variables]
-    secrets = result.secrets = scan_cassettes(folder, variables=variables)
+    replaced = tuple(f"{folder / name}:" for name in new)
+    secrets = [line for line in scan_cassettes(folder, variables=variables) if not line.startswith(replaced)]
+    if new:
+        secrets += scan_cassettes(next(iter(new.values())).parent, variables=variables)
+    result.secrets = secrets
     if secrets:
         shown = "; ".join(secrets[:3]) + (f" and {len(secrets) - 3} more" if len(secrets) > 3 else "")
         result.problem = (
@@ -308,6 +332,7 @@ def judge_run(
     *,
     update: bool = False,
     allow_regression: bool = False,
+    defer_recording: bool = False,
 ) -> GateOutcome:
     """Evaluate, compare and judge: what the plugin's items and `python -m retrieval --gate` report.
 
@@ -325,7 +350,7 @@ def judge_run(
     outcome = GateOutcome([])
     refusal = None
     try:
-        result = outcome.result = run_gate(settings, mode)
+        result = outcome.result = run_gate(settings, mode, defer_recording=defer_recording)
         outcome.problem = result.problem
     except Exception as exc:
         outcome.problem = said(exc)

@@ -119,7 +119,12 @@ class GateSession:
                 self.profile = settings.profile.name
                 mode: Mode = "record" if self.mode == "record" else "replay"
                 self.outcome = judge_run(
-                    settings, names, mode, update=self.update, allow_regression=self.allow_regression
+                    settings,
+                    names,
+                    mode,
+                    update=self.update,
+                    allow_regression=self.allow_regression,
+                    defer_recording=True,
                 )
         self.frame = _frame(self, self.outcome)
         return self.outcome
@@ -166,6 +171,8 @@ class GateSession:
         elif self.not_run and self.plan() and self.required:
             problems.append(f"required = true in [tool.retrieval], but this run did not gate: {self.not_run}.")
         outcome = self.outcome
+        if not self._committed(outcome, update=flag == "--update-baseline"):
+            return problems
         if flag == "--update-baseline" and outcome is not None and outcome.pending is not None:
             held, outcome.diff = self.everything_ran_and_held(), None
             if held is not None:
@@ -197,14 +204,37 @@ class GateSession:
             lines.append((None, f"retrieval gate FAILED: {' '.join(self.problems)}", True))
         return lines
 
-    def everything_ran_and_held(self) -> str | None:
-        """Why this session must not write the gate's files, or None when every item ran and held."""
+    def _committed(self, outcome: GateOutcome | None, update: bool) -> bool:
+        """Commit a staged recording once every gate item ran and its `secrets` item held (all of
+        them with --update-baseline); else discard it. False when a recording was not committed."""
+        recording = outcome.result.recording if outcome is not None and outcome.result is not None else None
+        if recording is None:
+            return True
+        held = self.everything_ran_and_held(None if update else ("secrets",))
+        if held is not None:
+            recording.discard()
+            self.problems.append(f"--record committed nothing (the cassettes are as they were): {held}.")
+            return False
+        from retrieval.gate import KNOWN_ERRORS
+
+        try:
+            recording.commit()
+        except (*KNOWN_ERRORS, OSError) as exc:
+            self.problems.append(f"--record committed nothing: {type(exc).__name__}: {exc}")
+            return False
+        return True
+
+    def everything_ran_and_held(self, names: tuple[str, ...] | None = None) -> str | None:
+        """Why this session must not write the gate's files, or None when every item ran and held
+        (every item, or those of `names` among them)."""
         if self.deselected:
             return f"{len(self.deselected)} gate item(s) deselected"
         ran = [n for n in self.gate_ids if self.outcomes.get(n) in ("passed", "failed")]
         if len(ran) < len(self.gate_ids) or not self.gate_ids:
             return f"{len(self.gate_ids) - len(ran)} of the gate's {len(self.gate_ids)} items did not run"
-        failed = [n for n in self.gate_ids if self.outcomes.get(n) != "passed"]
+        failed = [
+            n for n, name in self.gate_ids.items() if self.outcomes.get(n) != "passed" and name in (names or name)
+        ]
         if failed:
             return f"{len(failed)} gate item(s) failed"
         return None

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_embeddings import FakeEmbeddingsServer
 from test_pytest_plugin import PYPROJECT, RETRIEVER, _run, _write_dataset
 
 # FIXTURE retriever that appends one line to a counter file per evaluation (rank() is called
@@ -297,3 +298,34 @@ def test_an_update_is_written_at_session_finish_only_when_every_gate_item_ran(
     updated.assert_outcomes(passed=18)
     updated.stdout.fnmatch_lines(["*baseline updated*", "  overlap mrr: 1.0000 -> 0.1667 (-0.8333)"])
     assert _files(project) != before
+
+
+def test_a_recording_is_committed_at_session_finish_only_when_every_gate_item_ran(
+    pytester: pytest.Pytester, project: Path, embeddings_server: FakeEmbeddingsServer
+) -> None:
+    (project / "pyproject.toml").write_text(
+        PYPROJECT.format(methods='["bm25", "vector"]', profile="fake")
+        + "\n[tool.retrieval.profiles.fake]\nembedding_provider = 'openai'\nembedding_model = 'fixture-e5'\n"
+        f"embedding_base_url = '{embeddings_server.url}/v1'\ndimensions = 4\ninput_type = true\n"
+    )
+    _run(pytester, "--record", "--update-baseline").assert_outcomes(passed=8)
+    cassettes = project / "cassettes"
+    recorded = _files(cassettes)
+    # A conftest fails one gate item after the evaluation ran (the `gate` item runs first), and
+    # -x stops the session there: the new recording is discarded, nothing left staged.
+    pytester.makeconftest(
+        "def pytest_runtest_setup(item):\n"
+        "    if item.nodeid.endswith('[dataset]'):\n"
+        "        raise RuntimeError('stopped here')\n"
+    )
+    stopped = _run(pytester, "--record", "-x")
+    assert stopped.ret == pytest.ExitCode.TESTS_FAILED
+    stopped.stdout.fnmatch_lines(
+        ["retrieval gate FAILED: --record committed nothing (the cassettes are as they were): * items did not run."]
+    )
+    assert _files(cassettes) == recorded and sorted(p.name for p in cassettes.iterdir()) == ["fake"]
+    # Every item ran (one failed, not `secrets`): the recording is committed, with its drift.
+    committed = _run(pytester, "--record")
+    assert committed.ret == pytest.ExitCode.TESTS_FAILED
+    committed.stdout.fnmatch_lines(["*= recording drift =*"])
+    assert _files(cassettes) != recorded and sorted(p.name for p in cassettes.iterdir()) == ["fake"]
