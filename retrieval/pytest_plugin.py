@@ -5,7 +5,8 @@ with no test file and no conftest (`--record`, `--update-baseline`, `--allow-reg
 `--retrieval-profile NAME`). The gate is one function, `test_gate`, parametrized with the gate's
 checks named at collection without evaluating (`test_gate[overlap-mrr]`), held in a test file
 (`from retrieval.pytest_plugin import test_gate`) or collected under the project file. The first
-gate item to run evaluates, once per process; updates are written at session finish. The state
+gate item to run evaluates, once per process; a recording and an update are written at session
+finish, once every gate item ran. The state
 lives in retrieval.plugin_session, the wording in retrieval.verdicts; docs/gate.md says how.
 """
 

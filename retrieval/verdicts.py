@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from retrieval.config import shown_path
 from retrieval.snapshots import TOP, top_changed, top_rankings
@@ -126,23 +126,21 @@ def judge(
     fail or pass through the gate item. `refusal` (an update refused: a figure fell) fails the
     gate item beside the comparison, whose verdicts still say which figures fell.
     """
+    secret = result is not None and bool(result.secrets)
     found: list[Verdict] = []
-    if result is not None and result.secrets:
-        found.append(Verdict("secrets", "secrets", problem))
-    elif result is not None:
-        found.append(Verdict("secrets", "secrets", None))
+    if result is not None:
+        found.append(Verdict("secrets", "secrets", problem if secret else None))
     if problem is None and result is not None:
         found += _checked(result)
     elif problem is None:
         problem = "the gate produced no result"
     own = {v.name: v for v in found}
     wanted = list(dict.fromkeys([GATE, *names]))
-    orphans = [v for v in found if v.name not in wanted]
-    stray = [f"{v.failure}" for v in orphans if v.failure]
-    said = [problem] if problem and not (result is not None and result.secrets) else []
-    gate_failure = "\n".join([*([refusal] if refusal else []), *said, *stray])
-    if result is not None and result.secrets and not stray:
-        gate_failure = "the cassettes hold what looks like a credential: see the secrets item."
+    lines = [refusal] if refusal and not secret else []
+    if problem:
+        lines.append("the cassettes hold what looks like a credential: see the secrets item." if secret else problem)
+    lines += [v.failure for v in found if v.name not in wanted and v.failure]
+    gate_failure = "\n".join(lines)
     verdicts = [Verdict(GATE, "problem", gate_failure or None)]
     stopped = f"not compared: the comparison stopped before it ({GATE} says why)" if problem else None
     for name in wanted[1:]:
@@ -155,13 +153,3 @@ def judge(
             verdict = Verdict(name, kind, stopped) if stopped else Verdict(name, "unrun", None)
         verdicts.append(verdict)
     return verdicts
-
-
-def failures(verdicts: Iterable[Verdict]) -> list[Verdict]:
-    """The verdicts that fail, in order."""
-    return [v for v in verdicts if not v.ok]
-
-
-def as_dict(verdict: Verdict) -> dict[str, Any]:
-    """Plain data (an xdist report attribute, the CLI's JSON)."""
-    return {"name": verdict.name, "kind": verdict.kind, "failure": verdict.failure}
