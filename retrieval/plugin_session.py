@@ -81,6 +81,17 @@ class GateSession:
         assert self.project_file is not None
         return load_settings(self.project_file.parent, self.overrides)
 
+    def unauthenticated(self) -> str | None:
+        """Why a recording of this profile cannot authenticate (a bad project file too), or None."""
+        from retrieval.providers import required_key
+
+        try:
+            settings = self.settings()
+        except ConfigError as exc:
+            return str(exc)
+        missing = required_key(settings.profile)
+        return f"--record with profile {settings.profile.name!r} needs {missing}; it is not set." if missing else None
+
     def plan(self) -> list[str]:
         """The item names (once per session). Reads files, evaluates nothing."""
         if self.names is None:
