@@ -123,7 +123,7 @@ def _checked(result: GateResult) -> list[Verdict]:
         if method not in current:
             failure = (
                 f"{shown} holds {method}'s top {TOP} but this run did not produce {method}: "
-                "`pytest --update-baseline --allow-regression` drops it."
+                '`pytest --update-baseline --allow-regression "REASON"` drops it.'
             )
         elif method not in result.snapshots:
             failure = f"{shown} has no top {TOP} of {method}: write it with `pytest --update-baseline`."

@@ -450,7 +450,7 @@ def test_a_baseline_figure_the_run_no_longer_produces_fails(pytester: pytest.Pyt
             "FAILED *?bm25-mrr? - the baseline gates bm25 mrr but this run did not produce it*",
             # The snapshot file as the project names it, whatever the working directory.
             "FAILED *?bm25-top-10? - baselines/rankings/local.json holds bm25's top 10 but this run did not produce "
-            "bm25: `pytest --update-baseline --allow-regression` drops it.",
+            'bm25: `pytest --update-baseline --allow-regression "REASON"` drops it.',
         ]
     )
     (accepted / "baselines" / "rankings" / "local.json").unlink()
