@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _gate(settings: Settings, args: argparse.Namespace) -> int:
     """`--gate`: the verdicts the pytest plugin reports, from the same function, in the same words."""
     from retrieval.gate_judge import judge_run
-    from retrieval.plugin_session import planned_items
+    from retrieval.plugin_session import outcome_frame, planned_items
 
     if args.live or args.from_log or args.baseline is not None or args.compact_store or args.convert_corpus_cassette:
         raise ConfigError(
@@ -170,7 +170,9 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
     for verdict in failed:
         print(f"FAILED {verdict.name} - {verdict.failure}")
     held = len(outcome.verdicts) - len(failed)
-    print(f"retrieval gate (profile {settings.profile.name}): {held} of {len(outcome.verdicts)} checks held")
+    # The plugin's notes after the counts too: the tolerance, the ref, accepted drops and why.
+    tail = outcome_frame(outcome, settings.profile.name).tail
+    print(f"retrieval gate (profile {settings.profile.name}): {held} of {len(outcome.verdicts)} checks held{tail}")
     return 1 if failed else 0
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the evaluator loads only when the gate runs
     from retrieval.gate_judge import GateOutcome
     from retrieval.recording import Mode
 
-__all__ = ["FailureText", "Frame", "GateSession", "orphan_baseline", "planned_items", "summary"]
+__all__ = ["FailureText", "Frame", "GateSession", "orphan_baseline", "outcome_frame", "planned_items", "summary"]
 
 
 def planned_items(settings: Settings, baseline_ref: str | None = None) -> list[str]:
@@ -155,7 +155,7 @@ class GateSession:
                     defer_recording=True,
                     baseline_ref=self.baseline_ref,
                 )
-        self.frame = _frame(self, self.outcome)
+        self.frame = outcome_frame(self.outcome, self.profile)
         return self.outcome
 
     def verdict(self, name: str) -> Verdict:
@@ -276,10 +276,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _frame(session: GateSession, outcome: GateOutcome) -> Frame:
-    """The summary line's parts that come from the evaluation (see `summary`)."""
+def outcome_frame(outcome: GateOutcome, profile: str) -> Frame:
+    """The summary line's parts that come from the evaluation (see `summary`); `profile` names
+    the profile when nothing was evaluated."""
     result = outcome.result
-    profile = result.profile if result else session.profile
+    profile = result.profile if result else profile
     where = f"profile {profile}, dataset {result.run.dataset}" if result else f"profile {profile}"
     if outcome.problem or result is None:
         return Frame(where, problem=(outcome.problem or "no result").splitlines()[0])

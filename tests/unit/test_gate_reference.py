@@ -128,7 +128,23 @@ def test_the_cli_gate_with_a_ref_gives_the_plugins_verdicts(
     assert cli == _failures(plugin.outlines, "FAILED retrieval.toml::test_gate[")
     assert sorted(cli) == ["table-mrr-against-main", "table-recall@2-against-main", "table-recall@2-exact-against-main"]
     assert done.returncode == plugin.ret == 1
-    assert done.stdout.splitlines()[-1] == "retrieval gate (profile local): 14 of 17 checks held"
+    assert done.stdout.splitlines()[-1] == (
+        "retrieval gate (profile local): 14 of 17 checks held; compared with main's baseline too"
+    )
+    # The drops accepted against main, with the reason: every check holds, the line says why.
+    accept(gate(root, ref="main"), allow_regression="q2 is out of scope")
+    done = subprocess.run(
+        [sys.executable, "-m", "retrieval", "--gate", "--baseline-ref", "main"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (
+        0,
+        "retrieval gate (profile local): 17 of 17 checks held; compared with main's baseline too; drops accepted "
+        "against main: q2 is out of scope\n",
+    )
 
 
 @pytest.fixture
