@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from fake_embeddings import FakeEmbeddingsServer
-from test_pytest_plugin import PYPROJECT, RETRIEVER, _run, _write_dataset
+from test_pytest_plugin import DOCUMENTS, PYPROJECT, RETRIEVER, _run, _write_dataset
 
 # FIXTURE retriever that appends one line to a counter file per evaluation (rank() is called
 # once per evaluation): how many times the gate evaluated, whatever the process.
@@ -311,8 +311,8 @@ def test_a_recording_is_committed_at_session_finish_only_when_every_gate_item_ra
         f"embedding_base_url = '{embeddings_server.url}/v1'\ndimensions = 4\ninput_type = true\n"
     )
     _run(pytester, "--record", "--update-baseline").assert_outcomes(passed=8)
-    cassettes = project / "cassettes"
-    recorded = _files(cassettes)
+    cassettes, vectors = project / "cassettes", project / "vectors"
+    recorded, stored = _files(cassettes), _files(vectors)
     # A conftest fails one gate item after the evaluation ran (the `gate` item runs first), and
     # -x stops the session there: the new recording is discarded, nothing left staged.
     pytester.makeconftest(
@@ -320,12 +320,16 @@ def test_a_recording_is_committed_at_session_finish_only_when_every_gate_item_ra
         "    if item.nodeid.endswith('[dataset]'):\n"
         "        raise RuntimeError('stopped here')\n"
     )
+    # A document added: the recording embeds it and writes a corpus vector segment of its own.
+    _write_dataset(project / "data" / "qa", documents=[*DOCUMENTS, ("d9", "Nouveau", "Un document ajouté.")])
     stopped = _run(pytester, "--record", "-x")
     assert stopped.ret == pytest.ExitCode.TESTS_FAILED
     stopped.stdout.fnmatch_lines(
         ["retrieval gate FAILED: --record committed nothing (the cassettes are as they were): * items did not run."]
     )
     assert _files(cassettes) == recorded and sorted(p.name for p in cassettes.iterdir()) == ["fake"]
+    assert _files(vectors) == stored  # the corpus vector segment the discarded recording wrote: removed
+    _write_dataset(project / "data" / "qa")
     # Every item ran (one failed, not `secrets`): the recording is committed, with its drift.
     committed = _run(pytester, "--record")
     assert committed.ret == pytest.ExitCode.TESTS_FAILED
