@@ -2,10 +2,11 @@
 
 The pytest plugin (one test item per verdict name) and `python -m retrieval --gate` both call
 `judge`, so a failure reads the same in both. The item names are known before anything is
-evaluated (`item_names`: from the configured methods, the baseline's figures and the snapshot
-file); a verdict whose name is not among them (a figure the run produced that the baseline does
-not hold, a snapshot of a method the configuration does not name) goes to the `gate` item,
-which always exists. Nothing here reads a file, imports the evaluator or calls a model.
+evaluated (`item_names`: from the configured methods, the baseline's figures, those of a git
+ref's baseline when the gate also compares with it, and the snapshot file); a verdict whose
+name is not among them (a figure the run produced that the baseline does not hold, a snapshot
+of a method the configuration does not name) goes to the `gate` item, which always exists.
+Nothing here reads a file, imports the evaluator or calls a model.
 """
 
 from __future__ import annotations
