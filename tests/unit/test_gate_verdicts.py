@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.verdicts import GATE, INTEGRITY, Verdict, item_id, item_names, judge
+from retrieval.verdicts import GATE, INTEGRITY, Verdict, figure_item, item_id, item_names, judge
 
 
 @pytest.mark.parametrize(
@@ -25,6 +25,16 @@ def test_an_item_id_holds_nothing_a_shell_or_pytest_rewrites(figure: str, expect
 def test_items_are_named_from_the_configuration_the_baseline_and_the_snapshots() -> None:
     names = item_names(["bm25", "mymodule:factory"], ["bm25 mrr", "bm25 recall@5[exact]"], ["bm25", "vector"])
     assert names == [GATE, *INTEGRITY, "bm25-mrr", "bm25-recall@5-exact", "bm25-top-10", "vector-top-10"]
+
+
+def test_a_refs_figures_are_items_of_their_own_named_for_the_ref() -> None:
+    # --retrieval-baseline-ref origin/main: the same figure against the base branch is another check.
+    assert figure_item("bm25 recall@5[paraphrase]", "origin/main") == "bm25-recall@5-paraphrase-against-origin-main"
+    assert figure_item("bm25 mrr") == "bm25-mrr"
+    names = item_names(["bm25"], ["bm25 mrr"], ["bm25"], "origin/main", ["bm25 mrr", "bm25 degraded"])
+    against = ["bm25-mrr-against-origin-main", "bm25-degraded-against-origin-main"]
+    assert names == [GATE, *INTEGRITY, "bm25-mrr", *against, "bm25-top-10"]
+    assert item_names(["bm25"], ["bm25 mrr"], [], None, ["bm25 mrr"]) == [GATE, *INTEGRITY, "bm25-mrr", "bm25-top-10"]
 
 
 def test_a_stopped_comparison_fails_the_gate_item_and_leaves_no_item_passing() -> None:
