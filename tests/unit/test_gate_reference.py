@@ -100,6 +100,17 @@ def test_the_refs_figures_are_gate_items_named_at_collection(
         "table-recall@2-exact-against-main",
     ]
     assert failed["table-mrr-against-main"].startswith("table mrr fell below the baseline of main: baseline 1.0000, ")
+    # The update that records the reason: its items against main are judged under it, and pass.
+    updated = pytester.runpytest_inprocess(
+        *QUIET, "--update-baseline", "--allow-regression", "q2 is out of scope", "--retrieval-baseline-ref", "main"
+    )
+    updated.assert_outcomes(passed=17)
+    updated.stdout.fnmatch_lines(
+        [
+            "retrieval gate (profile local, dataset qa): 1 method, 10 figures held, 0 fell, 1 top-10 snapshots "
+            "matched, 0 moved; compared with main's baseline too; drops accepted against main: q2 is out of scope"
+        ]
+    )
     # A ref that cannot be read names no item of its own; the gate item says why, in one line.
     unknown = pytester.runpytest_inprocess(*QUIET, "--retrieval-baseline-ref", "nosuchref")
     unknown.assert_outcomes(failed=12)
