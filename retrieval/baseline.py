@@ -37,7 +37,7 @@ from retrieval.baseline_schema import (
     parse_baseline,
     question_digests,
 )
-from retrieval.baseline_update import accepted_drop, recover_baseline, update_baseline
+from retrieval.baseline_update import accepted_drop, recover_baseline, try_update, update_baseline
 
 __all__ = [
     "DIGITS",
@@ -62,6 +62,7 @@ __all__ = [
     "recover_baseline",
     "rejudged",
     "run_data_changes",
+    "try_update",
     "ungated_types",
     "unproduced",
     "update_baseline",

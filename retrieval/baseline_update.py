@@ -19,9 +19,9 @@ from retrieval.atomic import AtomicSetError, commit_files, recover_files
 from retrieval.baseline_compare import at_k
 from retrieval.baseline_figures import is_worse, kind_of
 from retrieval.baseline_questions import data_changes, on_questions
-from retrieval.baseline_schema import BaselineError, flat_figures, load_baseline, rounded
+from retrieval.baseline_schema import BaselineError, flat_figures, load_baseline, parse_baseline, rounded
 
-__all__ = ["ACCEPTED", "accepted_drop", "baseline_lock", "recover_baseline", "update_baseline"]
+__all__ = ["ACCEPTED", "accepted_drop", "baseline_lock", "recover_baseline", "try_update", "update_baseline"]
 
 ACCEPTED = "accepted"
 # How long an update waits for another one (of another profile) to finish writing.
@@ -212,14 +212,50 @@ def update_baseline(
     file's own and is recorded from the reference's value: how a pull request records the
     acceptance its base branch's gate asks for. Read, compared and written under one lock
     (`lock`, default beside the file): concurrent updates of other profiles lose nothing."""
+    diff, _ = _update(
+        Path(path), profile, entry, allow_regression, types, judge_again, also or {}, lock, reference, write=True
+    )
+    return diff
+
+
+def try_update(
+    path: str | Path,
+    profile: str,
+    entry: Mapping[str, Any],
+    *,
+    allow_regression: bool | str = False,
+    types: Mapping[str, str] | None = None,
+    judge_again: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    lock: Path | None = None,
+    reference: Mapping[str, Any] | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """What `update_baseline` would do, without writing: its diff and the profile's entry as it
+    would be written (checked as a loaded one is), or its BaselineError. The pytest gate tries an
+    update while its items run and writes it at session finish, once every item held."""
+    return _update(Path(path), profile, entry, allow_regression, types, judge_again, {}, lock, reference, write=False)
+
+
+def _update(
+    path: Path,
+    profile: str,
+    entry: Mapping[str, Any],
+    allow_regression: bool | str,
+    types: Mapping[str, str] | None,
+    judge_again: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
+    also: Mapping[Path, str],
+    lock: Path | None,
+    reference: Mapping[str, Any] | None,
+    *,
+    write: bool,
+) -> tuple[str, dict[str, Any]]:
     from filelock import FileLock, Timeout
 
-    path = Path(path)
     lock = lock or baseline_lock(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
     try:
+        # A try reads under the lock too: never half of another profile's commit.
         with FileLock(lock, timeout=LOCK_SECONDS):
-            recover_files(_journal(path), [path, *(also or {})])
+            recover_files(_journal(path), [path, *also])
             data = load_baseline(path)
             old = data["profiles"].get(profile)
             entry = {key: value for key, value in entry.items() if key not in ("tolerance", ACCEPTED)}
@@ -241,15 +277,17 @@ def update_baseline(
                 lines.append(f"  accepted: {accepted['reason']}")
             data["profiles"][profile] = entry
             text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-            files = {path: text.encode("utf-8"), **{p: t.encode("utf-8") for p, t in (also or {}).items()}}
-            _commit(files, _journal(path))
+            if write:
+                files = {path: text.encode("utf-8"), **{p: t.encode("utf-8") for p, t in also.items()}}
+                _commit(files, _journal(path))
     except Timeout as exc:
         raise BaselineError(
             f"{path}: another update holds {lock} for over {LOCK_SECONDS} s: wait for it, or remove the lock "
             "file if no other update runs."
         ) from exc
     header = f"baseline {path} profile {profile!r}:"
-    return "\n".join([header, *(lines or ["  no figure changed"])])
+    written = parse_baseline(text.encode("utf-8"), str(path))["profiles"][profile]
+    return "\n".join([header, *(lines or ["  no figure changed"])]), written
 
 
 def _commit(files: Mapping[Path, bytes], journal: Path) -> None:

@@ -18,7 +18,7 @@ from retrieval.baseline import (
     run_data_changes,
 )
 from retrieval.baseline_ref import baseline_at
-from retrieval.config import ConfigError, load_settings
+from retrieval.config import ConfigError, Settings, load_settings
 from retrieval.dataset import DatasetError, load_dataset
 from retrieval.evaluate import evaluate, raising_method
 from retrieval.gate import BASELINE_PATH, importable, recover
@@ -82,7 +82,14 @@ def _parser() -> argparse.ArgumentParser:
         dest="baseline_ref",
         metavar="REF",
         help="with --baseline: compare with the baseline file as it is at this git ref (e.g. origin/main, read "
-        "with `git show`); the drops the current baseline accepts, and why, are shown",
+        "with `git show`); the drops the current baseline accepts, and why, are shown. With --gate: the gate "
+        "also compares with that ref's baseline, as pytest --retrieval-baseline-ref does",
+    )
+    p.add_argument(
+        "--gate",
+        action="store_true",
+        help="the pytest gate's verdicts without pytest: print each failed check in the plugin's words; "
+        "exit 1 when one fails, 0 when all hold",
     )
     calls = p.add_mutually_exclusive_group()
     calls.add_argument("--live", action="store_true", help="call the providers (embedding cache in .cache/)")
@@ -147,10 +154,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+def _gate(settings: Settings, args: argparse.Namespace) -> int:
+    """`--gate`: the verdicts the pytest plugin reports, from the same function, in the same words."""
+    from retrieval.gate_judge import judge_run
+    from retrieval.plugin_session import outcome_frame, planned_items
+
+    if args.live or args.from_log or args.baseline is not None or args.compact_store or args.convert_corpus_cassette:
+        raise ConfigError(
+            "--gate replays the cassettes (or --record) against the project's baseline (and --baseline-ref's): "
+            "drop --live, --from-log, --baseline, --compact-store and --convert-corpus-cassette."
+        )
+    ref = args.baseline_ref
+    outcome = judge_run(settings, planned_items(settings, ref), "record" if args.record else "replay", baseline_ref=ref)
+    failed = outcome.failed()
+    for verdict in failed:
+        print(f"FAILED {verdict.name} - {verdict.failure}")
+    held = len(outcome.verdicts) - len(failed)
+    # The plugin's notes after the counts too: the tolerance, the ref, accepted drops and why.
+    tail = outcome_frame(outcome, settings.profile.name).tail
+    print(f"retrieval gate (profile {settings.profile.name}): {held} of {len(outcome.verdicts)} checks held{tail}")
+    return 1 if failed else 0
+
+
 def _main(args: argparse.Namespace) -> int:
     # --baseline names the file to compare with, not the project's `baseline` setting.
-    settings = load_settings(".", {k: v for k, v in vars(args).items() if k not in ("baseline", "baseline_ref")})
+    settings = load_settings(
+        ".", {k: v for k, v in vars(args).items() if k not in ("baseline", "baseline_ref", "gate")}
+    )
     recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
+    if args.gate:
+        return _gate(settings, args)
     dataset = load_dataset(settings.dataset)
     if args.compact_store or args.convert_corpus_cassette:
         from retrieval.corpus_vectors import store_command

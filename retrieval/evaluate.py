@@ -10,9 +10,10 @@ import asyncio
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from retrieval.server_provenance import served_by
 from retrieval.sweeps import keep_depths
 from retrieval.ties import tie_summary
 
-__all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "evaluate", "raising_method"]
+__all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "StagedRecording", "evaluate", "raising_method"]
 
 # Cassettes of the embedding stages every vector-reading method shares. The corpus's vectors are
 # in the vector store now (retrieval.corpus_vectors); CORPUS_STAGE names its older cassette.
@@ -447,6 +448,17 @@ def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: 
             run.drift.append(f"note: {served_by(recorder.server, 'recorded')}")
 
 
+@dataclass(frozen=True)
+class StagedRecording:
+    """A recording checked and staged, not yet in place (the pytest gate commits it at session
+    finish): `staged` maps each cassette file to its staged copy; `commit()` replaces the
+    profile's cassettes (all or none, with the drift), `discard()` forgets the recording."""
+
+    staged: dict[str, Path]
+    commit: Callable[[], object]
+    discard: Callable[[], None]
+
+
 def evaluate(
     dataset: Dataset,
     settings: Settings,
@@ -456,6 +468,7 @@ def evaluate(
     extra: Sequence[Method] = (),
     progress: ProgressFactory | None = None,
     verify_code: bool = True,
+    on_staged: Callable[[StagedRecording], None] | None = None,
 ) -> Run:
     """Run the requested methods (and what they require) over every question.
 
@@ -466,7 +479,8 @@ def evaluate(
     cassette is an error, never a skip. A recording first replays the committed cassettes, and
     its drift against them (retrieval.drift) goes to `Run.drift` and recording.json; that
     replay reads ranking cassettes whatever code recorded them (`verify_code=False`: the old
-    code's rankings are what the drift compares with).
+    code's rankings are what the drift compares with). With `on_staged`, a recording is not
+    committed: it is handed over staged (`StagedRecording`), for the caller to commit or discard.
     """
     requested = list(methods if methods is not None else settings.methods)
     recorder = recorder_for(settings, mode)
@@ -495,7 +509,16 @@ def evaluate(
     try:
         _run_pipeline(context, chosen, settings, mode, recorder)
         run = _collect(dataset, settings, chosen, context, mode)
-        if mode == "record":
+        if mode == "record" and on_staged is not None:
+            _refuse_unreplayable(context, recorder)
+            on_staged(
+                StagedRecording(
+                    recorder.staged,
+                    lambda: _commit_recording(run, context, recorder, previous, settings),
+                    recorder.discard,
+                )
+            )
+        elif mode == "record":
             _commit_recording(run, context, recorder, previous, settings)
     except ReplayMissError as exc:
         recorder.discard()

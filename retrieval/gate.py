@@ -29,7 +29,6 @@ from retrieval.baseline import (
     load_baseline,
     on_questions,
     question_digests,
-    recover_baseline,
     rejudged,
     run_data_changes,
     ungated_types,
@@ -37,10 +36,11 @@ from retrieval.baseline import (
     update_baseline,
 )
 from retrieval.baseline_ref import baseline_at
-from retrieval.baseline_update import ACCEPTED
+from retrieval.baseline_set import baseline_lock_of, recover
+from retrieval.baseline_update import ACCEPTED, try_update
 from retrieval.config import Settings, shown_path
 from retrieval.dataset import Dataset, load_dataset
-from retrieval.evaluate import evaluate
+from retrieval.evaluate import StagedRecording, evaluate
 from retrieval.failures import where_relevant
 from retrieval.metrics import MethodScores, score_run
 from retrieval.progress import terminal_progress
@@ -48,7 +48,15 @@ from retrieval.recording import CassetteError, Mode, cassette_digest, cassette_d
 from retrieval.run import Run
 from retrieval.snapshots import Rankings, load_snapshots, moved, render_snapshots, snapshot_path, top_rankings
 
-__all__ = ["BASELINE_PATH", "GateResult", "accept", "baseline_lock_of", "importable", "recover", "run_gate"]
+__all__ = [
+    "BASELINE_PATH",
+    "GateResult",
+    "accept",
+    "baseline_lock_of",
+    "importable",
+    "recover",
+    "run_gate",
+]
 
 # The default of the `baseline` setting (root-relative); kept for callers that name the file.
 BASELINE_PATH = "baselines/metrics.json"
@@ -85,12 +93,14 @@ class GateResult:
     # What looks like a credential in the cassettes: such a result can never be accepted.
     secrets: list[str] = field(default_factory=list)
     # With --retrieval-baseline-ref: the ref, its entry for this profile, and the figures it
-    # gates that this run no longer produces without an acceptance recorded in `entry`.
+    # gates ("bm25 mrr") that this run no longer produces without an acceptance recorded in `entry`.
     reference: str | None = None
     reference_entry: dict[str, Any] | None = None
     reference_unproduced: list[str] = field(default_factory=list)
     # Why nothing was compared with the ref's baseline (no entry there, another dataset), or None.
     reference_note: str | None = None
+    # A recording staged and not yet committed (`run_gate(defer_recording=True)`).
+    recording: StagedRecording | None = None
 
     @property
     def tolerance(self) -> float:
@@ -163,9 +173,14 @@ class GateResult:
 
     def unproduced(self) -> list[str]:
         """Baseline figures no check compared (and, against a ref, its figures dropped without a
-        recorded acceptance): each one fails the gate."""
+        recorded acceptance, "bm25 mrr (in origin/main's baseline)"): each one fails the gate."""
+        theirs = [f"{name} (in {self.reference}'s baseline)" for name in self.reference_unproduced]
+        return [*self.own_unproduced(), *theirs]
+
+    def own_unproduced(self) -> list[str]:
+        """The profile's baseline figures no check compared."""
         own = [c for c in self.checks if c.reference is None]
-        return [*unproduced(self.compared or self.entry or {}, own), *self.reference_unproduced]
+        return unproduced(self.compared or self.entry or {}, own)
 
     def ungated_methods(self) -> list[str]:
         """Methods the run evaluated that have no baseline figure: each one fails the gate."""
@@ -194,42 +209,59 @@ def importable(root: str | Path) -> Iterator[None]:
             sys.path.remove(entry)
 
 
-def _snapshot_files(settings: Settings) -> dict[str, Path]:
-    folder = Path(settings.snapshots)
-    return {p.stem: p for p in folder.glob("*.json")} if folder.is_dir() else {}
-
-
-def recover(settings: Settings) -> list[Path]:
-    """Put back the baseline set a killed or failed update left half written, and remove its
-    temporary files: every command calls it before it reads the baseline. Returns what it touched."""
-    snapshots = _snapshot_files(settings) | {settings.profile.name: _snapshot_of(settings)}
-    return recover_baseline(settings.baseline, snapshots, lock=baseline_lock_of(settings))
-
-
-def run_gate(settings: Settings, mode: Mode = "replay", baseline_ref: str | None = None) -> GateResult:
+def run_gate(
+    settings: Settings, mode: Mode = "replay", baseline_ref: str | None = None, *, defer_recording: bool = False
+) -> GateResult:
     """Evaluate the profile (replaying or recording) and compare every gated figure with the baseline.
 
     With `baseline_ref` (a git ref such as "origin/main"), every figure is also compared with
     that ref's baseline: a drop fails unless the profile's baseline records its acceptance.
     Errors that stop the evaluation (a missing cassette, a replay miss, a damaged file) are
-    raised; a run that cannot be compared is returned with `problem` set.
+    raised; a run that cannot be compared is returned with `problem` set. With
+    `defer_recording`, a recording stays staged (`GateResult.recording`): compared, digested and
+    scanned as staged, committed by the caller (the plugin, at session finish) or discarded.
     """
     recover(settings)
     dataset = load_dataset(settings.dataset)
+    staged: list[StagedRecording] = []
     with importable(settings.root):
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
-        run = evaluate(dataset, settings, mode=mode, progress=None if mode == "replay" else terminal_progress)
+        progress = None if mode == "replay" else terminal_progress
+        run = evaluate(
+            dataset, settings, mode=mode, progress=progress, on_staged=staged.append if defer_recording else None
+        )
+    try:
+        return _compared(settings, dataset, run, staged[0] if staged else None, baseline_ref)
+    except BaseException:
+        for recording in staged:
+            recording.discard()
+        raise
+
+
+def _compared(
+    settings: Settings, dataset: Dataset, run: Run, recording: StagedRecording | None, baseline_ref: str | None
+) -> GateResult:
     scores = score_run(run, settings.k)
     baseline = shown_path(settings.baseline, settings.root)
     entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)
     folder = cassettes_of(settings)
-    result = GateResult(settings, dataset, run, scores, entry, None, digests=cassette_digests(folder, run.cassettes))
+    new = recording.staged if recording is not None else {}
+    digests = cassette_digests(folder, [n for n in run.cassettes if n not in new])
+    if new:
+        digests.update(cassette_digests(next(iter(new.values())).parent, [n for n in run.cassettes if n in new]))
+    result = GateResult(settings, dataset, run, scores, entry, None, digests=dict(sorted(digests.items())))
+    result.recording = recording
     result.snapshots = load_snapshots(result.snapshot_path)
-    # The gate itself scans what it replays: a key must never pass review inside a cassette.
+    # The gate itself scans what it replays (or what a recording staged, in place of the files it
+    # replaces): a key must never pass review inside a cassette.
     variables = [k for m in run.declarations for k in run.declared(m).key_variables]
     if settings.profile.api_key_env:  # the profile's own key, whatever its variable is named
         variables.append(settings.profile.api_key_env)
-    secrets = result.secrets = scan_cassettes(folder, variables=variables)
+    replaced = tuple(f"{folder / name}:" for name in new)
+    secrets = [line for line in scan_cassettes(folder, variables=variables) if not line.startswith(replaced)]
+    if new:
+        secrets += scan_cassettes(next(iter(new.values())).parent, variables=variables)
+    result.secrets = secrets
     if secrets:
         shown = "; ".join(secrets[:3]) + (f" and {len(secrets) - 3} more" if len(secrets) > 3 else "")
         result.problem = (
@@ -262,16 +294,6 @@ def run_gate(settings: Settings, mode: Mode = "replay", baseline_ref: str | None
     return result
 
 
-def baseline_lock_of(settings: Settings) -> Path:
-    """The lock every writer of the project's baseline set holds: in the cache folder, which is
-    not committed, so the lock file never shows in a review."""
-    return Path(settings.cache) / "baseline.lock"
-
-
-def _snapshot_of(settings: Settings) -> Path:
-    return snapshot_path(settings.snapshots, settings.profile.name)
-
-
 def _against_ref(result: GateResult, ref: str) -> None:
     """Compare the run with `ref`'s baseline too: a drop there fails unless accepted in ours."""
     result.reference = ref
@@ -282,6 +304,11 @@ def _against_ref(result: GateResult, ref: str) -> None:
     if incompatibility(theirs, result.run, result.profile) is not None:
         result.reference_note = f"{ref}'s baseline is of another dataset: this one is a new baseline"
         return
+    _compare_with_ref(result, ref, theirs)
+
+
+def _compare_with_ref(result: GateResult, ref: str, theirs: dict[str, Any]) -> None:
+    """Add the checks against `theirs` (the ref's entry), each drop passed by an acceptance of ours."""
     result.reference_entry = theirs
     changes = run_data_changes(theirs, result.run)
     checks, compared = _checks(result, theirs, changes)
@@ -292,7 +319,7 @@ def _against_ref(result: GateResult, ref: str) -> None:
     acceptance = result.acceptance or {}
     for name in unproduced(compared or theirs, checks):
         if name not in own and f"{name} (removed)" not in acceptance.get("figures", {}):
-            result.reference_unproduced.append(f"{name} (in {ref}'s baseline)")
+            result.reference_unproduced.append(name)
 
 
 def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path) -> list[str]:
@@ -351,7 +378,7 @@ def _judge_again(result: GateResult) -> Any:
     return judge
 
 
-def accept(result: GateResult, *, allow_regression: bool | str = False) -> str:
+def accept(result: GateResult, *, allow_regression: bool | str = False, write: bool = True) -> str:
     """Make the result the profile's new baseline and ranking snapshots, written as one set under
     the baseline's lock; returns the diff.
 
@@ -359,25 +386,29 @@ def accept(result: GateResult, *, allow_regression: bool | str = False) -> str:
     neither the baseline nor the snapshots are written; the reason is recorded in the entry. Run
     with a ref (`run_gate(..., baseline_ref=)`), a drop against the ref's baseline counts too.
     Only this profile's entry and snapshot file change. Cassettes holding a credential are never
-    accepted (raises CassetteError).
+    accepted (raises CassetteError). With `write=False` nothing is written: the update is tried
+    under the same lock on the same file (`baseline_update.try_update`: same diff, same refusal)
+    and `result` is left as the written update would leave it; the pytest plugin writes at
+    session finish, once every gate item ran and held.
     """
     if result.secrets:
         raise CassetteError(result.problem or "the cassettes hold what looks like a credential")
     entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digests)
     current = top_rankings(result.run)
     types = {q.id: q.type for q in result.dataset.questions}
-    also = {result.snapshot_path: render_snapshots(result.profile, current)} if current != result.snapshots else {}
-    diff = update_baseline(
-        result.baseline_path,
-        result.profile,
-        entry,
-        allow_regression=allow_regression,
-        types=types,
-        judge_again=_judge_again(result),
-        also=also,
-        lock=baseline_lock_of(result.settings),
-        reference=result.reference_entry,
-    )
+    options: dict[str, Any] = {
+        "allow_regression": allow_regression,
+        "types": types,
+        "judge_again": _judge_again(result),
+        "lock": baseline_lock_of(result.settings),
+        "reference": result.reference_entry,
+    }
+    if write:
+        also = {result.snapshot_path: render_snapshots(result.profile, current)} if current != result.snapshots else {}
+        diff = update_baseline(result.baseline_path, result.profile, entry, also=also, **options)
+        accepted = load_baseline(result.baseline_path)["profiles"][result.profile]
+    else:
+        diff, accepted = try_update(result.baseline_path, result.profile, entry, **options)
     # The diff names the file as the project sees it, whatever the working directory.
     diff = diff.replace(str(result.baseline_path), shown_path(result.baseline_path, result.settings.root), 1)
     shown = shown_path(result.snapshot_path, result.settings.root)
@@ -391,10 +422,14 @@ def accept(result: GateResult, *, allow_regression: bool | str = False) -> str:
         )
     ]
     diff += f"\nrankings {shown}:\n" + ("\n".join(moves) if moves else "  no top 10 moved")
-    result.entry = load_baseline(result.baseline_path)["profiles"][result.profile]
+    result.entry = accepted
     result.snapshots = current
     result.problem = None
     result.changed_cassettes, result.changed_config, result.changed_data = [], [], None
     result.checks, result.compared = _checks(result, result.entry, None)
-    result.reference, result.reference_entry, result.reference_unproduced = None, None, []
+    result.reference_unproduced = []
+    if result.reference is not None and result.reference_entry is not None:
+        # Judged against the ref again, under the acceptances just recorded: the gate's items
+        # against the ref (named at collection) say what the update accepted.
+        _compare_with_ref(result, result.reference, result.reference_entry)
     return diff

@@ -583,6 +583,13 @@ class Recorder:
         self.discard()
         return written
 
+    @property
+    def staged(self) -> dict[str, Path]:
+        """Record mode: the cassettes recorded and not yet committed (file name -> staged path)."""
+        if self._staging is None:
+            return {}
+        return {name: self._staging / name for name in dict.fromkeys(self._recorded)}
+
     def discard(self) -> None:
         """Forget a recording in progress (after a failure): the committed cassettes stay as they
         were, and the vector segments it wrote, which nothing lists, are removed."""

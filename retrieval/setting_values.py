@@ -35,7 +35,16 @@ NUMBERS: dict[str, tuple[bool, float, float]] = {
 }
 # The corpus vectors' precision, in every mode (retrieval.corpus_vectors).
 PRECISIONS = ("float32", "float16")
-SETTING_KEYS = {"profile", "methods", "hybrid_inputs", "hybrid_weights", "vector_precision", *NUMBERS, *PATH_KEYS}
+SETTING_KEYS = {
+    "profile",
+    "methods",
+    "hybrid_inputs",
+    "hybrid_weights",
+    "vector_precision",
+    "required",
+    *NUMBERS,
+    *PATH_KEYS,
+}
 # A user method given by its factory: `package.module:function`.
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -130,6 +139,8 @@ def check_values(
             f'{where}: vector_precision must be "float32" or "float16", got {values["vector_precision"]!r}.',
             at=("vector_precision",),
         )
+    if not isinstance(values.get("required", False), bool):
+        raise ConfigError(f"{where}: required must be true or false, got {values['required']!r}.", at=("required",))
     for key in PATH_KEYS:
         if key in values:
             if not isinstance(values[key], str) or not values[key]:

@@ -141,6 +141,8 @@ class Settings:
     snapshots: str = "baselines/rankings"
     # How far a gated rate may fall below the baseline and still hold (0 to MAX_TOLERANCE).
     tolerance: float = 0.0
+    # The pytest gate must run: a session that configures it and does not gate it fails.
+    required: bool = False
     root: str = "."
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     source: str = "built-in defaults"

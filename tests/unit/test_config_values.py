@@ -223,3 +223,15 @@ def test_a_negative_or_odd_tolerance_is_refused_at_load(tmp_path: Path, toleranc
     assert _refused(tmp_path, f"# gate\ntolerance = {tolerance}\n") == (
         f"{path}, line 2: tolerance must be a number from 0 to 0.05, got {shown}."
     )
+
+
+def test_required_is_true_or_false(tmp_path: Path) -> None:
+    # `required = "yes"` would be truthy: the gate's one switch that fails a run is a bool or refused.
+    path = tmp_path / "retrieval.toml"
+    assert _refused(tmp_path, 'k = 5\nrequired = "yes"\n') == (
+        f"{path}, line 2: required must be true or false, got 'yes'."
+    )
+    assert _refused(tmp_path, "required = 1\n") == f"{path}, line 1: required must be true or false, got 1."
+    path.write_text("required = true\n", encoding="utf-8")
+    assert load_settings(tmp_path, environ=NO_ENV).required is True
+    assert Settings().required is False

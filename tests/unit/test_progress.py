@@ -67,7 +67,9 @@ def test_the_gate_shows_progress_when_it_calls_models(
     class Stop(Exception):
         pass
 
-    def evaluate(dataset: object, settings: object, mode: str, progress: object = None) -> None:
+    def evaluate(
+        dataset: object, settings: object, mode: str, progress: object = None, on_staged: object = None
+    ) -> None:
         seen["progress"] = progress
         raise Stop
 

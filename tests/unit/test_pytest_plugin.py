@@ -142,9 +142,9 @@ _ACCEPTED: dict[str, bytes] = {}
 
 @pytest.fixture
 def accepted(pytester: pytest.Pytester, adopter: Path) -> Path:
-    """FIXTURE: the adopter project after `pytest --update-baseline` (12 items passed)."""
+    """FIXTURE: the adopter project after `pytest --update-baseline` (7 items passed)."""
     if not _ACCEPTED:
-        _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+        _run(pytester, "--update-baseline").assert_outcomes(passed=7)
         _ACCEPTED.update({str(f.relative_to(adopter)): f.read_bytes() for f in (adopter / "baselines").rglob("*.json")})
     for name, data in _ACCEPTED.items():
         (adopter / name).parent.mkdir(parents=True, exist_ok=True)
@@ -179,43 +179,46 @@ def test_loading_the_plugin_leaves_the_evaluator_unloaded() -> None:
 def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: pytest.Pytester, adopter: Path) -> None:
     # 1. Recording: a profile that calls no model needs no cassette; with no baseline yet, red.
     recorded = _run(pytester, "--record", every_plugin=True)
-    recorded.assert_outcomes(failed=1)
+    # The gate item says why; the items the stopped comparison left fail as not compared.
+    recorded.assert_outcomes(passed=1, failed=6)
     recorded.stdout.fnmatch_lines(
         [
             "retrieval gate (profile local, dataset qa): nothing compared: baselines/metrics.json has no baseline*",
-            "FAILED pyproject.toml::retrieval-gate(local)::gate - baselines/metrics.json has no baseline for "
+            "FAILED pyproject.toml::test_gate?gate? - baselines/metrics.json has no baseline for "
             "profile 'local': create it with `pytest --update-baseline`.",
         ]
     )
-    # 2. Accept: one item per compared figure (2 methods x recall@5, mrr, 2 types) and per snapshot.
+    # 2. Accept: the items known before it (the gate, its integrity items, bm25's snapshot).
     updated = _run(pytester, "--update-baseline", every_plugin=True)
-    updated.assert_outcomes(passed=12)
+    updated.assert_outcomes(passed=7)
     updated.stdout.fnmatch_lines(["*baseline updated*", "*overlap mrr: new 1.0000", "*overlap: new (4 questions)"])
     assert sorted(p.name for p in (adopter / "baselines").rglob("*.json")) == ["local.json", "metrics.json"]
     # 3. The gate: green, and the summary line says what was compared.
+    # One item per baseline figure (2 methods x recall@5, mrr, 2 types), per snapshot, and the
+    # gate and its integrity items (6).
     gated = _run(pytester, every_plugin=True)
-    gated.assert_outcomes(passed=12)
+    gated.assert_outcomes(passed=18)
     assert gated.ret == pytest.ExitCode.OK
     gated.stdout.fnmatch_lines([HELD])
-    assert _run(pytester, "-m", "regression", every_plugin=True).parseoutcomes() == {"passed": 12}
+    assert _run(pytester, "-m", "regression", every_plugin=True).parseoutcomes() == {"passed": 18}
 
     # 4. A worse retriever: red, naming the figures and the questions.
     _retriever(adopter, "-1.00")
     worse = _run(pytester, every_plugin=True, cache=True)
-    worse.assert_outcomes(passed=7, failed=5)
+    worse.assert_outcomes(passed=13, failed=5)
     worse.stdout.fnmatch_lines(
         [
             "retrieval gate (profile local, dataset qa): 2 methods, 6 figures held, 4 fell, "
             "1 top-10 snapshots matched, 1 moved",
-            "FAILED pyproject.toml::retrieval-gate(local)::overlap mrr - overlap mrr fell below the baseline: "
+            "FAILED pyproject.toml::test_gate?overlap-recall@5-paraphrase? - *: q3 (1.00 -> 0.00; d1 at "
+            "rank 6: *), q4 (1.00 -> 0.00; d4 at rank 6: *). If this change is intended*",
+            "FAILED pyproject.toml::test_gate?overlap-mrr? - overlap mrr fell below the baseline: "
             "baseline 1.0000, current 0.1667, delta -0.8333 (tolerance 0.0). Questions that got worse: "
             "q1 (1.00 -> 0.17; d1 at rank 6: a ranking failure, within overlap top 20), "
             "q2 (1.00 -> 0.17; d2 at rank 6: a ranking failure, within overlap top 20), "
             "q3 (1.00 -> 0.17; d1 at rank 6: a ranking failure, within overlap top 20), "
             "q4 (1.00 -> 0.17; d4 at rank 6: a ranking failure, within overlap top 20).*",
-            "FAILED pyproject.toml::retrieval-gate(local)::overlap recall@5?paraphrase? - *: q3 (1.00 -> 0.00; d1 at "
-            "rank 6: *), q4 (1.00 -> 0.00; d4 at rank 6: *). If this change is intended*",
-            "FAILED pyproject.toml::retrieval-gate(local)::overlap top 10 - overlap top 10 changed for 4 question(s): "
+            "FAILED pyproject.toml::test_gate?overlap-top-10? - overlap top 10 changed for 4 question(s): "
             "q1: d1 d2 d3 d4 d5 d6 -> d2 d3 d4 d5 d6 d1; *",
         ]
     )
@@ -228,12 +231,12 @@ def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: 
     (adopter / "tests").mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(adopter / "tests")
-        _run(pytester, every_plugin=True).assert_outcomes(passed=7, failed=5)
+        _run(pytester, every_plugin=True).assert_outcomes(passed=13, failed=5)
         _retriever(adopter, "1.0")
-        _run(pytester, every_plugin=True).assert_outcomes(passed=12)
-        # 6. No baseline: red, one item saying how to make it.
+        _run(pytester, every_plugin=True).assert_outcomes(passed=18)
+        # 6. No baseline: red, the gate item saying how to make it (the others: not compared).
         (adopter / "baselines" / "metrics.json").unlink()
-        _run(pytester, every_plugin=True).assert_outcomes(failed=1)
+        _run(pytester, every_plugin=True).assert_outcomes(passed=1, failed=7)
 
 
 def test_a_damaged_baseline_fails_the_gate_and_the_other_tests_still_run(
@@ -242,9 +245,9 @@ def test_a_damaged_baseline_fails_the_gate_and_the_other_tests_still_run(
     (accepted / "baselines" / "metrics.json").write_text('{"format": "retrieval-baseline-1",\n "profiles": {oops}\n')
     pytester.makepyfile(test_own="def test_own():\n    assert 1 + 1 == 2\n")
     result = _run(pytester)
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=7)
     result.stdout.fnmatch_lines(
-        [f"*::gate - BaselineError: {accepted}/baselines/metrics.json:2: invalid JSON (Expecting property name*"]
+        [f"*?gate? - BaselineError: {accepted}/baselines/metrics.json:2: invalid JSON (Expecting property name*"]
     )
 
 
@@ -257,21 +260,21 @@ def test_another_k_is_measured_and_fails_until_the_baseline_records_it(
         PYPROJECT.format(methods='["bm25", "myret:factory"]', profile="local") + "k = 1\n"
     )
     changed = _run(pytester)
-    changed.assert_outcomes(passed=12, failed=1)
+    changed.assert_outcomes(passed=17, failed=1)
     changed.stdout.fnmatch_lines(
         [
-            "pyproject.toml::retrieval-gate(local)::overlap recall@1?exact? PASSED*",
+            "pyproject.toml::test_gate?overlap-recall@5-exact? * PASSED*",
             f"{HELD}; configuration changed since the baseline: k: 5 -> 1",
-            "FAILED pyproject.toml::retrieval-gate(local)::configuration - the configuration differs from the "
+            "FAILED pyproject.toml::test_gate?configuration? - the configuration differs from the "
             "baseline's (k: 5 -> 1): the figures are compared with the baseline's. If the change is intended, run "
             "`pytest --update-baseline` (with --allow-regression if a figure fell, and say why in the PR) and commit "
             "baselines/metrics.json.",
         ]
     )
     updated = _run(pytester, "--update-baseline")
-    updated.assert_outcomes(passed=12)
+    updated.assert_outcomes(passed=18)
     updated.stdout.fnmatch_lines(["*k 5 -> 1: recall@1 compared with the baseline's recall@5", "*config k: 5 -> 1"])
-    _run(pytester).assert_outcomes(passed=12)
+    _run(pytester).assert_outcomes(passed=18)
 
 
 def test_a_monorepo_root_run_gates_the_project_below_it_and_refuses_two(
@@ -287,8 +290,8 @@ def test_a_monorepo_root_run_gates_the_project_below_it_and_refuses_two(
     (accepted / "services" / "api").mkdir()
     (accepted / "services" / "api" / "test_api.py").write_text("def test_api():\n    assert True\n")
     gated = _run(pytester)
-    gated.assert_outcomes(passed=13)
-    gated.stdout.fnmatch_lines(["services/rag/pyproject.toml::retrieval-gate(local)::overlap mrr PASSED*", HELD])
+    gated.assert_outcomes(passed=19)
+    gated.stdout.fnmatch_lines(["services/rag/pyproject.toml::test_gate?overlap-mrr? * PASSED*", HELD])
     # A second project below the root: the gate runs one per pytest run, so the run fails.
     shutil.copytree(rag, accepted / "services" / "search")
     refused = _run(pytester)
@@ -300,7 +303,7 @@ def test_a_monorepo_root_run_gates_the_project_below_it_and_refuses_two(
             "e.g. `pytest services/rag`, and leave the others out of this one (`--ignore`)."
         ]
     )
-    _run(pytester, "--ignore", "services/search").assert_outcomes(passed=13)
+    _run(pytester, "--ignore", "services/search").assert_outcomes(passed=19)
 
 
 def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is_a_new_baseline(
@@ -309,7 +312,8 @@ def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is
     files = {p: p.read_bytes() for p in (accepted / "baselines").rglob("*.json")}
     _retriever(accepted, "-1.00")
     refused = _run(pytester, "--update-baseline")
-    refused.assert_outcomes(failed=1)
+    # Refused: the gate item says so, the figures that fell fail as in a plain run.
+    refused.assert_outcomes(passed=12, failed=6)
     refused.stdout.fnmatch_lines(
         ["*BaselineError: refusing to lower the baseline of profile 'local': overlap recall@5*"]
     )
@@ -320,26 +324,26 @@ def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is
     questions = [*QUESTIONS, ("q5", "changer la langue", "exact", ["d6"])]
     _write_dataset(accepted / "data" / "qa", questions)
     added = _run(pytester)
-    added.assert_outcomes(passed=12, failed=1)
+    added.assert_outcomes(passed=17, failed=1)
     added.stdout.fnmatch_lines(
         [
             "retrieval gate (profile local, dataset qa): 2 methods, 10 figures held, 0 fell, 2 top-10 snapshots "
             "matched, 0 moved; dataset changed since the baseline: 1 added (q5), figures compared on the 4 questions "
             "both hold",
-            "FAILED *::dataset - the dataset changed since the baseline (1 added (q5)): the figures are compared "
+            "FAILED *?dataset? - the dataset changed since the baseline (1 added (q5)): the figures are compared "
             "on the 4 questions both hold. If the change is intended, run `pytest --update-baseline` (with "
             "--allow-regression if a figure fell, and say why in the PR) and commit baselines/metrics.json.",
         ]
     )
     # ...so a worse retriever in the same pull request is caught, and cannot be recorded.
     _retriever(accepted, "-1.00")
-    _run(pytester).stdout.fnmatch_lines(["*::overlap recall@5 - overlap recall@5 fell below the baseline*"])
+    _run(pytester).stdout.fnmatch_lines(["*?overlap-recall@5? - overlap recall@5 fell below the baseline*"])
     _run(pytester, "--update-baseline").stdout.fnmatch_lines(
         ["*BaselineError: refusing to lower the baseline of profile 'local': overlap recall@5*"]
     )
     _retriever(accepted, "1.0")
     renewed = _run(pytester, "--update-baseline")
-    renewed.assert_outcomes(passed=12)
+    renewed.assert_outcomes(passed=18)
     renewed.stdout.fnmatch_lines(
         [
             "  dataset changed: 1 added (q5); compared on the 4 questions both hold:",
@@ -353,22 +357,22 @@ def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is
     edited = [(i, t, x + " Voir aussi la documentation.") if i == "d6" else (i, t, x) for i, t, x in DOCUMENTS]
     _write_dataset(accepted / "data" / "qa", questions, edited)
     documents = _run(pytester)
-    documents.assert_outcomes(passed=12, failed=1)
+    documents.assert_outcomes(passed=17, failed=1)
     documents.stdout.fnmatch_lines(
         [
-            "FAILED *::dataset - the dataset changed since the baseline (the documents "
+            "FAILED *?dataset? - the dataset changed since the baseline (the documents "
             "changed (sha256:* -> sha256:*)): the figures are compared on the 5 questions*"
         ]
     )
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    _run(pytester, "--update-baseline").assert_outcomes(passed=18)
     # Another dataset, not one question the same: the old figures measured something else, so
     # nothing is "lowered" and the new baseline replaces the old one whole.
     _write_dataset(accepted / "data" / "qa", [(i, f"{t} ?", y, r) for i, t, y, r in questions], edited)
     _run(pytester).stdout.fnmatch_lines(
-        ["*::gate - the dataset changed since the baseline was made (fingerprint *) and no question is the same*"]
+        ["*?gate? - the dataset changed since the baseline was made (fingerprint *) and no question is the same*"]
     )
     renewed = _run(pytester, "--update-baseline")
-    renewed.assert_outcomes(passed=12)
+    renewed.assert_outcomes(passed=18)
     renewed.stdout.fnmatch_lines(["  new dataset: qa (fingerprint sha256:*) replaces qa (fingerprint sha256:*)"])
 
 
@@ -380,11 +384,11 @@ def test_a_baseline_from_before_question_digests_passes_and_says_how_to_add_them
     del data["profiles"]["local"]["questions"]
     path.write_text(json.dumps(data))
     older = _run(pytester)
-    older.assert_outcomes(passed=12)
+    older.assert_outcomes(passed=18)
     older.stdout.fnmatch_lines(
         [f"{HELD}; the baseline has no question digests yet: `pytest --update-baseline` adds them (no figure changes)"]
     )
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    _run(pytester, "--update-baseline").assert_outcomes(passed=18)
     _run(pytester).stdout.fnmatch_lines([HELD])
     assert "questions" in json.loads(path.read_text())["profiles"]["local"]
 
@@ -399,10 +403,10 @@ def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_coll
         )
     # Another plugin's --profile (pytest-profiling has one) lives beside the gate's option.
     pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--profile', action='store_true')\n")
-    _run(pytester, "--update-baseline").assert_outcomes(passed=12)
+    _run(pytester, "--update-baseline").assert_outcomes(passed=7)
     local = (adopter / "baselines" / "rankings" / "local.json").read_bytes()
     other = _run(pytester, "--retrieval-profile", "other", "--update-baseline", "--profile")
-    other.assert_outcomes(passed=12)
+    other.assert_outcomes(passed=7)
     assert (adopter / "baselines" / "rankings" / "local.json").read_bytes() == local
     assert sorted(json.loads((adopter / "baselines" / "metrics.json").read_text())["profiles"]) == ["local", "other"]
     # A tolerance set by hand in the baseline is not trusted (nor said); the project file's is.
@@ -432,28 +436,29 @@ def test_a_figure_added_to_compare_is_gated_with_no_test_edit(
 
     monkeypatch.setattr(retrieval.gate, "compare", with_a_new_metric)
     result = _run(pytester)
-    result.assert_outcomes(passed=12, failed=1)
-    result.stdout.fnmatch_lines(["FAILED *::overlap ndcg@10 - overlap ndcg@10 fell below the baseline*q3*"])
+    # A figure the baseline does not hold has no item of its own: the gate item carries it.
+    result.assert_outcomes(passed=17, failed=1)
+    result.stdout.fnmatch_lines(["FAILED *?gate? - overlap ndcg@10 fell below the baseline*q3*"])
 
 
 def test_a_baseline_figure_the_run_no_longer_produces_fails(pytester: pytest.Pytester, accepted: Path) -> None:
     (accepted / "pyproject.toml").write_text(PYPROJECT.format(methods='["myret:factory"]', profile="local"))
     result = _run(pytester)
-    result.assert_outcomes(passed=6, failed=6)
+    result.assert_outcomes(passed=12, failed=6)
     result.stdout.fnmatch_lines(
         [
-            "FAILED *::bm25 mrr - the baseline gates bm25 mrr but this run did not produce it*",
+            "FAILED *?bm25-mrr? - the baseline gates bm25 mrr but this run did not produce it*",
             # The snapshot file as the project names it, whatever the working directory.
-            "FAILED *::bm25 top 10 - baselines/rankings/local.json holds bm25's top 10 but this run did not produce "
-            "bm25: `pytest --update-baseline --allow-regression` drops it.",
+            "FAILED *?bm25-top-10? - baselines/rankings/local.json holds bm25's top 10 but this run did not produce "
+            'bm25: `pytest --update-baseline --allow-regression "REASON"` drops it.',
         ]
     )
     (accepted / "baselines" / "rankings" / "local.json").unlink()
     unsnapped = _run(pytester)
-    unsnapped.assert_outcomes(passed=5, failed=6)
+    unsnapped.assert_outcomes(passed=12, failed=6)
     unsnapped.stdout.fnmatch_lines(
         [
-            "FAILED *::overlap top 10 - baselines/rankings/local.json has no top 10 of overlap: write it with "
+            "FAILED *?overlap-top-10? - baselines/rankings/local.json has no top 10 of overlap: write it with "
             "`pytest --update-baseline`."
         ]
     )
@@ -464,37 +469,45 @@ def test_a_run_stopped_early_or_narrowed_says_how_many_gate_items_it_did_not_run
 ) -> None:
     _retriever(accepted, "-1.00")
     stopped = _run(pytester, "-x")
-    stopped.assert_outcomes(passed=5, failed=1)
+    stopped.assert_outcomes(passed=11, failed=1)
     stopped.stdout.fnmatch_lines(
         [
             "retrieval gate (profile local, dataset qa): 2 methods, 5 figures held, 1 fell, 0 top-10 snapshots "
-            "matched, 0 moved; 6 of its 12 items not run (stopped early or deselected): not known to hold"
+            "matched, 0 moved; 6 of its 18 items not run (stopped early or deselected): not known to hold"
         ]
     )
-    _run(pytester, cache=True).assert_outcomes(passed=7, failed=5)
+    _run(pytester, cache=True).assert_outcomes(passed=13, failed=5)
     narrowed = _run(pytester, "--lf", cache=True)  # the failed items alone
     narrowed.assert_outcomes(failed=5)
     narrowed.stdout.fnmatch_lines(
         [
             "retrieval gate (profile local, dataset qa): 2 methods, 0 figures held, 4 fell, 0 top-10 snapshots "
-            "matched, 1 moved; 7 of its 12 items not run (stopped early or deselected): not known to hold"
+            "matched, 1 moved; 13 of its 18 items not run (stopped early or deselected): not known to hold"
         ]
     )
 
 
 def test_never_skips_never_runs_where_not_asked(pytester: pytest.Pytester, accepted: Path) -> None:
     pytester.makepyfile(test_own="def test_own():\n    pass\n")
-    # Deselected, or only a test file named: the gate does not run and says nothing.
-    for args in (("-m", "not regression"), ("test_own.py",)):
+    # Deselected, or only a test file named: the gate does not run, and one line says why (issue 25;
+    # this test asserted silence before).
+    for args, why in (
+        (("-m", "not regression"), 'all 18 of its items deselected (-m "not regression")'),
+        (("test_own.py",), "only tests named (test_own.py)"),
+    ):
         result = _run(pytester, *args)
-        assert result.parseoutcomes()["passed"] == 1 and "retrieval gate" not in result.stdout.str()
-        if args[0] == "-m":  # deselected, it counts as one item, so that pytest's counts add up
-            result.stdout.fnmatch_lines(["collecting ... collected 2 items / 1 deselected / 1 selected"])
+        assert result.ret == pytest.ExitCode.OK and result.parseoutcomes()["passed"] == 1
+        result.stdout.fnmatch_lines(
+            [f"retrieval gate not run: {why}; pyproject.toml configures it (`required = true` fails such a run)"]
+        )
+        assert "retrieval gate (" not in result.stdout.str()
+        if args[0] == "-m":  # the gate's items count as deselected, so that pytest's counts add up
+            result.stdout.fnmatch_lines(["collecting ... collected 19 items / 18 deselected / 1 selected"])
     # Listed, not run: the summary says nothing was compared.
     listed = _run(pytester, "--collect-only", "-q")
     assert listed.ret == pytest.ExitCode.OK
     listed.stdout.fnmatch_lines(
-        ["retrieval gate (profile local, dataset qa): 12 items collected, nothing compared (--collect-only)"]
+        ["retrieval gate (profile local): 18 items collected, nothing compared (--collect-only)"]
     )
     # ... but an update asked for and not done fails the session.
     asked = _run(pytester, "test_own.py", "--update-baseline")
@@ -538,10 +551,10 @@ def test_a_method_that_raises_fails_the_gate_naming_it_with_its_traceback(
         "    return Failing()\n"
     )
     result = _run(pytester)
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=7)
     result.stdout.fnmatch_lines(
         [
-            "*::gate - the evaluation raised RuntimeError: 401 Unauthorized for url: "
+            "*?gate? - the evaluation raised RuntimeError: 401 Unauthorized for url: "
             "https://search.example/$FIXTURE_SEARCH_TOKEN/q?… (raised by method 'failing')",
         ]
     )
@@ -559,7 +572,8 @@ def test_cassettes_recorded_then_replayed_removed_or_edited(
         + "\n[tool.retrieval.profiles.fake]\nembedding_provider = 'openai'\nembedding_model = 'fixture-e5'\n"
         f"embedding_base_url = '{embeddings_server.url}/v1'\ndimensions = 4\ninput_type = true\n"
     )
-    _run(pytester, "--record", "--update-baseline").assert_outcomes(passed=18)
+    # The items known before the first baseline: the gate, its integrity items, a snapshot per method.
+    _run(pytester, "--record", "--update-baseline").assert_outcomes(passed=9)
     assert sorted(p.name for p in (adopter / "cassettes" / "fake").iterdir()) == [
         "corpus-vectors.json",
         "question-embeddings.json",
@@ -568,15 +582,15 @@ def test_cassettes_recorded_then_replayed_removed_or_edited(
     # The corpus vectors: one segment beside the cassettes folder, no vector in cassettes/.
     assert len(list((adopter / "vectors" / "fake").glob("seg-*.vectors.npy"))) == 1
     embeddings_server.stop()
-    _run(pytester).assert_outcomes(passed=18)
+    _run(pytester).assert_outcomes(passed=24)
 
     # A question the cassettes never saw: a replay miss, never a call to the network.
     changed = [(i, t + " maintenant" if i == "q2" else t, y, r) for i, t, y, r in QUESTIONS]
     _write_dataset(adopter / "data" / "qa", changed)
     missed = _run(pytester)
-    missed.assert_outcomes(failed=1)
+    missed.assert_outcomes(failed=24)
     missed.stdout.fnmatch_lines(
-        ["*::gate - ReplayMissError: *question-embeddings.json was recorded: q2 «mot de passe*"]
+        ["*?gate? - ReplayMissError: *question-embeddings.json was recorded: q2 «mot de passe*"]
     )
     _write_dataset(adopter / "data" / "qa")
 
@@ -585,22 +599,22 @@ def test_cassettes_recorded_then_replayed_removed_or_edited(
     cassette.write_text(recorded.replace("\n", "\n ", 1))  # the same answers, other bytes
     edited = _run(pytester)
     # The figures are still compared (all held); the changed cassette fails on its own.
-    edited.assert_outcomes(passed=18, failed=1)
+    edited.assert_outcomes(passed=23, failed=1)
     edited.stdout.fnmatch_lines(
         [
             "retrieval gate (profile fake, dataset qa): 3 methods, 15 figures held, 0 fell, 3 top-10 snapshots "
             "matched, 0 moved; cassettes changed since the baseline: question-embeddings.json",
-            "*::cassettes - the cassettes changed since the baseline (question-embeddings.json): run "
+            "*?cassettes? - the cassettes changed since the baseline (question-embeddings.json): run "
             "`pytest --update-baseline` and commit baselines/metrics.json with cassettes/fake/.",
         ]
     )
     cassette.unlink()
     removed = _run(pytester)
-    removed.assert_outcomes(failed=1)
+    removed.assert_outcomes(failed=24)
     removed.stdout.fnmatch_lines(
         [
             f"retrieval gate (profile fake): nothing compared: CassetteError: no cassette {cassette}: *",
-            f"*::gate - CassetteError: no cassette {cassette}: record it with "
+            f"*?gate? - CassetteError: no cassette {cassette}: record it with "
             "`pytest --record --retrieval-profile fake`",
         ]
     )
@@ -627,24 +641,24 @@ def test_under_xdist_workers_the_gate_runs_split_and_the_controller_sums_it_up(
     # and the same failures as one process does, from the reports.
     _retriever(accepted, "-1.0")
     split = _run(pytester, "-n", "2")
-    split.assert_outcomes(passed=7, failed=5)
+    split.assert_outcomes(passed=13, failed=5)
     split.stdout.fnmatch_lines(
         [
-            "2 workers ?12 items?",
+            "2 workers ?18 items?",
             "retrieval gate (profile local, dataset qa): 2 methods, 6 figures held, 4 fell, "
             "1 top-10 snapshots matched, 1 moved",
         ]
     )
     failed = sorted(line.split(" - ")[0] for line in split.outlines if line.startswith("FAILED "))
-    assert failed == [
-        f"FAILED pyproject.toml::retrieval-gate(local)::overlap {name}"
-        for name in ("mrr", "recall@5", "recall@5[exact]", "recall@5[paraphrase]", "top 10")
-    ]
+    assert failed == sorted(
+        f"FAILED pyproject.toml::test_gate[overlap-{name}]"
+        for name in ("mrr", "recall@5", "recall@5-exact", "recall@5-paraphrase", "top-10")
+    )
     # Writing the cassettes or the baseline from each worker would write them twice: as xdist
     # does for --pdb, such a run is in one process, and says so.
     _retriever(accepted, "1.0")
     updated = _run(pytester, "-n", "2", "--update-baseline")
-    updated.assert_outcomes(passed=12)
+    updated.assert_outcomes(passed=18)
     updated.stdout.fnmatch_lines(
         ["retrieval gate: --update-baseline writes its files once, so this run is in one process (-n set aside)"]
     )
@@ -695,10 +709,11 @@ def test_a_baseline_or_snapshot_of_the_wrong_shape_is_one_failed_gate_item(
     _edit_json(accepted / file, edit)
     pytester.makepyfile(test_own="def test_own():\n    assert 1 + 1 == 2\n")
     result = _run(pytester)
-    result.assert_outcomes(passed=1, failed=1)
+    # The gate item says what is wrong; the other items fail as not compared.
+    assert result.parseoutcomes()["passed"] == 1 and result.ret == pytest.ExitCode.TESTS_FAILED
     expected = message.format(root=accepted)
     # The report line exactly (brackets in the message rule out fnmatch).
-    assert f"FAILED pyproject.toml::retrieval-gate(local)::gate - BaselineError: {expected}" in (result.stdout.lines)
+    assert f"FAILED pyproject.toml::test_gate[gate] - BaselineError: {expected}" in (result.stdout.lines)
 
 
 @pytest.mark.parametrize(
@@ -723,5 +738,5 @@ def test_a_wrong_value_type_in_the_project_file_is_one_failed_gate_item(
     result.assert_outcomes(passed=1, failed=1)
     # PYPROJECT has 8 lines: the appended one is line 9.
     where = f"{adopter}/pyproject.toml, line 9"
-    expected = f"FAILED pyproject.toml::retrieval-gate(?)::gate - ConfigError: {where}: {problem}"
+    expected = f"FAILED pyproject.toml::test_gate[gate] - ConfigError: {where}: {problem}"
     assert expected in result.stdout.lines

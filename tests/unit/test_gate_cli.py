@@ -1,0 +1,113 @@
+"""`python -m retrieval --gate` and the pytest plugin give the same verdicts, in the same words,
+on each case of the plugin's tests: both call retrieval.verdicts.judge on retrieval.gate's
+evaluation. Run on the FIXTURE adopter project (test_gate_runs.py): the plugin in-process, the
+CLI as a user runs it, in a subprocess from the project's folder.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_gate_runs import _retriever, project  # noqa: F401  (project: a fixture)
+from test_pytest_plugin import PYPROJECT, QUESTIONS, _run, _write_dataset
+
+
+def _worse(root: Path) -> None:
+    _retriever(root, "-1.0")
+
+
+def _another_k(root: Path) -> None:
+    with (root / "pyproject.toml").open("a") as f:
+        f.write("k = 1\n")
+
+
+def _damaged(root: Path) -> None:
+    (root / "baselines" / "metrics.json").write_text('{"format": "retrieval-baseline-1",\n "profiles": {oops}\n')
+
+
+def _no_baseline(root: Path) -> None:
+    (root / "baselines" / "metrics.json").unlink()
+
+
+def _unproduced(root: Path) -> None:
+    (root / "pyproject.toml").write_text(PYPROJECT.format(methods='["myret:factory"]', profile="local"))
+
+
+def _ungated(root: Path) -> None:
+    (root / "other.py").write_text((root / "myret.py").read_text().replace('name = "overlap"', 'name = "other"'))
+    (root / "pyproject.toml").write_text(
+        PYPROJECT.format(methods='["bm25", "myret:factory", "other:factory"]', profile="local")
+    )
+
+
+def _question_added(root: Path) -> None:
+    _write_dataset(root / "data" / "qa", [*QUESTIONS, ("q5", "changer la langue", "exact", ["d6"])])
+
+
+def _snapshot_moved(root: Path) -> None:
+    path = root / "baselines" / "rankings" / "local.json"
+    path.write_text(path.read_text().replace('"q1": ["d1", "d2"', '"q1": ["d2", "d1"', 1))
+
+
+CASES: dict[str, Callable[[Path], None]] = {
+    "holds": lambda root: None,
+    "worse retriever": _worse,
+    "another k": _another_k,
+    "damaged baseline": _damaged,
+    "no baseline": _no_baseline,
+    "figures not produced": _unproduced,
+    "method without baseline": _ungated,
+    "question added": _question_added,
+    "snapshot moved": _snapshot_moved,
+}
+
+
+def _plugin(result: pytest.RunResult) -> dict[str, str]:
+    prefix = "FAILED pyproject.toml::test_gate["
+    found = {}
+    for line in result.outlines:
+        if line.startswith(prefix):
+            name, message = line.removeprefix(prefix).split("] - ", 1)
+            found[name] = message
+    return found
+
+
+def _cli(output: str) -> dict[str, str]:
+    return dict(
+        line.removeprefix("FAILED ").split(" - ", 1) for line in output.splitlines() if line.startswith("FAILED ")
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_cli_gives_the_plugins_verdicts_in_its_words(
+    pytester: pytest.Pytester,
+    project: Path,  # noqa: F811
+    case: str,
+) -> None:
+    CASES[case](project)
+    plugin = _run(pytester)
+    done = subprocess.run(
+        [sys.executable, "-m", "retrieval", "--gate"], cwd=project, capture_output=True, text=True, check=False
+    )
+    assert done.stderr == ""
+    assert _cli(done.stdout) == _plugin(plugin)
+    assert done.returncode == plugin.ret == (0 if case == "holds" else 1)
+    assert done.stdout.splitlines()[-1].startswith("retrieval gate (profile local): ")
+
+
+def test_bad_input_exits_2_in_one_line(pytester: pytest.Pytester, project: Path) -> None:  # noqa: F811
+    with (project / "pyproject.toml").open("a") as f:
+        f.write("prices = 3\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "retrieval", "--gate"], cwd=project, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f'error: {project}/pyproject.toml, line 9: prices must be a table of models ([prices."MODEL"]), got 3.\n'
+    )
+    # The plugin says the same in its gate item.
+    _run(pytester).stdout.fnmatch_lines(["FAILED pyproject.toml::test_gate?gate? - ConfigError: *prices must be*"])

@@ -1,0 +1,217 @@
+"""The base branch's baseline in the gate's structure: its figures are gate items named at
+collection (`table-mrr-against-main`), `python -m retrieval --gate --baseline-ref` says what the
+plugin says, an update tried without writing says and refuses what the written one does and
+touches nothing, and a half-written baseline set is put back before the items are named.
+
+On the FIXTURE trust project (trust_project.py): one in-process retriever, no model, no cassette.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_baseline_trust import _git
+from trust_project import GOOD, failing, gate, make_project, write_ranks
+
+from retrieval.baseline import BaselineError, load_baseline
+from retrieval.gate import accept
+
+PLAIN = ("-p", "no:cacheprovider", "-p", "no:randomly", "-m", "regression")
+QUIET = ("-vv", *PLAIN)  # -vv: the failure lines in full
+LIST = (*PLAIN, "--collect-only", "-q")
+BASELINE = Path("baselines/metrics.json")
+# The project's items: the gate, the integrity items, the baseline's five figures (the retriever
+# is a `module:factory`, so the configuration names no snapshot item; the snapshot file does).
+OWN = [
+    "gate",
+    "secrets",
+    "cassettes",
+    "configuration",
+    "dataset",
+    "coverage",
+    "table-recall@2-exact",
+    "table-recall@2-paraphrase",
+    "table-degraded",
+    "table-mrr",
+    "table-recall@2",
+]
+AGAINST_MAIN = [f"{name}-against-main" for name in OWN[6:]]
+DEAD = 2**22 + 7  # a process id no process has
+
+
+def _worse(root: Path) -> None:
+    write_ranks(root, {**GOOD, "q2": ["d5", "d1"]})
+
+
+def _pull_request(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The project committed on `main`, made worse on q2 in the working tree (not committed)."""
+    root = pytester.path
+    monkeypatch.chdir(root)
+    make_project(root)
+    (root / ".gitignore").write_text(".cache/\n__pycache__/\n")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    _worse(root)
+    # Lowered on purpose, so that only the comparison with main's baseline fails.
+    accept(gate(root), allow_regression="q2 is out of scope")
+    path = root / BASELINE
+    data = json.loads(path.read_text())
+    data["profiles"]["local"].pop("accepted")
+    path.write_text(json.dumps(data))
+    return root
+
+
+def _ids(result: pytest.RunResult) -> list[str]:
+    prefix = "retrieval.toml::test_gate["
+    return [line.removeprefix(prefix).removesuffix("]") for line in result.outlines if line.startswith(prefix)]
+
+
+def _failures(output: list[str], prefix: str) -> dict[str, str]:
+    """Failed item name -> its message, from lines `<prefix><name>] - <message>` (or `<name> - `)."""
+    found = {}
+    for line in output:
+        if line.startswith(prefix):
+            name, message = line.removeprefix(prefix).split(" - ", 1)
+            found[name.removesuffix("]")] = message
+    return found
+
+
+def test_the_refs_figures_are_gate_items_named_at_collection(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pull_request(pytester, monkeypatch)
+    listed = pytester.runpytest_inprocess(*LIST, "--retrieval-baseline-ref", "main")
+    assert listed.ret == pytest.ExitCode.OK
+    assert _ids(listed) == [*OWN, *AGAINST_MAIN, "table-top-10"]
+    listed.stdout.fnmatch_lines(["retrieval gate (profile local): 17 items collected, nothing compared*"])
+    # Each drop against main fails its own item, by the name collection gave it.
+    ran = pytester.runpytest_inprocess(*QUIET, "--retrieval-baseline-ref", "main")
+    ran.assert_outcomes(passed=14, failed=3)
+    failed = _failures(ran.outlines, "FAILED retrieval.toml::test_gate[")
+    assert sorted(failed) == [
+        "table-mrr-against-main",
+        "table-recall@2-against-main",
+        "table-recall@2-exact-against-main",
+    ]
+    assert failed["table-mrr-against-main"].startswith("table mrr fell below the baseline of main: baseline 1.0000, ")
+    # The update that records the reason: its items against main are judged under it, and pass.
+    updated = pytester.runpytest_inprocess(
+        *QUIET, "--update-baseline", "--allow-regression", "q2 is out of scope", "--retrieval-baseline-ref", "main"
+    )
+    updated.assert_outcomes(passed=17)
+    updated.stdout.fnmatch_lines(
+        [
+            "retrieval gate (profile local, dataset qa): 1 method, 10 figures held, 0 fell, 1 top-10 snapshots "
+            "matched, 0 moved; compared with main's baseline too; drops accepted against main: q2 is out of scope"
+        ]
+    )
+    # A ref that cannot be read names no item of its own; the gate item says why, in one line.
+    unknown = pytester.runpytest_inprocess(*QUIET, "--retrieval-baseline-ref", "nosuchref")
+    unknown.assert_outcomes(failed=12)
+    unknown.stdout.fnmatch_lines(
+        [
+            "FAILED retrieval.toml::test_gate[[]gate] - BaselineError: --retrieval-baseline-ref nosuchref: no such "
+            "commit in this repository*"
+        ]
+    )
+
+
+def test_the_cli_gate_with_a_ref_gives_the_plugins_verdicts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _pull_request(pytester, monkeypatch)
+    plugin = pytester.runpytest_inprocess(*QUIET, "--retrieval-baseline-ref", "main")
+    done = subprocess.run(
+        [sys.executable, "-m", "retrieval", "--gate", "--baseline-ref", "main"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stderr == ""
+    cli = _failures(done.stdout.splitlines(), "FAILED ")
+    assert cli == _failures(plugin.outlines, "FAILED retrieval.toml::test_gate[")
+    assert sorted(cli) == ["table-mrr-against-main", "table-recall@2-against-main", "table-recall@2-exact-against-main"]
+    assert done.returncode == plugin.ret == 1
+    assert done.stdout.splitlines()[-1] == (
+        "retrieval gate (profile local): 14 of 17 checks held; compared with main's baseline too"
+    )
+    # The drops accepted against main, with the reason: every check holds, the line says why.
+    accept(gate(root, ref="main"), allow_regression="q2 is out of scope")
+    done = subprocess.run(
+        [sys.executable, "-m", "retrieval", "--gate", "--baseline-ref", "main"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (
+        0,
+        "retrieval gate (profile local): 17 of 17 checks held; compared with main's baseline too; drops accepted "
+        "against main: q2 is out of scope\n",
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return make_project(tmp_path)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file of the baseline set's folder, hidden ones (a journal, a temporary file) too."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "baselines").rglob("*")) if p.is_file()}
+
+
+def test_an_update_tried_without_writing_says_and_refuses_what_the_written_one_does(project: Path) -> None:
+    _worse(project)
+    before = _files(project)
+    with pytest.raises(BaselineError) as tried:
+        accept(gate(project), write=False)
+    with pytest.raises(BaselineError) as written:
+        accept(gate(project))
+    assert str(tried.value) == str(written.value)
+    assert str(tried.value).startswith("refusing to lower the baseline of profile 'local': table recall@2, table mrr")
+    assert _files(project) == before
+    # With the reason: the diff, and the result as the written update leaves it, nothing written.
+    result = gate(project)
+    diff = accept(result, allow_regression="q2 is out of scope", write=False)
+    assert _files(project) == before
+    assert "  accepted: q2 is out of scope" in diff.splitlines()
+    assert result.acceptance is not None and result.acceptance["reason"] == "q2 is out of scope"
+    assert failing(result) == []
+    again = gate(project)
+    assert accept(again, allow_regression="q2 is out of scope") == diff
+    assert load_baseline(project / BASELINE)["profiles"]["local"] == again.entry == result.entry
+    assert _files(project) != before
+
+
+def test_a_half_written_set_is_put_back_before_the_gate_names_its_items(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = pytester.path
+    monkeypatch.chdir(root)
+    make_project(root)
+    before = _files(root)
+    # An update killed mid-commit: the new baseline moved in (damaged here), the old one's
+    # backup and the journal naming it left behind.
+    backup = root / "baselines" / f".metrics.json.old-{DEAD}-abc"
+    os.link(root / BASELINE, backup)
+    moved_in = root / "baselines" / "moved-in"
+    moved_in.write_text("{broken: the new file moved in before the kill")
+    os.replace(moved_in, root / BASELINE)
+    tmp = root / "baselines" / f".metrics.json.{DEAD}-abc.tmp"
+    tmp.write_text("{half")
+    journal = root / "baselines" / ".metrics.json.journal"
+    journal.write_text(json.dumps({"pid": DEAD, "files": [[str(root / BASELINE), str(tmp), str(backup)]]}))
+    listed = pytester.runpytest_inprocess(*LIST)
+    assert listed.ret == pytest.ExitCode.OK
+    # The items of the restored baseline, not those of an unreadable one (the gate's alone).
+    assert _ids(listed) == [*OWN, "table-top-10"]
+    assert _files(root) == before
