@@ -141,6 +141,8 @@ class Settings:
     # retrieval.methods.bm25.K1 and B (a test keeps them equal; config stays free of numpy).
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
+    # Where shardable methods run: "local" (this process) or "ray" (retrieval.executor).
+    executor: str = "local"
     cassettes: str = "cassettes"
     cache: str = ".cache"
     baseline: str = "baselines/metrics.json"
@@ -203,6 +205,8 @@ _GROUPS: dict[str, type[EmbeddingSettings] | type[LLMSettings] | type[RetrySetti
 _FLAT_NAME = {place: key for key, place in FLAT_KEYS.items()}
 # One profile's settings by (group, field), and how its file spelled each key (for messages).
 _Values = dict[tuple[str, str], Any]
+# The executors `executor` accepts; "ray" needs the `ray` extra (retrieval.executor).
+EXECUTORS = ("local", "ray")
 _PATH_KEYS = ("dataset", "cassettes", "cache", "baseline", "snapshots")
 _SETTING_KEYS = {
     "profile",
@@ -215,6 +219,7 @@ _SETTING_KEYS = {
     "depth",
     "bm25_k1",
     "bm25_b",
+    "executor",
     *_PATH_KEYS,
 }
 
@@ -580,6 +585,11 @@ def _settings(
             wanted = "a finite number >= 0" if highest == math.inf else "a number from 0 to 1"
             raise ConfigError(f"{source} must be {wanted}, got {value!r}.", at=(key,))
         values[key] = float(value)
+    if values.get("executor", "local") not in EXECUTORS:
+        source = "--executor" if "executor" in flags else f"{where}: executor"
+        raise ConfigError(
+            f"{source} must be one of {', '.join(EXECUTORS)}, got {values['executor']!r}.", at=("executor",)
+        )
     for key in _PATH_KEYS:
         if key in values:
             if not isinstance(values[key], str) or not values[key]:

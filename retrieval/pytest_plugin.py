@@ -103,11 +103,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--update-baseline", action="store_true", help="write the current figures and top-10 rankings as the baseline"
     )
+    group.addoption("--retrieval-executor", dest="retrieval_executor", default=None, help="local or ray")
     group.addoption("--allow-regression", action="store_true", help="with --update-baseline: accept lower figures")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
-    return {"profile": config.getoption("retrieval_profile")}
+    return {"profile": config.getoption("retrieval_profile"), "executor": config.getoption("retrieval_executor")}
 
 
 def pytest_configure(config: pytest.Config) -> None:

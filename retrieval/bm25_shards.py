@@ -1,0 +1,177 @@
+"""BM25 split by corpus shard, scoring each document exactly as the whole-corpus engine does.
+
+An adapter over today's sparse engine (retrieval.methods.bm25.SparseBM25Index) until that engine
+exposes "global statistics + score a subset of documents" itself: `shard_statistics`,
+`global_statistics` and `score_subset` are the three functions to swap then.
+
+A BM25Plus score depends on the document's term frequencies and length, the corpus's average
+length and each query term's document frequency. Only the query terms matter, so a shard reports
+their document frequencies (and where it first saw each: the engine numbers terms in first-seen
+order over the corpus, and a document's score is summed over the query's terms in that order, so
+the shard must add them in the same order to give the same last bit) with its token count; the
+driver adds them up once. Every float operation below is the engine's, in the engine's order:
+the scores are bit-identical, which tests/unit/test_ray_executor.py checks against the engine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from retrieval.analyzer import analyze, analyze_many
+from retrieval.methods.bm25 import DELTA, QUESTION_BATCH, round_scores
+from retrieval.ranking import Ranking, top_k
+from retrieval.sharding import Shard
+
+__all__ = ["BM25Sharding", "GlobalStatistics", "ShardStatistics", "global_statistics", "score_subset"]
+
+Tokens = Sequence[str]
+
+
+@dataclass(frozen=True)
+class ShardStatistics:
+    """One shard's part of the corpus statistics, for the query terms only."""
+
+    shard: int
+    n_documents: int
+    n_tokens: int
+    # query term -> (documents of the shard holding it, position of its first token in the shard)
+    terms: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class GlobalStatistics:
+    """What every shard needs to score as the whole corpus would."""
+
+    n_documents: int
+    avgdl: float
+    # The query terms the corpus holds, in the engine's (first-seen) order, with their idf.
+    order: tuple[str, ...]
+    idf: dict[str, float]
+
+
+def shard_statistics(shard: int, corpus: Sequence[Tokens], query_terms: frozenset[str]) -> ShardStatistics:
+    """Document frequency and first position of each query term in one shard's analysed documents."""
+    df: dict[str, int] = {}
+    first: dict[str, int] = {}
+    position = 0
+    for tokens in corpus:
+        for term in set(tokens) & query_terms:
+            df[term] = df.get(term, 0) + 1
+        for offset, token in enumerate(tokens):
+            if token in query_terms and token not in first:
+                first[token] = position + offset
+        position += len(tokens)
+    return ShardStatistics(shard, len(corpus), position, {t: (df[t], first[t]) for t in df})
+
+
+def global_statistics(parts: Sequence[ShardStatistics], delta: float = DELTA) -> GlobalStatistics:
+    """The corpus's statistics from its shards': computed once, on the driver."""
+    n_documents = sum(p.n_documents for p in parts)
+    if n_documents == 0:
+        raise ValueError("BM25 needs at least one document")
+    n_tokens = sum(p.n_tokens for p in parts)
+    df: dict[str, int] = {}
+    seen: dict[str, tuple[int, int]] = {}
+    for part in sorted(parts, key=lambda p: p.shard):
+        for term, (count, first) in part.terms.items():
+            df[term] = df.get(term, 0) + count
+            seen.setdefault(term, (part.shard, first))
+    order = tuple(sorted(seen, key=seen.__getitem__))
+    # The engine's operations: int / int for the average, math.log of the same ratio for the idf.
+    idf = {term: math.log((n_documents + 1) / df[term]) for term in order}
+    return GlobalStatistics(n_documents, n_tokens / n_documents, order, idf)
+
+
+def score_subset(
+    statistics: GlobalStatistics,
+    corpus: Sequence[Tokens],
+    queries: Sequence[Tokens],
+    depth: int,
+    k1: float,
+    b: float,
+    delta: float = DELTA,
+) -> list[Ranking]:
+    """Each question's top `depth` of these documents (shard-local indices), scored with the
+    corpus's statistics; like the engine, only documents holding a query term are ranked."""
+    column = {term: i for i, term in enumerate(statistics.order)}
+    lengths = np.fromiter(map(len, corpus), dtype=np.int64, count=len(corpus))
+    rows: list[int] = []
+    cols: list[int] = []
+    for d, tokens in enumerate(corpus):
+        for token in tokens:
+            term = column.get(token)
+            if term is not None:
+                rows.append(term)
+                cols.append(d)
+    tf = sp.coo_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)), shape=(len(column), len(corpus))).tocsr()
+    tf.sum_duplicates()
+    idf = np.array([statistics.idf[t] for t in statistics.order], dtype=np.float64)
+    norm = k1 * (1 - b + b * lengths / statistics.avgdl)
+    freq = tf.data
+    freq_part = (freq * (k1 + 1)) / (norm[tf.indices] + freq)
+    tf.data = np.repeat(idf, np.diff(tf.indptr)) * freq_part
+    weights = tf
+
+    rankings: list[Ranking] = []
+    for start in range(0, len(queries), QUESTION_BATCH):
+        batch = queries[start : start + QUESTION_BATCH]
+        q_rows: list[int] = []
+        q_cols: list[int] = []
+        constants = np.zeros(len(batch), dtype=np.float64)
+        for row, query in enumerate(batch):
+            constant = 0.0
+            for token in query:
+                term = column.get(token)
+                if term is None:
+                    continue
+                q_rows.append(row)
+                q_cols.append(term)
+                constant += statistics.idf[token] * delta
+            constants[row] = constant
+        counts = sp.coo_matrix(
+            (np.ones(len(q_rows), dtype=np.float64), (q_rows, q_cols)), shape=(len(batch), len(column))
+        ).tocsr()
+        counts.sum_duplicates()
+        product = (counts @ weights).toarray()
+        matched = product > 0
+        product += constants[:, None]
+        for scores, hits in zip(round_scores(product), matched, strict=True):
+            found = np.flatnonzero(hits)
+            best = top_k(scores[found], depth)
+            rankings.append(Ranking(found[best.indices], best.scores))
+    return rankings
+
+
+class BM25Sharding:
+    """retrieval.sharding.ShardedSearch for the built-in bm25 method."""
+
+    def __init__(self, k1: float, b: float) -> None:
+        self.k1, self.b = k1, b
+
+    def queries(self, context: Any) -> list[list[str]]:
+        return [analyze(q.text) for q in context.dataset.questions]
+
+    def documents(self, context: Any, shard: Shard) -> list[str]:
+        return [d.content for d in context.dataset.documents[shard.start : shard.stop]]
+
+    def prepare(self, documents: list[str]) -> list[list[str]]:
+        return analyze_many(documents)
+
+    def summarize(self, prepared: list[list[str]], queries: list[list[str]]) -> tuple[int, int, dict[str, Any]]:
+        # The shard's number is not known here: the executor passes summaries in shard order.
+        stats = shard_statistics(0, prepared, frozenset(t for q in queries for t in q))
+        return stats.n_documents, stats.n_tokens, stats.terms
+
+    def combine(self, summaries: Sequence[tuple[int, int, dict[str, Any]]]) -> GlobalStatistics:
+        return global_statistics([ShardStatistics(i, *s) for i, s in enumerate(summaries)])
+
+    def score(
+        self, prepared: list[list[str]], queries: list[list[str]], statistics: GlobalStatistics, depth: int
+    ) -> list[Ranking]:
+        return score_subset(statistics, prepared, queries, depth, self.k1, self.b)
