@@ -22,7 +22,7 @@ _SYLLABLES = ("ba", "ce", "di", "fo", "gu", "la", "me", "no", "pi", "ra", "se", 
 
 
 def _vocabulary(size: int, rng: np.random.Generator) -> list[str]:
-    words = set()
+    words: set[str] = set()
     while len(words) < size:
         words.add("".join(rng.choice(_SYLLABLES, size=int(rng.integers(2, 5)))))
     return sorted(words)
