@@ -16,13 +16,13 @@ import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import ray
 from ray.util import ActorPool
 
-from retrieval.providers.base import EmbeddingProvider, Kind
+from retrieval.providers.base import Kind
 from retrieval.ranking import Ranking
 from retrieval.sharding import ShardedSearch, merge, shard_bounds, sharding_of
 
@@ -98,11 +98,17 @@ class RayExecutor:
         return search_on_cluster(search, context, self.n_shards)
 
 
+class Embeds(Protocol):
+    """What the cluster needs of a provider (retrieval.providers.base.EmbeddingProvider has it)."""
+
+    def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray: ...
+
+
 @ray.remote(max_restarts=TASK_RETRIES, max_task_retries=TASK_RETRIES)
 class _EmbeddingWorker:
     """One provider per actor: its client (and a local model it starts) is made once."""
 
-    def __init__(self, make_provider: Callable[[], EmbeddingProvider]) -> None:
+    def __init__(self, make_provider: Callable[[], Embeds]) -> None:
         self.provider = make_provider()
 
     def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
@@ -110,7 +116,7 @@ class _EmbeddingWorker:
 
 
 def embed_on_cluster(
-    make_provider: Callable[[], EmbeddingProvider],
+    make_provider: Callable[[], Embeds],
     texts: Sequence[str],
     kind: Kind,
     batch_size: int,
