@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
@@ -55,19 +56,30 @@ class GlobalStatistics:
     idf: dict[str, float]
 
 
+def _term_ids(corpus: Sequence[Tokens], column: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's column (-1 for a term outside `column`) and its document, in corpus order:
+    one C-level pass, as the engine maps its tokens."""
+    lengths = np.fromiter(map(len, corpus), dtype=np.int64, count=len(corpus))
+    tokens = chain.from_iterable(corpus)
+    ids = np.fromiter(map(column.get, tokens, repeat(-1)), dtype=np.int64, count=int(lengths.sum()))
+    return ids, np.repeat(np.arange(len(corpus), dtype=np.int64), lengths)
+
+
 def shard_statistics(shard: int, corpus: Sequence[Tokens], query_terms: frozenset[str]) -> ShardStatistics:
     """Document frequency and first position of each query term in one shard's analysed documents."""
-    df: dict[str, int] = {}
-    first: dict[str, int] = {}
-    position = 0
-    for tokens in corpus:
-        for term in set(tokens) & query_terms:
-            df[term] = df.get(term, 0) + 1
-        for offset, token in enumerate(tokens):
-            if token in query_terms and token not in first:
-                first[token] = position + offset
-        position += len(tokens)
-    return ShardStatistics(shard, len(corpus), position, {t: (df[t], first[t]) for t in df})
+    terms = sorted(query_terms)
+    ids, docs = _term_ids(corpus, {t: i for i, t in enumerate(terms)})
+    positions = np.flatnonzero(ids >= 0)
+    found, first = np.unique(ids[positions], return_index=True)
+    # Distinct (term, document) pairs, counted per term: the document frequencies.
+    pairs = np.unique(ids[positions] * max(len(corpus), 1) + docs[positions])
+    df = np.bincount(pairs // max(len(corpus), 1), minlength=len(terms))
+    return ShardStatistics(
+        shard,
+        len(corpus),
+        len(ids),
+        {terms[t]: (int(df[t]), int(positions[i])) for t, i in zip(found.tolist(), first.tolist(), strict=True)},
+    )
 
 
 def global_statistics(parts: Sequence[ShardStatistics], delta: float = DELTA) -> GlobalStatistics:
