@@ -40,7 +40,9 @@ def _same(a: list[Ranking], b: list[Ranking]) -> bool:
 
 
 @pytest.mark.parametrize("n_shards", [1, 2, 7])
-@pytest.mark.parametrize("method", [BM25Method(), BM25Method(k1=0.9, b=0.4), VectorMethod()], ids=str)
+@pytest.mark.parametrize(
+    "method", [BM25Method(), BM25Method(k1=0.9, b=0.4), VectorMethod()], ids=["bm25", "bm25-k1-0.9-b-0.4", "vector"]
+)
 def test_sharded_search_gives_the_single_process_rankings(context: Context, method: object, n_shards: int) -> None:
     search = sharding_of(method)
     assert search is not None
