@@ -56,7 +56,7 @@ class Stages:
         result = step(*args)
         seconds = time.perf_counter() - start
         self.rows.append((name, seconds, _read_hwm() or 0, _rss() - before))
-        print(f"  {name}: {seconds:.2f} s", file=sys.stderr, flush=True)
+        print(f"  {name}: {seconds:.2f} s, peak RSS {self.rows[-1][2] / MIB:,.0f} MiB", file=sys.stderr, flush=True)
         return result
 
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     bm25 = BM25Method().sharding()
     queries = stages.run("bm25: analyse the questions (driver)", bm25.queries, context)
     texts = bm25.documents(context, whole)
-    prepared = stages.run("bm25: prepare = analyse the shard (worker)", bm25.prepare, texts)
+    prepared = stages.run("bm25: prepare = analyse the shard (worker)", bm25.prepare, texts, queries)
     del texts
     summary = stages.run("bm25: summarize (worker)", bm25.summarize, prepared, queries)
     statistics = stages.run(f"bm25: combine {args.shards} summaries (driver)", bm25.combine, [summary] * args.shards)
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     vector = VectorMethod().sharding()
     vq = vector.queries(context)
-    vectors = vector.prepare(vector.documents(context, whole))
+    vectors = vector.prepare(vector.documents(context, whole), vq)
     answer = stages.run("vector: score the shard (worker)", vector.score, vectors, vq, None, args.depth)
     stages.run(
         f"vector: merge {args.shards} shards' top {args.depth} (driver)",

@@ -1,15 +1,17 @@
 """BM25 split by corpus shard, scoring each document exactly as the whole-corpus engine does.
 
 An adapter over today's sparse engine (retrieval.methods.bm25.SparseBM25Index) until that engine
-exposes "global statistics + score a subset of documents" itself: `shard_statistics`,
-`global_statistics` and `score_subset` are the three functions to swap then.
+exposes "global statistics + score a subset of documents" itself: `index_shard`,
+`shard_statistics`, `global_statistics` and `score_subset` are the functions to swap then.
 
 A BM25Plus score depends on the document's term frequencies and length, the corpus's average
 length and each query term's document frequency. Only the query terms matter, so a shard reports
 their document frequencies (and where it first saw each: the engine numbers terms in first-seen
 order over the corpus, and a document's score is summed over the query's terms in that order, so
 the shard must add them in the same order to give the same last bit) with its token count; the
-driver adds them up once. Every float operation below is the engine's, in the engine's order:
+driver adds them up once. A shard keeps only its query-term occurrences as integer arrays (and
+its documents' lengths), not its analysed text: a tenth of the memory, and no Python loop per token
+after the analysis. Every float operation below is the engine's, in the engine's order:
 the scores are bit-identical, which tests/unit/test_ray_executor.py checks against the engine.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain, repeat
 from typing import Any
 
@@ -29,9 +31,29 @@ from retrieval.methods.bm25 import DELTA, QUESTION_BATCH, round_scores
 from retrieval.ranking import Ranking, top_k
 from retrieval.sharding import Shard
 
-__all__ = ["BM25Sharding", "GlobalStatistics", "ShardStatistics", "global_statistics", "score_subset"]
+__all__ = [
+    "BM25Sharding",
+    "GlobalStatistics",
+    "IndexedShard",
+    "ShardStatistics",
+    "global_statistics",
+    "index_shard",
+    "score_subset",
+    "shard_statistics",
+]
 
 Tokens = Sequence[str]
+
+
+@dataclass(frozen=True)
+class IndexedShard:
+    """One shard's analysed documents, reduced to what scoring the given queries reads."""
+
+    lengths: np.ndarray  # tokens per document (int64)
+    terms: tuple[str, ...]  # the query terms, sorted; `term` indexes them
+    term: np.ndarray  # each query-term occurrence's term (int32), in corpus order
+    document: np.ndarray  # ... its document within the shard (int32)
+    position: np.ndarray  # ... its position in the shard's token stream (int64)
 
 
 @dataclass(frozen=True)
@@ -56,33 +78,38 @@ class GlobalStatistics:
     idf: dict[str, float]
 
 
-def _term_ids(corpus: Sequence[Tokens], column: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Each token's column (-1 for a term outside `column`) and its document, in corpus order:
-    one C-level pass, as the engine maps its tokens."""
+def index_shard(corpus: Sequence[Tokens], query_terms: frozenset[str]) -> IndexedShard:
+    """The query terms' occurrences in one shard's analysed documents: one C-level pass over the
+    tokens, as the engine maps its own."""
+    terms = tuple(sorted(query_terms))
+    column = {t: i for i, t in enumerate(terms)}
     lengths = np.fromiter(map(len, corpus), dtype=np.int64, count=len(corpus))
-    tokens = chain.from_iterable(corpus)
-    ids = np.fromiter(map(column.get, tokens, repeat(-1)), dtype=np.int64, count=int(lengths.sum()))
-    return ids, np.repeat(np.arange(len(corpus), dtype=np.int64), lengths)
+    n_tokens = int(lengths.sum())
+    ids = np.fromiter(map(column.get, chain.from_iterable(corpus), repeat(-1)), dtype=np.int64, count=n_tokens)
+    position = np.flatnonzero(ids >= 0)
+    document = np.searchsorted(np.cumsum(lengths), position, side="right")
+    return IndexedShard(lengths, terms, ids[position].astype(np.int32), document.astype(np.int32), position)
 
 
-def shard_statistics(shard: int, corpus: Sequence[Tokens], query_terms: frozenset[str]) -> ShardStatistics:
-    """Document frequency and first position of each query term in one shard's analysed documents."""
-    terms = sorted(query_terms)
-    ids, docs = _term_ids(corpus, {t: i for i, t in enumerate(terms)})
-    positions = np.flatnonzero(ids >= 0)
-    found, first = np.unique(ids[positions], return_index=True)
+def shard_statistics(shard: int, indexed: IndexedShard) -> ShardStatistics:
+    """Document frequency and first position of each query term in one shard."""
+    found, first = np.unique(indexed.term, return_index=True)
+    n_documents = len(indexed.lengths)
     # Distinct (term, document) pairs, counted per term: the document frequencies.
-    pairs = np.unique(ids[positions] * max(len(corpus), 1) + docs[positions])
-    df = np.bincount(pairs // max(len(corpus), 1), minlength=len(terms))
+    pairs = np.unique(indexed.term.astype(np.int64) * max(n_documents, 1) + indexed.document)
+    df = np.bincount(pairs // max(n_documents, 1), minlength=len(indexed.terms))
     return ShardStatistics(
         shard,
-        len(corpus),
-        len(ids),
-        {terms[t]: (int(df[t]), int(positions[i])) for t, i in zip(found.tolist(), first.tolist(), strict=True)},
+        n_documents,
+        int(indexed.lengths.sum()),
+        {
+            indexed.terms[t]: (int(df[t]), int(indexed.position[i]))
+            for t, i in zip(found.tolist(), first.tolist(), strict=True)
+        },
     )
 
 
-def global_statistics(parts: Sequence[ShardStatistics], delta: float = DELTA) -> GlobalStatistics:
+def global_statistics(parts: Sequence[ShardStatistics]) -> GlobalStatistics:
     """The corpus's statistics from its shards': computed once, on the driver."""
     n_documents = sum(p.n_documents for p in parts)
     if n_documents == 0:
@@ -102,29 +129,28 @@ def global_statistics(parts: Sequence[ShardStatistics], delta: float = DELTA) ->
 
 def score_subset(
     statistics: GlobalStatistics,
-    corpus: Sequence[Tokens],
+    indexed: IndexedShard,
     queries: Sequence[Tokens],
     depth: int,
     k1: float,
     b: float,
     delta: float = DELTA,
 ) -> list[Ranking]:
-    """Each question's top `depth` of these documents (shard-local indices), scored with the
+    """Each question's top `depth` of the shard's documents (shard-local indices), scored with the
     corpus's statistics; like the engine, only documents holding a query term are ranked."""
     column = {term: i for i, term in enumerate(statistics.order)}
-    lengths = np.fromiter(map(len, corpus), dtype=np.int64, count=len(corpus))
-    rows: list[int] = []
-    cols: list[int] = []
-    for d, tokens in enumerate(corpus):
-        for token in tokens:
-            term = column.get(token)
-            if term is not None:
-                rows.append(term)
-                cols.append(d)
-    tf = sp.coo_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)), shape=(len(column), len(corpus))).tocsr()
+    # The shard's term numbers -> the corpus's (first-seen) order, in which the engine sums a score.
+    remap = np.array([column.get(t, -1) for t in indexed.terms], dtype=np.int64)
+    ids = remap[indexed.term] if len(indexed.term) else np.empty(0, dtype=np.int64)
+    held = ids >= 0
+    n_documents = len(indexed.lengths)
+    tf = sp.coo_matrix(
+        (np.ones(int(held.sum()), dtype=np.float64), (ids[held], indexed.document[held])),
+        shape=(len(column), n_documents),
+    ).tocsr()
     tf.sum_duplicates()
     idf = np.array([statistics.idf[t] for t in statistics.order], dtype=np.float64)
-    norm = k1 * (1 - b + b * lengths / statistics.avgdl)
+    norm = k1 * (1 - b + b * indexed.lengths / statistics.avgdl)
     freq = tf.data
     freq_part = (freq * (k1 + 1)) / (norm[tf.indices] + freq)
     tf.data = np.repeat(idf, np.diff(tf.indptr)) * freq_part
@@ -172,18 +198,17 @@ class BM25Sharding:
     def documents(self, context: Any, shard: Shard) -> list[str]:
         return [d.content for d in context.dataset.documents[shard.start : shard.stop]]
 
-    def prepare(self, documents: list[str]) -> list[list[str]]:
-        return analyze_many(documents)
+    def prepare(self, documents: list[str], queries: list[list[str]]) -> IndexedShard:
+        return index_shard(analyze_many(documents), frozenset(t for q in queries for t in q))
 
-    def summarize(self, prepared: list[list[str]], queries: list[list[str]]) -> tuple[int, int, dict[str, Any]]:
-        # The shard's number is not known here: the executor passes summaries in shard order.
-        stats = shard_statistics(0, prepared, frozenset(t for q in queries for t in q))
-        return stats.n_documents, stats.n_tokens, stats.terms
+    def summarize(self, prepared: IndexedShard, queries: list[list[str]]) -> ShardStatistics:
+        # Numbered 0 here: the executor passes the summaries to `combine` in shard order.
+        return shard_statistics(0, prepared)
 
-    def combine(self, summaries: Sequence[tuple[int, int, dict[str, Any]]]) -> GlobalStatistics:
-        return global_statistics([ShardStatistics(i, *s) for i, s in enumerate(summaries)])
+    def combine(self, summaries: Sequence[ShardStatistics]) -> GlobalStatistics:
+        return global_statistics([replace(s, shard=i) for i, s in enumerate(summaries)])
 
     def score(
-        self, prepared: list[list[str]], queries: list[list[str]], statistics: GlobalStatistics, depth: int
+        self, prepared: IndexedShard, queries: list[list[str]], statistics: GlobalStatistics, depth: int
     ) -> list[Ranking]:
         return score_subset(statistics, prepared, queries, depth, self.k1, self.b)

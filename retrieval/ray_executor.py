@@ -36,8 +36,8 @@ TASK_RETRIES = 3
 
 
 @ray.remote(max_retries=TASK_RETRIES)
-def _prepare(search: ShardedSearch, documents: Any) -> Any:
-    return search.prepare(documents)
+def _prepare(search: ShardedSearch, documents: Any, queries: Any) -> Any:
+    return search.prepare(documents, queries)
 
 
 @ray.remote(max_retries=TASK_RETRIES)
@@ -64,7 +64,7 @@ def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None 
     shards = shard_bounds(n_documents, n_shards)
     queries = ray.put(search.queries(context))
     spread = _prepare.options(scheduling_strategy="SPREAD")
-    prepared = [spread.remote(search, search.documents(context, shard)) for shard in shards]
+    prepared = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
     statistics = search.combine(ray.get([_summarize.remote(search, p, queries) for p in prepared]))
     shared = ray.put(statistics)
     answers = ray.get([_score.remote(search, p, queries, shared, context.depth) for p in prepared])

@@ -43,14 +43,15 @@ class ShardedSearch(Protocol):
 
     Driver: `queries` (what every shard scores against), `documents` (one shard's input),
     `combine` (the shards' summaries -> the global statistics). Shard (any process, so these
-    must be pure functions of their arguments): `prepare` (index the shard's documents once),
+    must be pure functions of their arguments): `prepare` (index the shard's documents once, for
+    these queries),
     `summarize` (its contribution to the global statistics), `score` (its top `depth`
     documents per question, indices local to the shard, scores as the whole run rounds them).
     """
 
     def queries(self, context: Any) -> Any: ...
     def documents(self, context: Any, shard: Shard) -> Any: ...
-    def prepare(self, documents: Any) -> Any: ...
+    def prepare(self, documents: Any, queries: Any) -> Any: ...
     def summarize(self, prepared: Any, queries: Any) -> Any: ...
     def combine(self, summaries: Sequence[Any]) -> Any: ...
     def score(self, prepared: Any, queries: Any, statistics: Any, depth: int) -> list[Ranking]: ...
@@ -97,7 +98,7 @@ def run_in_process(search: ShardedSearch, context: Any, shards: Sequence[Shard])
     """The sharded search run shard after shard in this process: the cluster's steps without a
     cluster (what the exactness tests and the per-shard benchmark measure)."""
     queries = search.queries(context)
-    prepared = [search.prepare(search.documents(context, shard)) for shard in shards]
+    prepared = [search.prepare(search.documents(context, shard), queries) for shard in shards]
     statistics = search.combine([search.summarize(p, queries) for p in prepared])
     answers = [search.score(p, queries, statistics, context.depth) for p in prepared]
     return merge(shards, answers, context.depth)

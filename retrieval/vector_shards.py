@@ -31,7 +31,7 @@ class VectorSharding:
     def documents(self, context: Any, shard: Shard) -> np.ndarray:
         return np.asarray(context.document_vectors[shard.start : shard.stop])
 
-    def prepare(self, documents: np.ndarray) -> np.ndarray:
+    def prepare(self, documents: np.ndarray, queries: np.ndarray) -> np.ndarray:
         return documents
 
     def summarize(self, prepared: np.ndarray, queries: np.ndarray) -> None:
