@@ -116,3 +116,10 @@ def test_a_default_evaluation_never_imports_ray() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_a_wrong_executor_flag_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from retrieval.cli import main
+
+    assert main(["--dataset", str(HERE / "fixtures" / "fixture_native"), "--executor", "spark"]) == 2
+    assert capsys.readouterr().err == "error: --executor must be one of local, ray, got 'spark'.\n"
