@@ -9,9 +9,8 @@ length and each query term's document frequency. Only the query terms matter, so
 their document frequencies (and where it first saw each: the engine numbers terms in first-seen
 order over the corpus, and a document's score is summed over the query's terms in that order, so
 the shard must add them in the same order to give the same last bit) with its token count; the
-driver adds them up once. A shard keeps only its query-term occurrences as integer arrays (and
-its documents' lengths), not its analysed text: a tenth of the memory, and no Python loop per token
-after the analysis. Every float operation below is the engine's, in the engine's order:
+driver adds them up once. A shard keeps only its query terms' frequencies (a sparse matrix) and
+its documents' lengths, not its analysed text. Every float operation below is the engine's, in the engine's order:
 the scores are bit-identical, which tests/unit/test_ray_executor.py checks against the engine.
 """
 
@@ -50,10 +49,9 @@ class IndexedShard:
     """One shard's analysed documents, reduced to what scoring the given queries reads."""
 
     lengths: np.ndarray  # tokens per document (int64)
-    terms: tuple[str, ...]  # the query terms, sorted; `term` indexes them
-    term: np.ndarray  # each query-term occurrence's term (int32), in corpus order
-    document: np.ndarray  # ... its document within the shard (int32)
-    position: np.ndarray  # ... its position in the shard's token stream (int64)
+    terms: tuple[str, ...]  # the query terms, sorted: the rows of `counts`
+    counts: sp.csr_matrix  # term x document frequencies of the query terms (float64, exact integers)
+    first: np.ndarray  # each term's first position in the shard's token stream, -1 when absent
 
 
 @dataclass(frozen=True)
@@ -79,33 +77,37 @@ class GlobalStatistics:
 
 
 def index_shard(corpus: Sequence[Tokens], query_terms: frozenset[str]) -> IndexedShard:
-    """The query terms' occurrences in one shard's analysed documents: one C-level pass over the
-    tokens, as the engine maps its own."""
+    """The query terms' frequencies in one shard's analysed documents: one C-level pass over the
+    tokens, as the engine maps its own, then a sparse matrix whose rows give the document
+    frequencies (`np.diff(indptr)`) and whose first column per row the first document."""
     terms = tuple(sorted(query_terms))
     column = {t: i for i, t in enumerate(terms)}
     lengths = np.fromiter(map(len, corpus), dtype=np.int64, count=len(corpus))
     n_tokens = int(lengths.sum())
     ids = np.fromiter(map(column.get, chain.from_iterable(corpus), repeat(-1)), dtype=np.int64, count=n_tokens)
-    position = np.flatnonzero(ids >= 0)
-    document = np.searchsorted(np.cumsum(lengths), position, side="right")
-    return IndexedShard(lengths, terms, ids[position].astype(np.int32), document.astype(np.int32), position)
+    held = ids >= 0
+    documents = np.repeat(np.arange(len(corpus), dtype=np.int32), lengths)[held]
+    counts = sp.coo_matrix(
+        (np.ones(len(documents), dtype=np.float64), (ids[held], documents)), shape=(len(terms), len(corpus))
+    ).tocsr()
+    counts.sum_duplicates()  # sorted columns: a row's first entry is the term's first document
+    del ids, held, documents
+    starts = np.cumsum(lengths) - lengths
+    first = np.full(len(terms), -1, dtype=np.int64)
+    for t in np.flatnonzero(np.diff(counts.indptr)):
+        document = int(counts.indices[counts.indptr[t]])
+        first[t] = starts[document] + corpus[document].index(terms[t])
+    return IndexedShard(lengths, terms, counts, first)
 
 
 def shard_statistics(shard: int, indexed: IndexedShard) -> ShardStatistics:
     """Document frequency and first position of each query term in one shard."""
-    found, first = np.unique(indexed.term, return_index=True)
-    n_documents = len(indexed.lengths)
-    # Distinct (term, document) pairs, counted per term: the document frequencies.
-    pairs = np.unique(indexed.term.astype(np.int64) * max(n_documents, 1) + indexed.document)
-    df = np.bincount(pairs // max(n_documents, 1), minlength=len(indexed.terms))
+    df = np.diff(indexed.counts.indptr)
     return ShardStatistics(
         shard,
-        n_documents,
+        len(indexed.lengths),
         int(indexed.lengths.sum()),
-        {
-            indexed.terms[t]: (int(df[t]), int(indexed.position[i]))
-            for t, i in zip(found.tolist(), first.tolist(), strict=True)
-        },
+        {indexed.terms[t]: (int(df[t]), int(indexed.first[t])) for t in np.flatnonzero(df).tolist()},
     )
 
 
@@ -141,12 +143,11 @@ def score_subset(
     column = {term: i for i, term in enumerate(statistics.order)}
     # The shard's term numbers -> the corpus's (first-seen) order, in which the engine sums a score.
     remap = np.array([column.get(t, -1) for t in indexed.terms], dtype=np.int64)
-    ids = remap[indexed.term] if len(indexed.term) else np.empty(0, dtype=np.int64)
-    held = ids >= 0
-    n_documents = len(indexed.lengths)
+    local = indexed.counts.tocoo()
+    rows = remap[local.row] if local.nnz else np.empty(0, dtype=np.int64)
+    held = rows >= 0  # every term the shard holds is in the order; kept for safety of the shapes
     tf = sp.coo_matrix(
-        (np.ones(int(held.sum()), dtype=np.float64), (ids[held], indexed.document[held])),
-        shape=(len(column), n_documents),
+        (local.data[held], (rows[held], local.col[held])), shape=(len(column), len(indexed.lengths))
     ).tocsr()
     tf.sum_duplicates()
     idf = np.array([statistics.idf[t] for t in statistics.order], dtype=np.float64)
