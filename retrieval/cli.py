@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--embedding-model", dest="embedding_model", help="overrides EMBEDDING_MODEL and the profile")
     p.add_argument("--model", dest="rerank_model", help="reranker model; overrides MODEL and the profile")
     p.add_argument("--workers", type=int, dest="rerank_workers", help="concurrent rerank calls (default 8)")
+    p.add_argument("--executor", help="local (default) or ray: shardable search on $RAY_ADDRESS or a local Ray")
     p.add_argument("--all-metrics", action="store_true", help="also hit rate@k and nDCG@10")
     p.add_argument(
         "--what-if",

@@ -26,6 +26,7 @@ from retrieval.cost import Usage
 from retrieval.dataset import Dataset, corpus_fingerprint
 from retrieval.drift import recording_drift, replay_previous
 from retrieval.embeddings import embed_texts
+from retrieval.executor import Executor, LocalExecutor, open_executor
 from retrieval.methods.base import Context, Declaration, Embed, Method, ProgressFactory, Rankings
 from retrieval.metrics import MRR_DEPTH
 from retrieval.network import NetworkBlockedError, cause_of, closed_network, running
@@ -51,6 +52,7 @@ QUESTION_STAGE = "question-embeddings"
 INDEXING = "corpus embeddings"
 QUERY_EMBEDDINGS = "question embeddings"
 LOG_DEPTH = 20
+LOCAL = LocalExecutor()
 
 
 @contextmanager
@@ -252,7 +254,13 @@ def _counters(context: Context) -> dict[str, tuple[int, int, int]]:
 
 
 def _run_method(
-    method: Method, declared: Declaration, context: Context, recorder: Recorder, mode: Mode, root: str
+    method: Method,
+    declared: Declaration,
+    context: Context,
+    recorder: Recorder,
+    mode: Mode,
+    root: str,
+    executor: Executor = LOCAL,
 ) -> None:
     """Run one method through the channel it declares, timing it and keeping its usage; `root`
     is the project root its declared `sources` resolve from."""
@@ -267,7 +275,7 @@ def _run_method(
                 rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
                 with recorder.stage(declared.channel, count_live=True) if declared.calls == "http" else nullcontext():
-                    rankings = _resolved(method.rank(context))
+                    rankings = _resolved(executor.rank(method, context))
     except Exception as exc:
         error = _method_error(exc, declared)
         if error is not None:
@@ -397,11 +405,16 @@ def recorder_for(settings: Settings, mode: Mode) -> Recorder:
 def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode, recorder: Recorder) -> None:
     """The shared embeddings, then every method in dependency order, each through its channel."""
     # The embedder (and the local server) stay open for methods that embed their own texts.
-    with closed_network() if mode == "replay" else nullcontext(), ExitStack() as stack:
+    # The cluster is joined before replay closes the network (Ray's client opens Python sockets).
+    with (
+        open_executor(settings.executor) as executor,
+        closed_network() if mode == "replay" else nullcontext(),
+        ExitStack() as stack,
+    ):
         if any(d.needs_vectors for d in chosen.declarations.values()):
             _embed(context, settings, mode, recorder, stack)
         for method in chosen.methods:
-            _run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root)
+            _run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root, executor)
 
 
 def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Context, mode: Mode) -> Run:

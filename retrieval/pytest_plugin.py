@@ -46,6 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--update-baseline", action="store_true", help="write the current figures and top-10 rankings as the baseline"
     )
+    group.addoption("--retrieval-executor", dest="retrieval_executor", default=None, help="local or ray")
     group.addoption(
         "--allow-regression",
         metavar="REASON",
@@ -73,7 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     flag = _flag(config)
     state = GateSession(
         project_file,
-        {"profile": config.getoption("retrieval_profile")},
+        {"profile": config.getoption("retrieval_profile"), "executor": config.getoption("retrieval_executor")},
         "record" if config.getoption("record") else "replay",
         bool(config.getoption("update_baseline")),
         config.getoption("allow_regression") or False,

@@ -16,7 +16,7 @@ from typing import Any
 from retrieval.names import name_problem
 from retrieval.settings import ConfigError, is_integer, is_number, unknown_keys
 
-__all__ = ["MAX_TOLERANCE", "NUMBERS", "PATH_KEYS", "SETTING_KEYS", "check_prices", "check_values"]
+__all__ = ["EXECUTORS", "MAX_TOLERANCE", "NUMBERS", "PATH_KEYS", "SETTING_KEYS", "check_prices", "check_values"]
 
 PATH_KEYS = ("dataset", "cassettes", "vectors", "cache", "baseline", "snapshots")
 # The gate's tolerance is at most 0.05 (5 points of recall or MRR): replay is exact, so a
@@ -33,6 +33,8 @@ NUMBERS: dict[str, tuple[bool, float, float]] = {
     "bm25_b": (False, 0.0, 1.0),
     "tolerance": (False, 0.0, MAX_TOLERANCE),
 }
+# The executors `executor` accepts; "ray" needs the `ray` extra (retrieval.executor).
+EXECUTORS = ("local", "ray")
 # The corpus vectors' precision, in every mode (retrieval.corpus_vectors).
 PRECISIONS = ("float32", "float16")
 SETTING_KEYS = {
@@ -42,6 +44,7 @@ SETTING_KEYS = {
     "hybrid_weights",
     "vector_precision",
     "required",
+    "executor",
     *NUMBERS,
     *PATH_KEYS,
 }
@@ -134,6 +137,11 @@ def check_values(
         checked["hybrid_weights"] = _hybrid_weights(values["hybrid_weights"], inputs, where)
     for key in NUMBERS.keys() & values.keys():
         checked[key] = _number(key, values[key], flags, where)
+    if values.get("executor", EXECUTORS[0]) not in EXECUTORS:
+        source = "--executor" if "executor" in flags else f"{where}: executor"
+        raise ConfigError(
+            f"{source} must be one of {', '.join(EXECUTORS)}, got {values['executor']!r}.", at=("executor",)
+        )
     if values.get("vector_precision", PRECISIONS[0]) not in PRECISIONS:
         raise ConfigError(
             f'{where}: vector_precision must be "float32" or "float16", got {values["vector_precision"]!r}.',

@@ -130,6 +130,8 @@ class Settings:
     # retrieval.methods.bm25.K1 and B (a test keeps them equal; config stays free of numpy).
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
+    # Where shardable methods run: "local" (this process) or "ray" (retrieval.executor).
+    executor: str = "local"
     cassettes: str = "cassettes"
     # The corpus vectors' segments (retrieval.vector_store), one folder per profile; their manifest is a
     # cassette. Empty: "vectors" beside the cassettes folder (a test's cassettes in tmp keep theirs there too).

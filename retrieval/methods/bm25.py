@@ -46,6 +46,7 @@ from retrieval.analyzer import analyze, analyze_many
 from retrieval.config import Settings
 from retrieval.methods.base import Context
 from retrieval.ranking import Ranking, top_k
+from retrieval.sharding import ShardedSearch
 
 __all__ = [
     "DELTA",
@@ -255,6 +256,12 @@ class BM25Method:
                 best = top_k(row[found], context.depth)
                 rankings.append(Ranking(found[best.indices], best.scores))
         return rankings
+
+    def sharding(self) -> ShardedSearch:
+        """The same scores split by corpus shard, for a cluster executor (retrieval.sharding)."""
+        from retrieval.bm25_shards import BM25Sharding
+
+        return BM25Sharding(self.k1, self.b)
 
 
 def factory(settings: Settings, *, replay: bool = False) -> BM25Method:

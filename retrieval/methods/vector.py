@@ -13,6 +13,7 @@ import numpy as np
 from retrieval.config import Settings
 from retrieval.methods.base import Context
 from retrieval.ranking import Ranking, top_k
+from retrieval.sharding import ShardedSearch
 
 __all__ = ["VectorMethod", "cosine_rankings"]
 
@@ -57,6 +58,12 @@ class VectorMethod:
         if context.question_vectors is None or context.document_vectors is None:
             raise RuntimeError("vector method run without embeddings: the evaluator must embed first")
         return cosine_rankings(context.question_vectors, context.document_vectors, context.depth)
+
+    def sharding(self) -> ShardedSearch:
+        """The same search split by corpus shard, for a cluster executor (retrieval.sharding)."""
+        from retrieval.vector_shards import VectorSharding
+
+        return VectorSharding()
 
 
 def factory(settings: Settings, *, replay: bool = False) -> VectorMethod:

@@ -1,0 +1,125 @@
+"""The executor setting and the sharded search without Ray: the shards' merge must give the
+single-process rankings exactly (retrieval.sharding, retrieval.bm25_shards, retrieval.vector_shards)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from generated_corpus import fixture_vectors, generated_dataset
+
+from retrieval.config import ConfigError, load_settings
+from retrieval.executor import LocalExecutor, open_executor
+from retrieval.methods.base import Context
+from retrieval.methods.bm25 import BM25Method
+from retrieval.methods.hybrid import HybridMethod
+from retrieval.methods.vector import VectorMethod
+from retrieval.ranking import Ranking
+from retrieval.sharding import Shard, merge, run_in_process, shard_bounds, sharding_of
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def context() -> Context:
+    dataset = generated_dataset(3000, 120)
+    context = Context(dataset=dataset, depth=1000)
+    context.document_vectors = fixture_vectors([d.content for d in dataset.documents])
+    context.question_vectors = fixture_vectors([q.text for q in dataset.questions])
+    return context
+
+
+def _same(a: list[Ranking], b: list[Ranking]) -> bool:
+    return len(a) == len(b) and all(
+        np.array_equal(x.indices, y.indices) and np.array_equal(x.scores, y.scores) for x, y in zip(a, b, strict=True)
+    )
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 7])
+@pytest.mark.parametrize(
+    "method", [BM25Method(), BM25Method(k1=0.9, b=0.4), VectorMethod()], ids=["bm25", "bm25-k1-0.9-b-0.4", "vector"]
+)
+def test_sharded_search_gives_the_single_process_rankings(context: Context, method: object, n_shards: int) -> None:
+    search = sharding_of(method)
+    assert search is not None
+    whole = method.rank(context)  # type: ignore[attr-defined]
+    sharded = run_in_process(search, context, shard_bounds(len(context.dataset.documents), n_shards))
+    # Bit-identical scores, the same documents in the same order, to the full depth.
+    assert _same(sharded, whole)
+
+
+def test_the_generated_corpus_has_ties_across_shards(context: Context) -> None:
+    # What makes the test above able to fail on the tie rule: equal BM25 scores in the top 10
+    # whose documents sit in different shards of the 7-shard split.
+    rankings = BM25Method().rank(context)
+    bounds = shard_bounds(len(context.dataset.documents), 7)
+    shard_of = np.searchsorted([s.stop for s in bounds], np.arange(len(context.dataset.documents)), side="right")
+    crossing = 0
+    for ranking in rankings:
+        top = ranking.scores[:10]
+        for score in np.unique(top[np.r_[top[1:] == top[:-1], False]]):
+            crossing += len(set(shard_of[ranking.indices[:10][top == score]])) > 1
+    assert crossing > 0
+
+
+def test_merge_breaks_ties_on_the_lower_corpus_index_across_shards() -> None:
+    shards = [Shard(0, 0, 10), Shard(1, 10, 20)]
+    first = [Ranking(np.array([7, 2]), np.array([0.5, 0.25]))]
+    second = [Ranking(np.array([0, 3]), np.array([0.5, 0.5]))]
+    merged = merge(shards, [second, first][::-1], depth=3)[0]
+    assert merged.indices.tolist() == [7, 10, 13]
+    assert merged.scores.tolist() == [0.5, 0.5, 0.5]
+
+
+def test_methods_without_a_sharded_search_are_not_sharded(context: Context) -> None:
+    hybrid = HybridMethod(("bm25", "vector"), 60)
+    assert sharding_of(hybrid) is None
+    with open_executor("local") as executor:
+        assert isinstance(executor, LocalExecutor)
+
+
+def test_executor_setting_reads_the_project_file_and_refuses_others(tmp_path: Path) -> None:
+    (tmp_path / "retrieval.toml").write_text('executor = "ray"\n', encoding="utf-8")
+    assert load_settings(tmp_path, environ={}).executor == "ray"
+    assert load_settings(tmp_path, {"executor": "local"}, environ={}).executor == "local"
+    (tmp_path / "retrieval.toml").write_text('executor = "spark"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"toml, line 1: executor must be one of local, ray, got 'spark'\.$"):
+        load_settings(tmp_path, environ={})
+    # The executor changes where the search runs, not the figures: never in the baseline's configuration.
+    assert "executor" not in load_settings(tmp_path, {"executor": "ray"}, environ={}).describe()
+
+
+def test_executor_ray_without_ray_installed_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where Ray is not installed
+    monkeypatch.delitem(sys.modules, "retrieval.ray_executor", raising=False)
+    with pytest.raises(ConfigError, match=r"^executor = \"ray\" needs Ray .*pip install 'retrieval-regression\[ray\]'"):
+        open_executor("ray").__enter__()
+
+
+def test_a_default_evaluation_never_imports_ray() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        from demo_fixture import demo_dataset, demo_settings
+        from retrieval.evaluate import evaluate
+        run = evaluate(demo_dataset(), demo_settings())
+        assert run.results, "the demo evaluated nothing"
+        print(sorted(m for m in sys.modules if m == "ray" or m.startswith("ray.")))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=HERE, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_wrong_executor_flag_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from retrieval.cli import main
+
+    assert main(["--dataset", str(HERE / "fixtures" / "fixture_native"), "--executor", "spark"]) == 2
+    assert capsys.readouterr().err == "error: --executor must be one of local, ray, got 'spark'.\n"

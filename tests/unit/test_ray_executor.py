@@ -1,0 +1,302 @@
+"""`executor = "ray"` on a real 2-node Ray cluster (ray.cluster_utils.Cluster, started once for the
+module: about 8 s on an idle 2-core machine, up to 25 s loaded): the sharded run must give the
+single-process run's figures, top 10 and report, and survive a killed worker and a lost node.
+
+Ray writes only under a temporary folder of its own (RAY_TMPDIR), binds to loopback, starts no
+dashboard and sends no usage statistics; the module's teardown checks that no Ray process is left.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed here: pip install 'retrieval-regression[ray]' (wheels for CPython 3.11-3.14)"
+)
+
+from demo_fixture import demo_dataset, demo_settings  # noqa: E402
+from fake_embeddings import FakeEmbeddingsServer, make_profile  # noqa: E402
+from generated_corpus import fixture_vectors, generated_dataset  # noqa: E402
+from ray import cloudpickle  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import retrieval.ray_executor as ray_executor  # noqa: E402
+from retrieval.bm25_shards import BM25Sharding, IndexedShard  # noqa: E402
+from retrieval.embeddings import embed_texts  # noqa: E402
+from retrieval.evaluate import evaluate  # noqa: E402
+from retrieval.methods.base import Context  # noqa: E402
+from retrieval.methods.bm25 import BM25Method  # noqa: E402
+from retrieval.methods.hybrid import HybridMethod  # noqa: E402
+from retrieval.methods.vector import SCORE_DECIMALS, VectorMethod  # noqa: E402
+from retrieval.metrics import metric_names, score_method  # noqa: E402
+from retrieval.providers.base import ProviderError  # noqa: E402
+from retrieval.providers.openai_embeddings import OpenAIEmbeddings  # noqa: E402
+from retrieval.ranking import Ranking  # noqa: E402
+from retrieval.ray_executor import embed_on_cluster, search_on_cluster  # noqa: E402
+from retrieval.report import build_report, render_json  # noqa: E402
+from retrieval.run import Run  # noqa: E402
+
+
+@dataclass
+class Lab:
+    cluster: Cluster
+    folder: Path
+
+
+def _ray_processes(folder: Path) -> list[int]:
+    """Processes whose command line names the cluster's folder (every Ray daemon and worker does)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(folder).encode() in command:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    # Short on purpose: Ray's socket paths under it must stay below 108 characters.
+    folder = Path(tempfile.mkdtemp(prefix="ray", dir=tempfile.gettempdir()))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_TMPDIR", str(folder))  # everything Ray writes, its address file included
+        # Node addresses 127.0.0.1, not the host's: read by Ray's daemons at start, and by this
+        # process's Ray from the constant it set when imported.
+        env.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        env.setattr(ray._private.ray_constants, "ENABLE_RAY_CLUSTER", False)
+        env.setenv("RAY_USAGE_STATS_ENABLED", "0")  # no report sent anywhere
+        (folder / "ray").mkdir()
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 1, "temp_dir": str(folder / "ray"), "include_dashboard": False},
+        )
+        try:
+            cluster.add_node(num_cpus=1)
+            assert cluster.address.startswith("127.0.0.1:"), cluster.address
+            ray.init(address=cluster.address, log_to_driver=False)
+            # The fault-injecting searches below are defined here: the workers get them by value.
+            for module in (__name__, "fake_embeddings", "loopback_http"):
+                cloudpickle.register_pickle_by_value(sys.modules[module])
+            yield Lab(cluster, folder)
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+    deadline = time.monotonic() + 10
+    while _ray_processes(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _ray_processes(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    assert not left, f"Ray processes left behind: {left}"
+
+
+@pytest.fixture(scope="module")
+def generated() -> Context:
+    dataset = generated_dataset(20_000, 300)
+    context = Context(dataset=dataset, depth=1000)
+    context.document_vectors = fixture_vectors([d.content for d in dataset.documents])
+    context.question_vectors = fixture_vectors([q.text for q in dataset.questions])
+    return context
+
+
+def _timeless(run: Run) -> Run:
+    # Wall times differ between any two runs; everything else must not.
+    for usage in run.usage.values():
+        usage.seconds = 0.0
+    return run
+
+
+def _top10(run: Run, method: str) -> dict[str, list[tuple[str, float]]]:
+    return {
+        r.question.id: list(zip(r.methods[method].ids[:10], r.methods[method].scores[:10], strict=True))
+        for r in run.results
+    }
+
+
+def test_demo_on_the_cluster_equals_the_single_process_run(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    sharded: list[int] = []
+    real = ray_executor.search_on_cluster
+
+    def spy(search: Any, context: Context, n_shards: int | None = None) -> list[Ranking]:
+        sharded.append(len(context.dataset.documents))
+        return real(search, context, n_shards)
+
+    monkeypatch.setattr(ray_executor, "search_on_cluster", spy)
+    dataset = demo_dataset()
+    local = _timeless(evaluate(dataset, demo_settings()))
+    on_cluster = _timeless(evaluate(dataset, demo_settings(executor="ray")))
+
+    assert len(sharded) == 2  # bm25 and vector went to the cluster; hybrid fused on the driver
+    assert on_cluster.methods == local.methods == ["bm25", "vector", "hybrid"]
+    for method in local.methods:
+        assert _top10(on_cluster, method) == _top10(local, method), method
+    local_report = build_report(local, dataset.documents, {})
+    assert build_report(on_cluster, dataset.documents, {}).scores == local_report.scores
+    assert render_json(build_report(on_cluster, dataset.documents, {})) == render_json(local_report)
+
+
+def _figures(context: Context, rankings: Sequence[Ranking]) -> dict[str, float]:
+    ids = context.dataset.doc_ids
+    ranked = {q.id: [ids[i] for i in r.indices] for q, r in zip(context.dataset.questions, rankings, strict=True)}
+    relevant = {q.id: q.relevant for q in context.dataset.questions}
+    types = {q.id: q.type for q in context.dataset.questions}
+    return score_method(ranked, relevant, types, metric_names(5)).overall
+
+
+def _rounding_swaps(a: Sequence[Ranking], b: Sequence[Ranking]) -> int:
+    """Top-10 positions that differ between two runs, each checked to be a near-tie: the two
+    documents' scores within one rounding step. Any other difference fails the test."""
+    swaps = 0
+    step = 10.0**-SCORE_DECIMALS
+    for x, y in zip(a, b, strict=True):
+        for i in np.flatnonzero(x.indices[:10] != y.indices[:10]):
+            assert abs(x.scores[i] - y.scores[i]) <= step, (x.indices[:10], y.indices[:10])
+            swaps += 1
+    return swaps
+
+
+def test_20000_documents_on_the_cluster_give_the_single_process_figures(lab: Lab, generated: Context) -> None:
+    executor = ray_executor.RayExecutor()
+    rankings: dict[str, dict[str, list[Ranking]]] = {}
+    for name, run in (("local", lambda m, c: m.rank(c)), ("ray", executor.rank)):
+        context = replace(generated, rankings={})
+        for method in (BM25Method(), VectorMethod()):
+            context.rankings[method.name] = list(run(method, context))  # type: ignore[arg-type]
+        context.rankings["hybrid"] = HybridMethod(("bm25", "vector"), 60).rank(context)
+        rankings[name] = dict(context.rankings)
+
+    # BM25 scores every shard with the global statistics: bit-identical, full depth.
+    for x, y in zip(rankings["ray"]["bm25"], rankings["local"]["bm25"], strict=True):
+        assert np.array_equal(x.indices, y.indices) and np.array_equal(x.scores, y.scores)
+    swaps = {m: _rounding_swaps(rankings["ray"][m], rankings["local"][m]) for m in ("vector", "hybrid")}
+    print(f"top-10 positions ordered differently within float rounding: {swaps}")
+    for shown in ("bm25", "vector", "hybrid"):
+        on_cluster, local = _figures(generated, rankings["ray"][shown]), _figures(generated, rankings["local"][shown])
+        assert {k: round(v, 4) for k, v in on_cluster.items()} == {k: round(v, 4) for k, v in local.items()}, shown
+
+
+class KilledOnce(BM25Sharding):
+    """bm25's sharded search whose first scoring attempt kills its own worker process."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__(1.5, 0.75)
+        self.marker = marker
+
+    def score(self, prepared: Any, queries: Any, statistics: Any, depth: int) -> list[Ranking]:
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return super().score(prepared, queries, statistics, depth)
+        os._exit(1)  # the worker dies mid-task, as an OOM kill or a crash would
+
+
+def test_a_killed_worker_costs_a_retry_not_the_run(lab: Lab, generated: Context) -> None:
+    marker = lab.folder / "killed"
+    whole = BM25Method().rank(generated)
+    sharded = search_on_cluster(KilledOnce(str(marker)), generated, n_shards=2)
+    assert marker.exists()  # a worker did die
+    assert all(
+        np.array_equal(x.indices, y.indices) and np.array_equal(x.scores, y.scores)
+        for x, y in zip(sharded, whole, strict=True)
+    )
+
+
+class NodeLost(BM25Sharding):
+    """bm25's sharded search that notes where each shard was indexed, and loses the worker node
+    between the statistics and the scores: the shards it held must be indexed again."""
+
+    hook: Any = None
+
+    def __init__(self, folder: str) -> None:
+        super().__init__(1.5, 0.75)
+        self.folder = folder
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"k1": self.k1, "b": self.b, "folder": self.folder}  # the hook stays on the driver
+
+    def prepare(self, documents: list[str], queries: list[list[str]]) -> IndexedShard:
+        node = ray.get_runtime_context().get_node_id()
+        Path(self.folder, f"{node}-{os.getpid()}-{time.monotonic_ns()}").touch()
+        return super().prepare(documents, queries)
+
+    def combine(self, summaries: Sequence[Any]) -> Any:
+        if self.hook is not None:
+            self.hook()
+        return super().combine(summaries)
+
+
+def test_a_node_lost_mid_run_leaves_the_figures_unchanged(lab: Lab, generated: Context) -> None:
+    folder = lab.folder / "prepared"
+    folder.mkdir()
+    worker = next(iter(lab.cluster.worker_nodes))
+    search = NodeLost(str(folder))
+    search.hook = functools.partial(lab.cluster.remove_node, worker)
+    whole = BM25Method().rank(generated)
+    try:
+        sharded = search_on_cluster(search, generated, n_shards=2)
+    finally:
+        lab.cluster.add_node(num_cpus=1)  # the other tests' cluster again
+        lab.cluster.wait_for_nodes()
+    nodes = [name.name.split("-")[0] for name in folder.iterdir()]
+    assert worker.node_id in nodes  # a shard was indexed on the node that was lost
+    assert len(nodes) > 2  # ... and indexed again elsewhere
+    assert all(
+        np.array_equal(x.indices, y.indices) and np.array_equal(x.scores, y.scores)
+        for x, y in zip(sharded, whole, strict=True)
+    )
+
+
+class DiesOnce:
+    """A provider whose first call kills its actor's process, then embeds through the real client."""
+
+    def __init__(self, url: str, marker: str) -> None:
+        self.client = OpenAIEmbeddings(make_profile(url))
+        self.marker = marker
+
+    def embed(self, texts: Sequence[str], kind: Any) -> np.ndarray:
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return self.client.embed(texts, kind)
+        os._exit(1)
+
+
+class Refuses:
+    def embed(self, texts: Sequence[str], kind: Any) -> np.ndarray:
+        raise ProviderError("http 400: the model refused the batch", "http 400")
+
+
+def test_corpus_embedding_on_the_cluster_gives_the_vectors_in_input_order(lab: Lab) -> None:
+    server = FakeEmbeddingsServer()
+    try:
+        texts = [f"document {i}: {'mot ' * (i % 7)}" for i in range(40)]
+        expected = embed_texts(OpenAIEmbeddings(make_profile(server.url)), texts, "document")
+        one_call = len(server.posts)
+        marker = lab.folder / "actor-killed"
+        vectors = embed_on_cluster(
+            functools.partial(DiesOnce, server.url, str(marker)), texts, "document", batch_size=3, concurrency=2
+        )
+        assert marker.exists()  # an actor died, its batch was sent again
+        assert np.array_equal(vectors, expected)
+        assert len(server.posts) == 2 * one_call  # every batch answered once more on the cluster, none lost
+    finally:
+        server.stop()
+
+
+def test_a_batch_that_keeps_failing_fails_the_recording(lab: Lab) -> None:
+    with pytest.raises(ProviderError, match="the model refused the batch"):
+        embed_on_cluster(Refuses, ["a", "b", "c"], "document", batch_size=2, concurrency=2)
