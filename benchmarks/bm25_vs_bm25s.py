@@ -29,13 +29,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import generate, machine  # noqa: E402  (the benchmark's own generator)
+from scale import generate, machine
 
-from retrieval.analyzer import forget_documents  # noqa: E402
-from retrieval.dataset import Dataset  # noqa: E402
-from retrieval.methods.base import Context  # noqa: E402
-from retrieval.methods.bm25 import BM25Method  # noqa: E402
-from retrieval.metrics import score_method  # noqa: E402
+from retrieval.analyzer import forget_documents
+from retrieval.dataset import Dataset
+from retrieval.methods.base import Context
+from retrieval.methods.bm25 import BM25Method
+from retrieval.metrics import score_method
 
 TARGET_RATIO = 0.5
 MAX_DOCUMENTS = 1_000_000
@@ -57,7 +57,8 @@ def bm25s_run(dataset: Dataset, depth: int) -> Ranked:
     import Stemmer
 
     stemmer = Stemmer.Stemmer("french")
-    corpus = bm25s.tokenize([d.content for d in dataset.documents], stopwords="fr", stemmer=stemmer, show_progress=False)
+    texts = [d.content for d in dataset.documents]
+    corpus = bm25s.tokenize(texts, stopwords="fr", stemmer=stemmer, show_progress=False)
     retriever = bm25s.BM25(k1=1.5, b=0.75)
     retriever.index(corpus, show_progress=False)
     queries = bm25s.tokenize([q.text for q in dataset.questions], stopwords="fr", stemmer=stemmer, show_progress=False)
