@@ -237,6 +237,22 @@ class AnalysedCorpus:
         return [part.tolist() for part in np.split(terms, bounds)] if len(self.lengths) else []
 
 
+_TRAILING = ".,;:!?)\"»"
+
+
+def _canonical(chunk: str) -> str:
+    """A chunk with the same terms, shared by its variants ("Sauvegarde," and "sauvegarde"),
+    so that most new chunks of a large corpus are analysed by a look-up.
+
+    Trailing punctuation is never part of a term and no pattern looks past it. lower() is
+    what _fold does first; it is applied only where it keeps the length, as "İ" lowers to
+    "i" and a combining dot, which would move a word boundary the elision pattern sees.
+    """
+    stripped = chunk.rstrip(_TRAILING)
+    lowered = stripped.lower()
+    return lowered if len(lowered) == len(stripped) else stripped
+
+
 class _Numbering(dict[str, int]):
     """Term -> id, numbered on first lookup (provisional: renumbered at the end)."""
 
@@ -255,7 +271,7 @@ class _IdChunks(dict[str, tuple[int, ...]]):
 
     def __missing__(self, chunk: str) -> tuple[int, ...]:
         if not _DIGITS.search(chunk):
-            terms: Iterable[str] = self.chunks[chunk]
+            terms: Iterable[str] = self.chunks[_canonical(chunk)]
         elif _DIGITS.match(chunk):
             # Only a chunk that starts with digits can end an identifier begun in the chunk
             # before ("HEL 4040"): its document is analysed whole.

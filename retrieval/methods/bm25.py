@@ -131,13 +131,28 @@ class BM25Statistics:
 
 def corpus_statistics(corpus: AnalysedCorpus) -> BM25Statistics:
     """The BM25 statistics of an analysed corpus (or of one shard of it)."""
-    df = np.zeros(len(corpus.vocabulary), dtype=np.int64)
-    if len(corpus.ids):
-        bounds = np.repeat(np.arange(len(corpus), dtype=np.int64), corpus.lengths)
-        # Each (document, term) pair counts once.
-        pairs = np.unique(bounds * len(corpus.vocabulary) + corpus.ids)
-        np.add.at(df, pairs % len(corpus.vocabulary), 1)
+    return _statistics(corpus, _term_frequencies(corpus.ids, corpus.lengths, len(corpus.vocabulary)))
+
+
+def _statistics(corpus: AnalysedCorpus, tf: sp.csr_matrix) -> BM25Statistics:
+    df = np.diff(tf.indptr).astype(np.int64)[: len(corpus.vocabulary)]
     return BM25Statistics(corpus.vocabulary, df, len(corpus), int(corpus.lengths.sum()))
+
+
+def _term_frequencies(ids: np.ndarray, lengths: np.ndarray, n_terms: int) -> sp.csr_matrix:
+    """Terms x documents, each entry a term frequency, built without sorting the corpus: one
+    entry per token in a documents x terms matrix, transposed by a counting pass (each term's
+    entries then come in document order, a document's repeats side by side), repeats summed."""
+    indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    # A copy of the ids: scipy sorts and compacts a matrix's indices in place.
+    by_document = sp.csr_matrix(
+        (np.ones(len(ids), dtype=np.int32), np.array(ids, dtype=np.int32), indptr), shape=(len(lengths), n_terms)
+    )
+    tf = by_document.T.tocsr()
+    del by_document
+    tf.sum_duplicates()
+    return tf
 
 
 def merge_statistics(parts: Sequence[BM25Statistics]) -> BM25Statistics:
@@ -182,28 +197,16 @@ class SparseBM25Index:
             raise ValueError("BM25 needs at least one document")
         self.k1, self.b, self.delta = k1, b, delta
         self.n_documents = len(corpus)
-        stats = statistics or corpus_statistics(corpus)
+        if statistics is None:
+            tf = _term_frequencies(corpus.ids, corpus.lengths, len(corpus.vocabulary))
+            stats = _statistics(corpus, tf)
+        else:
+            stats = statistics
+            local = np.fromiter(map(stats.term_ids.__getitem__, corpus.vocabulary), dtype=np.int32)
+            tf = _term_frequencies(local[corpus.ids], corpus.lengths, len(stats.vocabulary))
         self.statistics = stats
         self.vocabulary: dict[str, int] = stats.term_ids
-        if statistics is None:
-            # A copy: scipy sorts a matrix's indices in place, and the corpus may be kept.
-            ids = corpus.ids.copy()
-        else:
-            local = np.fromiter(map(stats.term_ids.__getitem__, corpus.vocabulary), dtype=np.int32)
-            ids = local[corpus.ids]
         lengths = corpus.lengths
-        # Documents x terms with one entry per token, then its duplicates summed (the term
-        # frequencies) and transposed to terms x documents: no sort over the whole corpus.
-        indptr = np.zeros(self.n_documents + 1, dtype=np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        by_document = sp.csr_matrix(
-            (np.ones(len(ids), dtype=np.int32), ids, indptr),
-            shape=(self.n_documents, len(stats.vocabulary)),
-        )
-        by_document.sum_duplicates()
-        tf = by_document.T.tocsr()
-        del by_document, ids
-        tf.sort_indices()
 
         # The tf part uses rank-bm25's operations in rank-bm25's order: bit-identical to its own.
         avgdl = stats.average_length
