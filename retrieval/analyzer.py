@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, islice
 
 import numpy as np
 
@@ -320,23 +320,12 @@ def _analyse_batch(texts: list[str], chunks: _ChunkCache, id_chunks: _IdChunks) 
     return ids[ids != _END], lengths.astype(np.int64)
 
 
-def _first_seen_order(ids: np.ndarray, numbering: _Numbering) -> tuple[tuple[str, ...], np.ndarray]:
-    """Renumber provisional ids in order of first appearance, dropping unused ones."""
-    size = len(numbering)
-    first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
-    used = np.flatnonzero(first != np.iinfo(np.int64).max)
-    order = used[np.argsort(first[used], kind="stable")]
-    renumber = np.full(size, -1, dtype=np.int32)
-    renumber[order] = np.arange(len(order), dtype=np.int32)
-    terms = list(numbering)
-    return tuple(terms[i] for i in order.tolist()), renumber[ids]
-
-
 # Whole corpora analysed by analyze_corpus, kept for the next call over the same texts (a
 # recording runs the methods twice), within _CORPORA_LIMIT term ids (4 bytes each).
 _CORPORA: dict[tuple[str, ...], AnalysedCorpus] = {}
 _CORPORA_LIMIT = 1 << 25
+_CORPORA_TEXTS = 100_000
+_UNSEEN = np.iinfo(np.int64).max
 
 
 def analyze_corpus(texts: Iterable[str]) -> AnalysedCorpus:
@@ -345,33 +334,57 @@ def analyze_corpus(texts: Iterable[str]) -> AnalysedCorpus:
     `vocabulary[ids]` split by `lengths` equals `[analyze(t) for t in texts]` (tested on the
     demo set, generated French and random strings); it costs a fraction of analyze_many at
     scale and holds 4 bytes per term instead of a list of string references per document.
+    Texts are read batch by batch: a corpus of more than _CORPORA_TEXTS texts is never held
+    whole (a generator of a million documents' contents costs one batch of strings).
     """
-    key = tuple(texts)
-    kept = _CORPORA.get(key)
-    if kept is not None:
-        return kept
+    iterator = iter(texts)
+    head = list(islice(iterator, _CORPORA_TEXTS + 1))
+    key = tuple(head) if len(head) <= _CORPORA_TEXTS else None
+    if key is not None and key in _CORPORA:
+        return _CORPORA[key]
     numbering = _Numbering()
     chunks = _ChunkCache()
     id_chunks = _IdChunks(chunks, numbering)
-    all_ids: list[np.ndarray] = []
+    batches: list[np.ndarray] = []
     all_lengths: list[np.ndarray] = []
-    for start in range(0, len(key), _CORPUS_BATCH):
+    # First position of each provisional id, to renumber in order of first appearance.
+    first = np.empty(0, dtype=np.int64)
+    position = 0
+    stream = chain(head, iterator)
+    del head
+    while batch := list(islice(stream, _CORPUS_BATCH)):
         if len(chunks) > _MANY_CHUNKS_LIMIT:
             chunks.clear()
         if len(id_chunks) > _MANY_CHUNKS_LIMIT:
             id_chunks.clear()
             id_chunks[_SEPARATOR] = (_END,)
-        ids, lengths = _analyse_batch(list(key[start : start + _CORPUS_BATCH]), chunks, id_chunks)
-        all_ids.append(ids)
+        ids, lengths = _analyse_batch(batch, chunks, id_chunks)
+        if len(numbering) > len(first):
+            first = np.concatenate([first, np.full(len(numbering) - len(first), _UNSEEN, dtype=np.int64)])
+        np.minimum.at(first, ids, np.arange(position, position + len(ids), dtype=np.int64))
+        position += len(ids)
+        batches.append(ids)
         all_lengths.append(lengths)
-    provisional = np.concatenate(all_ids) if all_ids else np.empty(0, dtype=np.int32)
-    vocabulary, ids = _first_seen_order(provisional, numbering)
+    # Renumbered in order of first appearance; ids that no kept term uses are dropped.
+    used = np.flatnonzero(first != _UNSEEN)
+    order = used[np.argsort(first[used], kind="stable")]
+    renumber = np.full(len(first), -1, dtype=np.int32)
+    renumber[order] = np.arange(len(order), dtype=np.int32)
+    terms = list(numbering)
+    vocabulary = tuple(terms[i] for i in order.tolist())
+    ids = np.empty(position, dtype=np.int32)
+    at = 0
+    for index in range(len(batches)):
+        part = batches[index]
+        np.take(renumber, part, out=ids[at : at + len(part)])
+        at += len(part)
+        batches[index] = part[:0]  # freed as it is copied
     lengths = np.concatenate(all_lengths) if all_lengths else np.empty(0, dtype=np.int64)
     # Read-only: a corpus may be kept and shared, and scipy sorts or compacts arrays in place.
     ids.setflags(write=False)
     lengths.setflags(write=False)
     corpus = AnalysedCorpus(vocabulary, ids, lengths)
-    if len(ids) <= _CORPORA_LIMIT:
+    if key is not None and len(ids) <= _CORPORA_LIMIT:
         if sum(len(c.ids) for c in _CORPORA.values()) + len(ids) > _CORPORA_LIMIT:
             _CORPORA.clear()
         _CORPORA[key] = corpus

@@ -33,6 +33,7 @@ falling exactly across a rounding boundary could escape this; the tests would sh
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,6 +77,8 @@ SCORE_DECIMALS = 9
 # Questions scored per sparse product: bounds the dense score block at
 # QUESTION_BATCH x n_documents float64 (100 MB for 100,000 documents).
 QUESTION_BATCH = 128
+# Postings whose weights are computed at once while building an index (64 MB of float64).
+_WEIGHT_SLICE = 1 << 23
 
 Engine = Literal["sparse", "rank-bm25"]
 Tokens = Sequence[str]
@@ -216,14 +219,20 @@ class SparseBM25Index:
             dtype=np.float64,
         )
         norm = k1 * (1 - b + b * lengths / avgdl)
-        freq = tf.data.astype(np.float64)
-        weights = freq * (k1 + 1)
-        denominator = norm[tf.indices]
-        denominator += freq
-        del freq
-        weights /= denominator
-        del denominator
-        np.multiply(np.repeat(self.idf, np.diff(tf.indptr)), weights, out=weights)
+        # Computed a slice of terms at a time: the float64 temporaries stay small at a million
+        # documents (elementwise, so each weight is the same float as computed at once).
+        weights = np.empty(len(tf.data), dtype=np.float64)
+        cuts = np.searchsorted(tf.indptr, np.arange(0, len(tf.data), _WEIGHT_SLICE), side="right") - 1
+        for first, last in itertools.pairwise([*np.unique(cuts).tolist(), len(self.idf)]):
+            lo, hi = tf.indptr[first], tf.indptr[last]
+            freq = tf.data[lo:hi].astype(np.float64)
+            denominator = norm[tf.indices[lo:hi]]
+            denominator += freq
+            part = weights[lo:hi]
+            np.multiply(freq, k1 + 1, out=part)
+            part /= denominator
+            np.multiply(np.repeat(self.idf[first:last], np.diff(tf.indptr[first : last + 1])), part, out=part)
+        tf.data = np.empty(0, dtype=np.int32)
         self.weights = sp.csr_matrix((weights, tf.indices, tf.indptr), shape=tf.shape)  # term x document
 
     def _query_matrix(self, queries: Sequence[Tokens]) -> tuple[sp.csr_matrix, np.ndarray]:

@@ -3,6 +3,8 @@ first appearance, whatever the batch size and the state of its caches."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from demo_fixture import demo_dataset
@@ -77,3 +79,19 @@ def test_only_corpora_within_the_bound_are_kept(monkeypatch: pytest.MonkeyPatch)
     assert len(analyzer._CORPORA) == 1  # too large to keep: the first one stays
     analyze_corpus(["serveur arrêté", "réseau", "nœud"])  # 2 + 4 terms > 5
     assert list(analyzer._CORPORA) == [("serveur arrêté", "réseau", "nœud")]  # the bound emptied the others
+
+
+def test_a_large_corpus_is_streamed_and_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analyzer, "_CORPORA", {})
+    monkeypatch.setattr(analyzer, "_CORPORA_TEXTS", 3)
+    monkeypatch.setattr(analyzer, "_CORPUS_BATCH", 2)
+    texts = french_texts(7, seed=8)
+    read: list[int] = []
+
+    def contents() -> Iterator[str]:
+        for i, text in enumerate(texts):
+            read.append(i)
+            yield text
+
+    assert analyze_corpus(contents()).documents() == [plain_analyze(t) for t in texts]
+    assert read == list(range(7)) and analyzer._CORPORA == {}

@@ -82,3 +82,16 @@ def test_sparse_rankings_equal_the_dense_path(depth: int) -> None:
     assert BM25Method().rank(Context(dataset=dataset, depth=depth))[0].indices.tolist() == (
         sparse.rankings(queries, depth)[0].indices.tolist()
     )
+
+
+def test_weights_computed_in_slices_equal_those_computed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from retrieval.methods import bm25
+
+    dataset = random_dataset(5, n_documents=150, n_questions=5)
+    corpus = analyze_corpus([d.content for d in dataset.documents])
+    whole = SparseBM25Index(corpus).weights
+    monkeypatch.setattr(bm25, "_WEIGHT_SLICE", 7)
+    sliced = SparseBM25Index(corpus).weights
+    np.testing.assert_array_equal(sliced.indptr, whole.indptr)
+    np.testing.assert_array_equal(sliced.indices, whole.indices)
+    np.testing.assert_array_equal(sliced.data, whole.data)
