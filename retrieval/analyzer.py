@@ -325,6 +325,8 @@ def _analyse_batch(texts: list[str], chunks: _ChunkCache, id_chunks: _IdChunks) 
 _CORPORA: dict[tuple[str, ...], AnalysedCorpus] = {}
 _CORPORA_LIMIT = 1 << 25
 _CORPORA_TEXTS = 100_000
+# Up to this many texts, analyze_many's per-text path (same terms) is faster than the batches.
+_SMALL_CORPUS = 256
 _UNSEEN = np.iinfo(np.int64).max
 
 
@@ -342,6 +344,9 @@ def analyze_corpus(texts: Iterable[str]) -> AnalysedCorpus:
     key = tuple(head) if len(head) <= _CORPORA_TEXTS else None
     if key is not None and key in _CORPORA:
         return _CORPORA[key]
+    if len(head) <= _SMALL_CORPUS:
+        # The batch pipeline's fixed cost (a few dozen numpy calls) outweighs a small corpus.
+        return AnalysedCorpus.from_terms(analyze_many(head))
     numbering = _Numbering()
     chunks = _ChunkCache()
     id_chunks = _IdChunks(chunks, numbering)

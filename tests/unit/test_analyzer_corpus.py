@@ -26,6 +26,12 @@ def assert_same_as_analyze(texts: list[str]) -> None:
     assert corpus.ids.dtype == np.int32 and corpus.lengths.dtype == np.int64
 
 
+@pytest.fixture(autouse=True)
+def batches_even_for_small_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tests' corpora are small: without this they would take analyze_many's path.
+    monkeypatch.setattr(analyzer, "_SMALL_CORPUS", 0)
+
+
 @pytest.fixture(params=[1, 7, 8192], ids=["batch1", "batch7", "batch8192"])
 def batch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(analyzer, "_CORPUS_BATCH", request.param)
@@ -95,3 +101,14 @@ def test_a_large_corpus_is_streamed_and_not_kept(monkeypatch: pytest.MonkeyPatch
 
     assert analyze_corpus(contents()).documents() == [plain_analyze(t) for t in texts]
     assert read == list(range(7)) and analyzer._CORPORA == {}
+
+
+def test_a_small_corpus_takes_analyze_many_s_path_with_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = french_texts(40, seed=9) + random_texts(40, seed=9)
+    batched = analyze_corpus(texts)
+    forget_documents()
+    monkeypatch.setattr(analyzer, "_SMALL_CORPUS", 256)
+    small = analyze_corpus(texts)
+    assert small.vocabulary == batched.vocabulary
+    np.testing.assert_array_equal(small.ids, batched.ids)
+    np.testing.assert_array_equal(small.lengths, batched.lengths)
