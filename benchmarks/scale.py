@@ -162,7 +162,7 @@ def generate(
     def doc_words(i: int) -> list[str]:
         words = [vocabulary[t] for t in tokens[ends[i] - lengths[i] : ends[i]]]
         if doc_codes[i] is not None:
-            words.insert(int(code_at[i]), doc_codes[i])  # type: ignore[arg-type]
+            words.insert(int(code_at[i]), doc_codes[i])
         return words
 
     questions: list[Question] = []

@@ -237,7 +237,7 @@ class AnalysedCorpus:
         return [part.tolist() for part in np.split(terms, bounds)] if len(self.lengths) else []
 
 
-_TRAILING = ".,;:!?)\"»"
+_TRAILING = '.,;:!?)"»'
 
 
 def _canonical(chunk: str) -> str:
