@@ -493,6 +493,8 @@ def write_project(args: argparse.Namespace) -> int:
             row = {"id": q.id, "text": q.text, "type": q.type, "relevant": list(q.relevant)}
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
     (partial / "retrieval.toml").write_text('dataset = "data"\nprofile = "local"\nmethods = ["bm25"]\n')
+    # The project's own pytest root, as an adopting repository has.
+    (partial / "pytest.ini").write_text("[pytest]\n")
     partial.rename(folder)
     print(f"Wrote {folder}: {args.documents:,} documents, {args.questions:,} questions. Then:")
     print(f"  cd {folder} && pytest --update-baseline && /usr/bin/time -v pytest")
