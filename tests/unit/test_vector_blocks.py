@@ -50,3 +50,18 @@ def test_a_memory_mapped_corpus_is_read_as_it_is(tmp_path: object, monkeypatch: 
     monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 10**9)
     for a, b in zip(got, cosine_rankings(questions, documents, 20), strict=True):
         np.testing.assert_array_equal(a.indices, b.indices)
+
+
+def test_nan_vectors_are_left_out_as_in_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    # top_k never ranks a NaN score: a question with NaN ranks nothing, a document with NaN
+    # is never ranked; the blocked path selects by threshold, which NaN never passes.
+    questions, documents = corpus_with_ties(11)
+    questions[0, 3] = np.nan
+    documents[[2, 40]] = np.nan
+    expected = cosine_rankings(questions, documents, 15)
+    monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 16)
+    got = cosine_rankings(questions, documents, 15)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.scores, b.scores)
+    assert len(got[0]) == 0 and len(got[1]) == 15 and not {2, 40} & set(got[1].indices.tolist())
