@@ -379,11 +379,12 @@ def analyze_corpus(texts: Iterable[str]) -> AnalysedCorpus:
     vocabulary = tuple(terms[i] for i in order.tolist())
     ids = np.empty(position, dtype=np.int32)
     at = 0
-    for index in range(len(batches)):
-        part = batches[index]
+    batches.reverse()
+    while batches:
+        part = batches.pop()  # each batch freed once copied: one copy of the ids at a time
         np.take(renumber, part, out=ids[at : at + len(part)])
         at += len(part)
-        batches[index] = part[:0]  # freed as it is copied
+        del part
     lengths = np.concatenate(all_lengths) if all_lengths else np.empty(0, dtype=np.int64)
     # Read-only: a corpus may be kept and shared, and scipy sorts or compacts arrays in place.
     ids.setflags(write=False)

@@ -232,7 +232,7 @@ class SparseBM25Index:
             np.multiply(freq, k1 + 1, out=part)
             part /= denominator
             np.multiply(np.repeat(self.idf[first:last], np.diff(tf.indptr[first : last + 1])), part, out=part)
-        tf.data = np.empty(0, dtype=np.int32)
+        tf.data = np.empty(0, dtype=np.int32)  # the counts' memory, freed: the weights replace them
         self.weights = sp.csr_matrix((weights, tf.indices, tf.indptr), shape=tf.shape)  # term x document
 
     def _query_matrix(self, queries: Sequence[Tokens]) -> tuple[sp.csr_matrix, np.ndarray]:
