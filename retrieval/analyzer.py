@@ -195,10 +195,12 @@ def analyze_many(texts: Iterable[str]) -> list[list[str]]:
 
 # --- a whole corpus as term ids (what the BM25 index reads) ---------------------------------
 
-# Marks in the stream of term ids: the end of a document, and a chunk holding a digit (its
-# document may hold an identifier, which can span two chunks: analysed by _analyze instead).
-_END = -1
-_HAS_DIGIT = -2
+# Codes of chunks in the stream that a batch of documents becomes: a chunk with one term is
+# that term's id (>= 0); these negative codes stand for the rest.
+_END = -1  # the end of a document
+_HAS_DIGIT = -2  # a chunk starting with a digit: its document is analysed whole (see _IdChunks)
+_NO_TERM = -3  # a chunk with no term (stop words, punctuation)
+_MULTI = -4  # _MULTI - i: a chunk with several terms, the i-th of _IdChunks.multi
 # Never a chunk of str.split(): stands for the end of a document in the stream of chunks.
 _SEPARATOR = " "
 # Documents analysed per step: bounds the list of chunks held at once.
@@ -261,63 +263,91 @@ class _Numbering(dict[str, int]):
         return number
 
 
-class _IdChunks(dict[str, tuple[int, ...]]):
-    """Chunk -> its terms' ids; (_HAS_DIGIT,) for a chunk starting with a digit, (_END,) for
-    _SEPARATOR."""
+class _IdChunks(dict[str, int]):
+    """Chunk -> its code in the stream (see _END and the codes after it): one int per chunk,
+    so the stream is one `np.fromiter` over the look-ups, with no tuple per chunk."""
 
     def __init__(self, chunks: _ChunkCache, numbering: _Numbering) -> None:
-        super().__init__({_SEPARATOR: (_END,)})
+        super().__init__({_SEPARATOR: _END})
         self.chunks, self.numbering = chunks, numbering
+        self.multi: list[tuple[int, ...]] = []
 
-    def __missing__(self, chunk: str) -> tuple[int, ...]:
+    def reset(self) -> None:
+        """Empty the cache (between batches: codes are resolved within their batch)."""
+        self.clear()
+        self[_SEPARATOR] = _END
+        self.multi = []
+
+    def __missing__(self, chunk: str) -> int:
         if not _DIGITS.search(chunk):
             terms: Iterable[str] = self.chunks[_canonical(chunk)]
         elif _DIGITS.match(chunk):
             # Only a chunk that starts with digits can end an identifier begun in the chunk
             # before ("HEL 4040"): its document is analysed whole.
-            self[chunk] = (_HAS_DIGIT,)
-            return self[chunk]
+            self[chunk] = _HAS_DIGIT
+            return _HAS_DIGIT
         else:
             # Identifiers inside one chunk are found as in the whole text: \b sees whitespace
             # and a string's edge alike, and no match spans whitespace but "HEL 4040".
             terms = _analyze(chunk, self.chunks)
-        ids = self[chunk] = tuple(map(self.numbering.__getitem__, terms))
-        return ids
+        ids = tuple(map(self.numbering.__getitem__, terms))
+        if len(ids) == 1:
+            code = ids[0]
+        elif not ids:
+            code = _NO_TERM
+        else:
+            code = _MULTI - len(self.multi)
+            self.multi.append(ids)
+        self[chunk] = code
+        return code
 
 
 def _analyse_batch(texts: list[str], chunks: _ChunkCache, id_chunks: _IdChunks) -> tuple[np.ndarray, np.ndarray]:
     """(ids, lengths) of a batch of documents, with provisional ids.
 
-    Every chunk of every document goes through one C-level pipeline (split, cached look-up,
-    chain, fromiter): no Python code runs per word once the chunk cache is warm. A document
-    whose chunks all start with a non-digit has its identifiers inside chunks, so its terms
-    are its chunks' terms, as in _analyze; any other is analysed by _analyze itself, and its
-    terms replace its span.
+    Every chunk of every document goes through one C-level pipeline (split, cached look-up of
+    its code, fromiter): no Python code runs per word once the chunk cache is warm; the codes
+    are then expanded to term ids with numpy. A document whose chunks all start with a
+    non-digit has its identifiers inside chunks, so its terms are its chunks' terms, as in
+    _analyze; any other is analysed by _analyze itself, and its terms replace its span.
     """
     pieces: list[list[str]] = []
     for text in texts:
         parts = unicodedata.normalize("NFKC", text).split()
         parts.append(_SEPARATOR)
         pieces.append(parts)
-    stream = np.fromiter(chain.from_iterable(map(id_chunks.__getitem__, chain.from_iterable(pieces))), dtype=np.int32)
+    codes = np.fromiter(map(id_chunks.__getitem__, chain.from_iterable(pieces)), dtype=np.int64)
     del pieces
-    ends = np.flatnonzero(stream == _END)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    lengths = ends - starts
-    flagged = np.unique(np.searchsorted(ends, np.flatnonzero(stream == _HAS_DIGIT)))
+    ends = np.flatnonzero(codes == _END)
+    counts = (codes >= 0).astype(np.int64)
+    multi = np.flatnonzero(codes <= _MULTI)
+    if len(multi):
+        sizes_of = np.fromiter(map(len, id_chunks.multi), dtype=np.int64, count=len(id_chunks.multi))
+        entries = _MULTI - codes[multi]
+        sizes = sizes_of[entries]
+        counts[multi] = sizes
+    lengths = np.add.reduceat(counts, np.concatenate(([0], ends[:-1] + 1)))
+    ids = np.repeat(codes, counts)
+    if len(multi):
+        table = np.fromiter(chain.from_iterable(id_chunks.multi), dtype=np.int64, count=int(sizes_of.sum()))
+        within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        targets = np.repeat((np.cumsum(counts) - counts)[multi], sizes) + within
+        ids[targets] = table[np.repeat((np.cumsum(sizes_of) - sizes_of)[entries], sizes) + within]
+    ids = ids.astype(np.int32)
+    flagged = np.unique(np.searchsorted(ends, np.flatnonzero(codes == _HAS_DIGIT)))
     if not len(flagged):
-        return stream[stream != _END], lengths.astype(np.int64)
+        return ids, lengths
+    starts = np.cumsum(lengths) - lengths
     segments: list[np.ndarray] = []
     previous = 0
     for doc in flagged.tolist():
-        segments.append(stream[starts[previous] : starts[doc]])
+        segments.append(ids[starts[previous] : starts[doc]])
         terms = _analyze(texts[doc], chunks)
         segments.append(np.fromiter(map(id_chunks.numbering.__getitem__, terms), dtype=np.int32, count=len(terms)))
         lengths[doc] = len(terms)
         previous = doc + 1
-    segments.append(stream[starts[previous] :] if previous < len(texts) else stream[:0])
-    ids = np.concatenate(segments)
-    return ids[ids != _END], lengths.astype(np.int64)
+    segments.append(ids[starts[previous] :] if previous < len(texts) else ids[:0])
+    return np.concatenate(segments), lengths
 
 
 # Whole corpora analysed by analyze_corpus, kept for the next call over the same texts (a
@@ -361,8 +391,7 @@ def analyze_corpus(texts: Iterable[str]) -> AnalysedCorpus:
         if len(chunks) > _MANY_CHUNKS_LIMIT:
             chunks.clear()
         if len(id_chunks) > _MANY_CHUNKS_LIMIT:
-            id_chunks.clear()
-            id_chunks[_SEPARATOR] = (_END,)
+            id_chunks.reset()
         ids, lengths = _analyse_batch(batch, chunks, id_chunks)
         if len(numbering) > len(first):
             first = np.concatenate([first, np.full(len(numbering) - len(first), _UNSEEN, dtype=np.int64)])
