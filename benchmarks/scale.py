@@ -1,11 +1,15 @@
 """Scale check: bm25, vector, hybrid and the metrics on a synthetic corpus, timed per stage.
 
     python benchmarks/scale.py                      # 1,000 questions x 100,000 documents
+    python benchmarks/scale.py --documents 1000000 --timeout 3300   # a million (issue 26)
     python benchmarks/scale.py --documents 10000 --questions 100 --engine rank-bm25
+    python benchmarks/scale.py --documents 100000 --project kb100k  # a project, to time the gate
 
 Generates French-like documents (Zipfian vocabulary, elisions, accents, identifiers such
 as HEL-1234), questions with 1 or 2 relevant documents each, and random float32 unit
-embeddings (no model: questions are their relevant documents' vectors plus noise). Then
+embeddings (no model: questions are their relevant documents' vectors plus noise), the
+documents' written to a temporary .npy and memory-mapped back (`corpus_vectors`, the seam for
+the vector store; --in-memory-vectors keeps them in RAM). Then
 runs the project's own BM25Method, VectorMethod, HybridMethod and score_method on a
 retrieval.dataset.Dataset and prints a Markdown table: seconds and peak memory per stage.
 
