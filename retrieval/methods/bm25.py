@@ -33,8 +33,11 @@ falling exactly across a rounding boundary could escape this; the tests would sh
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
 from typing import Literal, Protocol
 
@@ -42,7 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 from rank_bm25 import BM25Plus
 
-from retrieval.analyzer import analyze, analyze_many
+from retrieval.analyzer import AnalysedCorpus, analyze, analyze_corpus
 from retrieval.config import Settings
 from retrieval.methods.base import Context
 from retrieval.ranking import Ranking, top_k
@@ -56,9 +59,12 @@ __all__ = [
     "B",
     "BM25Index",
     "BM25Method",
+    "BM25Statistics",
     "Engine",
     "RankBM25Index",
     "SparseBM25Index",
+    "corpus_statistics",
+    "merge_statistics",
     "round_scores",
 ]
 
@@ -72,6 +78,8 @@ SCORE_DECIMALS = 9
 # Questions scored per sparse product: bounds the dense score block at
 # QUESTION_BATCH x n_documents float64 (100 MB for 100,000 documents).
 QUESTION_BATCH = 128
+# Postings whose weights are computed at once while building an index (64 MB of float64).
+_WEIGHT_SLICE = 1 << 23
 
 Engine = Literal["sparse", "rank-bm25"]
 Tokens = Sequence[str]
@@ -93,6 +101,73 @@ class BM25Index(Protocol):
         """Scores, and which documents hold at least one query term (bool, same shape)."""
         ...
 
+    def rankings(self, queries: Sequence[Tokens], depth: int) -> list[Ranking]:
+        """Each query's top `depth` of the documents holding one of its terms, rounded scores."""
+        ...
+
+
+@dataclass(frozen=True)
+class BM25Statistics:
+    """What a document's BM25Plus score depends on besides its own terms: the number of
+    documents, their total length (average length = total_length / n_documents) and each
+    term's document frequency, the terms numbered in order of first appearance in the corpus.
+
+    Computed once for a whole corpus (`corpus_statistics`), or per shard and merged
+    (`merge_statistics`, shards in corpus order): an index built on a shard with the whole's
+    statistics (`SparseBM25Index(shard, statistics=whole)`) scores the shard's documents
+    bit for bit as the index of the whole corpus does.
+    """
+
+    vocabulary: tuple[str, ...]
+    document_frequencies: np.ndarray  # int64, aligned with vocabulary
+    n_documents: int
+    total_length: int
+
+    @property
+    def average_length(self) -> float:
+        return self.total_length / self.n_documents
+
+    @cached_property
+    def term_ids(self) -> dict[str, int]:
+        """Term -> its number (position in `vocabulary`)."""
+        return {term: i for i, term in enumerate(self.vocabulary)}
+
+
+def corpus_statistics(corpus: AnalysedCorpus) -> BM25Statistics:
+    """The BM25 statistics of an analysed corpus (or of one shard of it)."""
+    return _statistics(corpus, _term_frequencies(corpus.ids, corpus.lengths, len(corpus.vocabulary)))
+
+
+def _statistics(corpus: AnalysedCorpus, tf: sp.csr_matrix) -> BM25Statistics:
+    df = np.diff(tf.indptr).astype(np.int64)[: len(corpus.vocabulary)]
+    return BM25Statistics(corpus.vocabulary, df, len(corpus), int(corpus.lengths.sum()))
+
+
+def _term_frequencies(ids: np.ndarray, lengths: np.ndarray, n_terms: int) -> sp.csr_matrix:
+    """Terms x documents, each entry a term frequency, built without sorting the corpus: one
+    entry per token in a documents x terms matrix, transposed by a counting pass (each term's
+    entries then come in document order, a document's repeats side by side), repeats summed."""
+    indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    # A copy of the ids: scipy sorts and compacts a matrix's indices in place.
+    by_document = sp.csr_matrix(
+        (np.ones(len(ids), dtype=np.int32), np.array(ids, dtype=np.int32), indptr), shape=(len(lengths), n_terms)
+    )
+    tf = by_document.T.tocsr()
+    del by_document
+    tf.sum_duplicates()
+    return tf
+
+
+def merge_statistics(parts: Sequence[BM25Statistics]) -> BM25Statistics:
+    """The statistics of the corpus made of `parts`' shards, in corpus order."""
+    vocabulary = tuple(dict.fromkeys(chain.from_iterable(p.vocabulary for p in parts)))
+    numbering = {term: i for i, term in enumerate(vocabulary)}
+    df = np.zeros(len(vocabulary), dtype=np.int64)
+    for part in parts:
+        df[np.fromiter(map(numbering.__getitem__, part.vocabulary), dtype=np.int64)] += part.document_frequencies
+    return BM25Statistics(vocabulary, df, sum(p.n_documents for p in parts), sum(p.total_length for p in parts))
+
 
 class SparseBM25Index:
     """rank-bm25's BM25Plus formula, vectorised with scipy.sparse.
@@ -104,40 +179,62 @@ class SparseBM25Index:
     Split as  delta * sum of idf(t)  (the same for every document of a query)
           +   sum over t of count(t in q) * W[t, d],  W[t, d] = idf(t) * tf part,
     W being a term x document CSR matrix, zero where tf = 0, built once.
+
+    `corpus` is an AnalysedCorpus (analyze_corpus) or one list of terms per document. With
+    `statistics` (a whole corpus's, this corpus being one of its shards), N, avgdl, the
+    document frequencies and the numbering of terms are the whole's: the scores are the
+    whole index's scores of these documents, bit for bit (the sparse product adds a query's
+    terms in the order of their numbers).
     """
 
-    def __init__(self, corpus: Sequence[Tokens], k1: float = K1, b: float = B, delta: float = DELTA) -> None:
-        if not corpus:
+    def __init__(
+        self,
+        corpus: AnalysedCorpus | Sequence[Tokens],
+        k1: float = K1,
+        b: float = B,
+        delta: float = DELTA,
+        statistics: BM25Statistics | None = None,
+    ) -> None:
+        if not isinstance(corpus, AnalysedCorpus):
+            corpus = AnalysedCorpus.from_terms(corpus)
+        if not len(corpus):
             raise ValueError("BM25 needs at least one document")
         self.k1, self.b, self.delta = k1, b, delta
         self.n_documents = len(corpus)
-        # One C-level pass to number the terms in first-seen order, one to map every token.
-        self.vocabulary: dict[str, int] = {term: i for i, term in enumerate(dict.fromkeys(chain.from_iterable(corpus)))}
-        lengths = np.fromiter(map(len, corpus), dtype=np.int64, count=len(corpus))
-        n_tokens = int(lengths.sum())
-        term_ids = np.fromiter(
-            map(self.vocabulary.__getitem__, chain.from_iterable(corpus)),
-            dtype=np.int32,
-            count=n_tokens,
-        )
-        doc_ids = np.repeat(np.arange(self.n_documents, dtype=np.int32), lengths)
-        # COO -> CSR sums the duplicate (term, document) pairs: the term frequencies.
-        tf = sp.coo_matrix(
-            (np.ones(n_tokens, dtype=np.float64), (term_ids, doc_ids)),
-            shape=(len(self.vocabulary), self.n_documents),
-        ).tocsr()
-        tf.sum_duplicates()
-        del term_ids, doc_ids
+        if statistics is None:
+            tf = _term_frequencies(corpus.ids, corpus.lengths, len(corpus.vocabulary))
+            stats = _statistics(corpus, tf)
+        else:
+            stats = statistics
+            local = np.fromiter(map(stats.term_ids.__getitem__, corpus.vocabulary), dtype=np.int32)
+            tf = _term_frequencies(local[corpus.ids], corpus.lengths, len(stats.vocabulary))
+        self.statistics = stats
+        self.vocabulary: dict[str, int] = stats.term_ids
+        lengths = corpus.lengths
 
         # The tf part uses rank-bm25's operations in rank-bm25's order: bit-identical to its own.
-        avgdl = n_tokens / self.n_documents
-        df = np.diff(tf.indptr)
-        self.idf = np.array([math.log((self.n_documents + 1) / int(f)) for f in df], dtype=np.float64)
+        avgdl = stats.average_length
+        total = stats.n_documents
+        self.idf = np.array(
+            [math.log((total + 1) / int(f)) if f else 0.0 for f in stats.document_frequencies.tolist()],
+            dtype=np.float64,
+        )
         norm = k1 * (1 - b + b * lengths / avgdl)
-        freq = tf.data
-        freq_part = (freq * (k1 + 1)) / (norm[tf.indices] + freq)
-        tf.data = np.repeat(self.idf, df) * freq_part
-        self.weights = tf  # term x document
+        # Computed a slice of terms at a time: the float64 temporaries stay small at a million
+        # documents (elementwise, so each weight is the same float as computed at once).
+        weights = np.empty(len(tf.data), dtype=np.float64)
+        cuts = np.searchsorted(tf.indptr, np.arange(0, len(tf.data), _WEIGHT_SLICE), side="right") - 1
+        for first, last in itertools.pairwise([*np.unique(cuts).tolist(), len(self.idf)]):
+            lo, hi = tf.indptr[first], tf.indptr[last]
+            freq = tf.data[lo:hi].astype(np.float64)
+            denominator = norm[tf.indices[lo:hi]]
+            denominator += freq
+            part = weights[lo:hi]
+            np.multiply(freq, k1 + 1, out=part)
+            part /= denominator
+            np.multiply(np.repeat(self.idf[first:last], np.diff(tf.indptr[first : last + 1])), part, out=part)
+        tf.data = np.empty(0, dtype=np.int32)  # the counts' memory, freed: the weights replace them
+        self.weights = sp.csr_matrix((weights, tf.indices, tf.indptr), shape=tf.shape)  # term x document
 
     def _query_matrix(self, queries: Sequence[Tokens]) -> tuple[sp.csr_matrix, np.ndarray]:
         """Query x term counts (known terms only) and each query's constant delta * sum(idf)."""
@@ -175,15 +272,36 @@ class SparseBM25Index:
         product += constants[:, None]
         return product, matched
 
+    def rankings(self, queries: Sequence[Tokens], depth: int) -> list[Ranking]:
+        """Each query's ranking of the documents holding one of its terms, as BM25Method ranks
+        them, from the sparse product alone: no dense question x document block (at a
+        million documents, 128 questions would take a GiB)."""
+        counts, constants = self._query_matrix(queries)
+        product = (counts @ self.weights).tocsr()
+        product.sort_indices()
+        rankings: list[Ranking] = []
+        for row in range(len(queries)):
+            lo, hi = product.indptr[row], product.indptr[row + 1]
+            values, found = product.data[lo:hi], product.indices[lo:hi].astype(np.int64)
+            keep = values > 0
+            scores = round_scores(values[keep] + constants[row])
+            found = found[keep]
+            best = top_k(scores, depth)
+            rankings.append(Ranking(found[best.indices], best.scores))
+        return rankings
+
 
 class RankBM25Index:
     """The reference engine: rank-bm25's BM25Plus, one Python loop per query term."""
 
-    def __init__(self, corpus: Sequence[Tokens], k1: float = K1, b: float = B, delta: float = DELTA) -> None:
-        if not corpus:
+    def __init__(
+        self, corpus: AnalysedCorpus | Sequence[Tokens], k1: float = K1, b: float = B, delta: float = DELTA
+    ) -> None:
+        documents = corpus.documents() if isinstance(corpus, AnalysedCorpus) else list(corpus)
+        if not documents:
             raise ValueError("BM25 needs at least one document")
-        self.n_documents = len(corpus)
-        self.bm25 = BM25Plus(list(corpus), k1=k1, b=b, delta=delta)
+        self.n_documents = len(documents)
+        self.bm25 = BM25Plus(documents, k1=k1, b=b, delta=delta)
 
     def scores(self, queries: Sequence[Tokens]) -> np.ndarray:
         """Unrounded BM25Plus scores, shape (len(queries), n_documents)."""
@@ -199,6 +317,16 @@ class RankBM25Index:
             dtype=bool,
         ).reshape(len(queries), self.n_documents)
         return self.scores(queries), matched
+
+    def rankings(self, queries: Sequence[Tokens], depth: int) -> list[Ranking]:
+        """Each query's ranking of the documents holding one of its terms (BM25Method.rank)."""
+        scores, matched = self.scores_and_matches(queries)
+        rankings: list[Ranking] = []
+        for row, hits in zip(round_scores(scores), matched, strict=True):
+            found = np.flatnonzero(hits)
+            best = top_k(row[found], depth)
+            rankings.append(Ranking(found[best.indices], best.scores))
+        return rankings
 
 
 _ENGINES: dict[str, type[SparseBM25Index] | type[RankBM25Index]] = {
@@ -233,8 +361,9 @@ class BM25Method:
         """Recorded in the baseline configuration (`bm25.k1`, `bm25.b`): they change the figures."""
         return {"k1": self.k1, "b": self.b}
 
-    def build_index(self, corpus: Sequence[Tokens]) -> BM25Index:
-        """Index an analysed corpus (one list of terms per document) with this method's engine."""
+    def build_index(self, corpus: AnalysedCorpus | Sequence[Tokens]) -> BM25Index:
+        """Index an analysed corpus (analyze_corpus, or one list of terms per document) with this
+        method's engine."""
         return _ENGINES[self.engine](corpus, k1=self.k1, b=self.b)
 
     def rank(self, context: Context) -> list[Ranking]:
@@ -246,15 +375,11 @@ class BM25Method:
         out, as a BM25 search engine returns only the documents that match.
         """
         # The index is built once per corpus, then questions are scored in batches.
-        index = self.build_index(analyze_many(d.content for d in context.dataset.documents))
+        index = self.build_index(analyze_corpus(d.content for d in context.dataset.documents))
         queries = [analyze(q.text) for q in context.dataset.questions]
         rankings: list[Ranking] = []
         for start in range(0, len(queries), QUESTION_BATCH):
-            scores, matched = index.scores_and_matches(queries[start : start + QUESTION_BATCH])
-            for row, hits in zip(round_scores(scores), matched, strict=True):
-                found = np.flatnonzero(hits)
-                best = top_k(row[found], context.depth)
-                rankings.append(Ranking(found[best.indices], best.scores))
+            rankings.extend(index.rankings(queries[start : start + QUESTION_BATCH], context.depth))
         return rankings
 
     def sharding(self) -> ShardedSearch:

@@ -8,6 +8,8 @@ order of the lines in corpus.jsonl.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from retrieval.config import Settings
@@ -24,22 +26,84 @@ QUESTION_BATCH = 256
 SCORE_DECIMALS = 9
 
 
+# Above this many documents the corpus is scored block by block (see _blocked_rankings).
+DOCUMENT_BLOCK = 16_384
+# Questions scored together against one block: bounds the score block at 1,024 x 16,384 float64.
+BLOCKED_QUESTION_BATCH = 1024
+
+
 def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) -> list[Ranking]:
     """Rank every document for every question; one matrix product per batch of questions.
 
     Vectors are unit length, so the dot product is the cosine. The product runs in float64:
     float32 BLAS kernels differ between CPUs in their last bits, which could swap two
     near-tied documents and make a replayed gate disagree with the machine that recorded it.
-    One float64 copy of the corpus is made per call, none per question; batching bounds the
-    score matrix at QUESTION_BATCH x n_documents.
+    A corpus of up to DOCUMENT_BLOCK documents is copied to float64 once per call; a larger one
+    (possibly memory-mapped) is read block by block, so memory does not grow with the corpus.
     """
+    if len(documents) > DOCUMENT_BLOCK and depth > 0:
+        rankings: list[Ranking] = []
+        for start in range(0, len(questions), BLOCKED_QUESTION_BATCH):
+            batch = np.asarray(questions[start : start + BLOCKED_QUESTION_BATCH], dtype=np.float64)
+            rankings.extend(_blocked_rankings(batch, documents, depth))
+        return rankings
     corpus = np.asarray(documents, dtype=np.float64)
-    rankings: list[Ranking] = []
+    rankings = []
     for start in range(0, len(questions), QUESTION_BATCH):
         batch = np.asarray(questions[start : start + QUESTION_BATCH], dtype=np.float64)
         scores = np.round(batch @ corpus.T, SCORE_DECIMALS)
         rankings.extend(top_k(row, depth) for row in scores)
     return rankings
+
+
+def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> list[Ranking]:
+    """top_k of each question's rounded cosines over the whole corpus, reading it by blocks.
+
+    The same float64 products and rounding as the one-block path (each cosine is one dot
+    product of 384 terms, whatever the block), and the same order: score, then lower index.
+    For each question we keep the `depth` best scores seen so far (values only); its smallest
+    is a threshold that only rises, so every document of the final top `depth` scored at or
+    above the threshold of its block's time: those are the candidates, sorted once at the end.
+    """
+    n_questions, n = len(batch), len(documents)
+    k = min(depth, n)
+    best = np.full((n_questions, k), -np.inf)
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    for start in range(0, n, DOCUMENT_BLOCK):
+        block = np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float64)
+        scores = np.round(batch @ block.T, SCORE_DECIMALS)
+        del block
+        filled = start == 0 and scores.shape[1] >= k
+        if filled:
+            # The first block fills each question's best at once.
+            best = -np.partition(-scores, k - 1, axis=1)[:, :k]
+        row, col = np.nonzero(scores >= best.min(axis=1)[:, None])
+        found = scores[row, col]
+        del scores
+        rows.append(row)
+        cols.append(col + start)
+        values.append(found)
+        if filled:
+            continue
+        # The new values of each question, padded with -inf to a rectangle, join its best.
+        counts = np.bincount(row, minlength=n_questions)
+        width = int(counts.max()) if len(row) else 0
+        if width:
+            padded = np.full((n_questions, width), -np.inf)
+            offsets = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
+            padded[row, offsets] = found
+            merged = np.concatenate([best, padded], axis=1)
+            best = -np.partition(-merged, k - 1, axis=1)[:, :k]
+    kth = best.min(axis=1)
+    row, col, found = np.concatenate(rows), np.concatenate(cols), np.concatenate(values)
+    keep = found >= kth[row]
+    row, col, found = row[keep], col[keep], found[keep]
+    order = np.lexsort((col, -found, row))
+    row, col, found = row[order], col[order].astype(np.int64), found[order]
+    starts = np.searchsorted(row, np.arange(n_questions + 1))
+    return [Ranking(col[a : min(b, a + k)], found[a : min(b, a + k)]) for a, b in itertools.pairwise(starts)]
 
 
 class VectorMethod:

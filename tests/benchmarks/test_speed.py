@@ -15,7 +15,7 @@ import pytest
 from bench_data import DEPTH, N_DOCUMENTS, N_QUESTIONS, Workload
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from retrieval.analyzer import analyze_many, forget_documents
+from retrieval.analyzer import analyze_corpus, analyze_many, forget_documents
 from retrieval.config import load_settings
 from retrieval.dataset import Dataset, load_dataset
 from retrieval.evaluate import evaluate
@@ -48,6 +48,15 @@ def test_analyzer_synthetic_corpus(benchmark: BenchmarkFixture, workload: Worklo
     benchmark.group = "analyzer"
     # Each round analyses anew, as the first run of a process does (analyze_many keeps terms).
     result = benchmark.pedantic(analyze_many, args=(texts,), setup=forget_documents, rounds=5)
+    assert len(result) == len(texts)
+    per_second(benchmark, len(texts), "documents")
+
+
+def test_analyzer_synthetic_corpus_as_term_ids(benchmark: BenchmarkFixture, workload: Workload) -> None:
+    """What BM25Method indexes: analyze_corpus (term ids), the same 5,000 documents."""
+    texts = [d.content for d in workload.dataset.documents[:5000]]
+    benchmark.group = "analyzer"
+    result = benchmark.pedantic(analyze_corpus, args=(texts,), setup=forget_documents, rounds=5)
     assert len(result) == len(texts)
     per_second(benchmark, len(texts), "documents")
 

@@ -1,0 +1,150 @@
+"""BM25 against bm25s, side by side in one process: time, recall@5 and MRR.
+
+    pip install -e '.[bench]'          # bm25s and PyStemmer (this script installs nothing)
+    python benchmarks/bm25_vs_bm25s.py                     # 1,000 questions x 100,000 documents
+    python benchmarks/bm25_vs_bm25s.py --documents 20000 --rounds 3
+
+Both engines index the same synthetic French corpus (benchmarks/scale.py's generator, seed 0)
+and rank its questions to the same depth:
+- ours: `BM25Method().rank(context)`, the whole method (analysis of the corpus and the
+  questions, index, scoring, top-k), analyser caches emptied before each round;
+- bm25s: `bm25s.tokenize` with French stop words and PyStemmer's French stemmer, `BM25.index`,
+  `bm25s.tokenize` of the questions, `BM25.retrieve(k=depth)` (its default engine, one thread).
+
+The rounds alternate between the two, so that the machine's load weighs on both alike. Both
+run on one thread: the ratio is of CPU time (`time.process_time`), best rounds (and medians),
+which waiting for a core on a shared machine does not inflate; wall time is shown too.
+Quality is recall@5 and MRR from `retrieval.metrics.score_method` on the same judgements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scale import generate, machine
+
+from retrieval.analyzer import forget_documents
+from retrieval.dataset import Dataset
+from retrieval.methods.base import Context
+from retrieval.methods.bm25 import BM25Method
+from retrieval.metrics import score_method
+
+TARGET_RATIO = 0.5
+MAX_DOCUMENTS = 1_000_000
+
+Ranked = dict[str, list[str]]
+
+
+def ours(dataset: Dataset, depth: int) -> Ranked:
+    """The project's BM25 method, from raw text to rankings."""
+    forget_documents()
+    rankings = BM25Method().rank(Context(dataset=dataset, depth=depth))
+    ids = dataset.doc_ids
+    return {q.id: [ids[i] for i in r.indices] for q, r in zip(dataset.questions, rankings, strict=True)}
+
+
+def bm25s_run(dataset: Dataset, depth: int) -> Ranked:
+    """bm25s with French stop words and the Snowball French stemmer (PyStemmer)."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("french")
+    texts = [d.content for d in dataset.documents]
+    corpus = bm25s.tokenize(texts, stopwords="fr", stemmer=stemmer, show_progress=False)
+    retriever = bm25s.BM25(k1=1.5, b=0.75)
+    retriever.index(corpus, show_progress=False)
+    queries = bm25s.tokenize([q.text for q in dataset.questions], stopwords="fr", stemmer=stemmer, show_progress=False)
+    k = min(depth, len(dataset.documents))
+    found, _ = retriever.retrieve(queries, k=k, show_progress=False, n_threads=1)
+    ids = dataset.doc_ids
+    return {q.id: [ids[int(i)] for i in row] for q, row in zip(dataset.questions, found, strict=True)}
+
+
+def quality(dataset: Dataset, ranked: Ranked) -> dict[str, float]:
+    """recall@5 and MRR over every question."""
+    relevant = {q.id: q.relevant for q in dataset.questions}
+    types = {q.id: q.type for q in dataset.questions}
+    return score_method(ranked, relevant, types, ["recall@5", "mrr"]).overall
+
+
+def timed(run: Callable[[Dataset, int], Ranked], dataset: Dataset, depth: int) -> tuple[float, float, Ranked]:
+    """(CPU seconds, wall seconds, rankings). Both engines run on one thread, so CPU time is
+    their cost; on a shared machine wall time also counts the waits for a core."""
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    ranked = run(dataset, depth)
+    return time.process_time() - cpu, time.perf_counter() - wall, ranked
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--documents", type=int, default=100_000)
+    parser.add_argument("--questions", type=int, default=1_000)
+    parser.add_argument("--depth", type=int, default=1000, help="ranking depth (the tool's default)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each engine, alternated")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--check", action="store_true", help=f"exit 1 unless ratio <= {TARGET_RATIO} and quality >=")
+    args = parser.parse_args(argv)
+    if not 1 <= args.documents <= MAX_DOCUMENTS or not 1 <= args.questions <= 100_000:
+        parser.error(f"--documents must be 1..{MAX_DOCUMENTS:,}, --questions 1..100,000")
+    if args.rounds < 1 or args.depth < 1:
+        parser.error("--rounds and --depth must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        import bm25s  # noqa: F401
+        import Stemmer  # noqa: F401
+    except ImportError as exc:
+        print(f"error: {exc.name} is missing: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    print(f"{args.questions:,} questions x {args.documents:,} documents...", file=sys.stderr)
+    dataset = generate(args.documents, args.questions, 1, args.seed).dataset
+    engines: dict[str, Callable[[Dataset, int], Ranked]] = {"ours (BM25Method)": ours, "bm25s + PyStemmer": bm25s_run}
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    walls: dict[str, list[float]] = {name: [] for name in engines}
+    scores: dict[str, dict[str, float]] = {}
+    for round_ in range(args.rounds):
+        for name, run in engines.items():
+            seconds, wall, ranked = timed(run, dataset, args.depth)
+            times[name].append(seconds)
+            walls[name].append(wall)
+            scores[name] = quality(dataset, ranked)
+            print(f"  round {round_ + 1}, {name}: {seconds:.2f} s CPU, {wall:.2f} s wall", file=sys.stderr, flush=True)
+
+    print(f"Machine: {machine()}")
+    print(f"Run: {args.questions:,} questions x {args.documents:,} documents, depth {args.depth}, seed {args.seed}")
+    print()
+    print("| engine | CPU s, best | CPU s, median | wall s, best | recall@5 | MRR |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name in engines:
+        s = scores[name]
+        print(
+            f"| {name} | {min(times[name]):.2f} | {statistics.median(times[name]):.2f} | {min(walls[name]):.2f} "
+            f"| {s['recall@5']:.4f} | {s['mrr']:.4f} |"
+        )
+    mine, theirs = times["ours (BM25Method)"], times["bm25s + PyStemmer"]
+    ratio = min(mine) / min(theirs)
+    median_ratio = statistics.median(mine) / statistics.median(theirs)
+    better = all(scores["ours (BM25Method)"][m] >= scores["bm25s + PyStemmer"][m] for m in ("recall@5", "mrr"))
+    print(
+        f"\nRatio ours / bm25s (CPU time): {ratio:.2f} (best rounds), {median_ratio:.2f} (medians); "
+        f"wall: {min(walls['ours (BM25Method)']) / min(walls['bm25s + PyStemmer']):.2f}; target <= {TARGET_RATIO}; "
+        f"quality {'equal or better' if better else 'WORSE'}"
+    )
+    return 1 if args.check and not (ratio <= TARGET_RATIO and better) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
