@@ -1,5 +1,5 @@
 """What this repository's own tests need. The gate itself is the package's pytest plugin
-(retrieval/pytest_plugin.py, entry point `pytest11`), as in any repository that installs it."""
+(retrieval/gate/plugin.py, entry point `pytest11`), as in any repository that installs it."""
 
 import os
 

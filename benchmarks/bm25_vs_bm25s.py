@@ -14,7 +14,7 @@ and rank its questions to the same depth:
 The rounds alternate between the two, so that the machine's load weighs on both alike. Both
 run on one thread: the ratio is of CPU time (`time.process_time`), best rounds (and medians),
 which waiting for a core on a shared machine does not inflate; wall time is shown too.
-Quality is recall@5 and MRR from `retrieval.metrics.score_method` on the same judgements.
+Quality is recall@5 and MRR from `retrieval.measures.metrics.score_method` on the same judgements.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import generate, machine
 
-from retrieval.analyzer import forget_documents
-from retrieval.dataset import Dataset
+from retrieval.data.analyzer import forget_documents
+from retrieval.data.dataset import Dataset
+from retrieval.measures.metrics import score_method
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
-from retrieval.metrics import score_method
 
 TARGET_RATIO = 0.5
 MAX_DOCUMENTS = 1_000_000

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 
 from retrieval.adapters import postgres as pg
 from retrieval.adapters.pg_cluster import throwaway_cluster
-from retrieval.dataset import load_dataset
+from retrieval.data.dataset import load_dataset
+from retrieval.measures.metrics import score_method
 from retrieval.methods.base import Context
-from retrieval.metrics import score_method
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@
 
 Generates the synthetic corpus of benchmarks/scale.py (French-like text, identifiers, float32 unit
 vectors of --dim dimensions), then runs ONE shard's steps in this process, exactly as a Ray worker
-runs them (retrieval.sharding.ShardedSearch of the built-in bm25 and vector methods), timing each
+runs them (retrieval.methods.support.sharding.ShardedSearch of the built-in bm25 and vector methods), timing each
 and reading its resident-memory peak (VmHWM, reset per stage); the driver's steps (the global
 statistics, the merge of the shards' top `depth`) are timed too, merging --shards copies of the
 shard's answer, as the driver would with that many shards. Prints a Markdown table.
@@ -31,8 +31,8 @@ from scale import _read_hwm, _reset_hwm, generate, machine
 
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
+from retrieval.methods.support.sharding import Shard, merge
 from retrieval.methods.vector import VectorMethod
-from retrieval.sharding import Shard, merge
 
 MIB = 1024**2
 

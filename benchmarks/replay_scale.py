@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from fake_embeddings import FakeEmbeddingsServer, make_profile  # noqa: E402
 
-from retrieval import recording  # noqa: E402
-from retrieval.embeddings import embed_texts  # noqa: E402
+from retrieval.evaluation.embeddings import embed_texts  # noqa: E402
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings  # noqa: E402
+from retrieval.recording import recorder as recording  # noqa: E402
 
 STAGE = "corpus-embeddings"
 BATCH = 32

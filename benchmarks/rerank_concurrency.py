@@ -30,14 +30,14 @@ from fake_servers import (  # noqa: E402
     openai_profile,
 )
 
-from retrieval.dataset import Dataset, Document, Question  # noqa: E402
+from retrieval.data.dataset import Dataset, Document, Question  # noqa: E402
 from retrieval.methods.base import Context  # noqa: E402
 from retrieval.methods.rerank import RerankMethod  # noqa: E402
 from retrieval.providers.base import GenerationProvider  # noqa: E402
 from retrieval.providers.gemini import GeminiGenerator  # noqa: E402
 from retrieval.providers.http import RetryPolicy  # noqa: E402
 from retrieval.providers.openai_chat import OpenAIChat  # noqa: E402
-from retrieval.ranking import Ranking  # noqa: E402
+from retrieval.run.ranking import Ranking  # noqa: E402
 
 QUESTIONS = 25  # the seed's question count; also the bound on calls per run
 DOCUMENTS = 60

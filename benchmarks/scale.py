@@ -11,7 +11,7 @@ embeddings (no model: questions are their relevant documents' vectors plus noise
 documents' written to a temporary .npy and memory-mapped back (`corpus_vectors`, the seam for
 the vector store; --in-memory-vectors keeps them in RAM). Then
 runs the project's own BM25Method, VectorMethod, HybridMethod and score_method on a
-retrieval.dataset.Dataset and prints a Markdown table: seconds and peak memory per stage.
+retrieval.data.dataset.Dataset and prints a Markdown table: seconds and peak memory per stage.
 
 Memory columns:
 - "peak RSS": the process's resident high-water mark during the stage (Linux: VmHWM,
@@ -49,14 +49,14 @@ import numpy as np
 # Runs from a checkout without installation: `python benchmarks/scale.py`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retrieval.analyzer import analyze, analyze_corpus, forget_documents
-from retrieval.dataset import Dataset, Document, Question
+from retrieval.data.analyzer import analyze, analyze_corpus, forget_documents
+from retrieval.data.dataset import Dataset, Document, Question
+from retrieval.measures.metrics import metric_names, score_method
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import QUESTION_BATCH, BM25Method
 from retrieval.methods.hybrid import HybridMethod
 from retrieval.methods.vector import VectorMethod
-from retrieval.metrics import metric_names, score_method
-from retrieval.ranking import Ranking
+from retrieval.run.ranking import Ranking
 
 MAX_DOCUMENTS = 2_000_000
 MAX_QUESTIONS = 100_000

@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from retrieval.vector_store import Space, VectorStore  # noqa: E402
+from retrieval.recording.vector_store import Space, VectorStore  # noqa: E402
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
@@ -69,7 +69,7 @@ def growth(documents: int, work: Path) -> None:
     before_bytes, before = store.nbytes(), _snapshot(folder)
     changed = max(1, documents // 100)
     edited = [t + " révisé" for t in texts[:changed]]
-    # What a re-recording does (retrieval.corpus_vectors): look up, embed the missing, append.
+    # What a re-recording does (retrieval.evaluation.corpus_vectors): look up, embed the missing, append.
     _, found = store.lookup(space, [*edited, *texts[changed:]])
     assert int((~found).sum()) == changed
     store.add(store.write_segment(space, edited, rng.standard_normal((changed, dims)), "float32"))
@@ -87,9 +87,9 @@ def growth(documents: int, work: Path) -> None:
 
 def demo() -> None:
     from retrieval.config import load_settings
-    from retrieval.dataset import load_dataset
-    from retrieval.evaluate import evaluate
-    from retrieval.report import score_run
+    from retrieval.data.dataset import load_dataset
+    from retrieval.evaluation.evaluate import evaluate
+    from retrieval.report.build import score_run
 
     settings = load_settings(ROOT, environ={})
     dataset = load_dataset(settings.dataset)

@@ -15,34 +15,34 @@ _EXPORTS = {
     "Profile": "retrieval.config",
     "Settings": "retrieval.config",
     "load_settings": "retrieval.config",
-    "Dataset": "retrieval.dataset",
-    "DatasetError": "retrieval.dataset",
-    "Document": "retrieval.dataset",
-    "Question": "retrieval.dataset",
-    "load_dataset": "retrieval.dataset",
-    "evaluate": "retrieval.evaluate",
+    "Dataset": "retrieval.data.dataset",
+    "DatasetError": "retrieval.data.dataset",
+    "Document": "retrieval.data.dataset",
+    "Question": "retrieval.data.dataset",
+    "load_dataset": "retrieval.data.dataset",
+    "evaluate": "retrieval.evaluation.evaluate",
     "Context": "retrieval.methods.base",
     "Method": "retrieval.methods.base",
-    "hit_rate_at_k": "retrieval.metrics",
-    "ndcg_at_k": "retrieval.metrics",
-    "recall_at_k": "retrieval.metrics",
-    "reciprocal_rank": "retrieval.metrics",
-    "Ranking": "retrieval.ranking",
-    "ranking_from_ids": "retrieval.ranking",
-    "build_report": "retrieval.report",
-    "render_markdown": "retrieval.report",
-    "Run": "retrieval.run",
+    "hit_rate_at_k": "retrieval.measures.metrics",
+    "ndcg_at_k": "retrieval.measures.metrics",
+    "recall_at_k": "retrieval.measures.metrics",
+    "reciprocal_rank": "retrieval.measures.metrics",
+    "Ranking": "retrieval.run.ranking",
+    "ranking_from_ids": "retrieval.run.ranking",
+    "build_report": "retrieval.report.build",
+    "render_markdown": "retrieval.report.build",
+    "Run": "retrieval.run.results",
 }
 
 if TYPE_CHECKING:
     from retrieval.config import Profile, Settings, load_settings
-    from retrieval.dataset import Dataset, DatasetError, Document, Question, load_dataset
-    from retrieval.evaluate import evaluate
+    from retrieval.data.dataset import Dataset, DatasetError, Document, Question, load_dataset
+    from retrieval.evaluation.evaluate import evaluate
+    from retrieval.measures.metrics import hit_rate_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
     from retrieval.methods.base import Context, Method
-    from retrieval.metrics import hit_rate_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
-    from retrieval.ranking import Ranking, ranking_from_ids
-    from retrieval.report import build_report, render_markdown
-    from retrieval.run import Run
+    from retrieval.report.build import build_report, render_markdown
+    from retrieval.run.ranking import Ranking, ranking_from_ids
+    from retrieval.run.results import Run
 
 
 def __getattr__(name: str) -> Any:
@@ -62,7 +62,7 @@ def __dir__() -> list[str]:
 class _Package(types.ModuleType):
     """This package, whose exported names stay what they name when a submodule of the same
     name loads: the import system sets a loaded submodule as an attribute of its package, which
-    would make `retrieval.evaluate` the module instead of the function."""
+    would make `retrieval.evaluation.evaluate` the module instead of the function."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _EXPORTS and isinstance(value, types.ModuleType):

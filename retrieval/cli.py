@@ -8,8 +8,12 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrieval.atomic import atomic_write_text
-from retrieval.baseline import (
+from retrieval.config import ConfigError, Settings, load_settings
+from retrieval.data.dataset import DatasetError, load_dataset
+from retrieval.evaluation.evaluate import evaluate, raising_method
+from retrieval.evaluation.progress import stderr_progress
+from retrieval.files.atomic import atomic_write_text
+from retrieval.gate.baseline import (
     BaselineError,
     at_k,
     config_changes,
@@ -17,18 +21,14 @@ from retrieval.baseline import (
     load_baseline,
     run_data_changes,
 )
-from retrieval.baseline_ref import baseline_at
-from retrieval.config import ConfigError, Settings, load_settings
-from retrieval.dataset import DatasetError, load_dataset
-from retrieval.evaluate import evaluate, raising_method
-from retrieval.gate import BASELINE_PATH, importable, recover
-from retrieval.markdown import fit
-from retrieval.progress import stderr_progress
+from retrieval.gate.reference import baseline_at
+from retrieval.gate.result import BASELINE_PATH, importable, recover
 from retrieval.providers.base import ProviderError, ReplayMissError
-from retrieval.recording import CassetteError, Mode
-from retrieval.redaction import failure_text, redacted
-from retrieval.report import build_report, render_json, render_markdown
-from retrieval.run import Run, RunLogError, load_run, run_log
+from retrieval.recording.recorder import CassetteError, Mode
+from retrieval.report.build import build_report, render_json, render_markdown
+from retrieval.run.results import Run, RunLogError, load_run, run_log
+from retrieval.text.markdown import fit
+from retrieval.text.redaction import failure_text, redacted
 
 __all__ = ["main"]
 
@@ -157,8 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _gate(settings: Settings, args: argparse.Namespace) -> int:
     """`--gate`: the verdicts the pytest plugin reports, from the same function, in the same words."""
-    from retrieval.gate_judge import judge_run
-    from retrieval.plugin_session import outcome_frame, planned_items
+    from retrieval.gate.judge import judge_run
+    from retrieval.gate.session import outcome_frame, planned_items
 
     if args.live or args.from_log or args.baseline is not None or args.compact_store or args.convert_corpus_cassette:
         raise ConfigError(
@@ -187,7 +187,7 @@ def _main(args: argparse.Namespace) -> int:
         return _gate(settings, args)
     dataset = load_dataset(settings.dataset)
     if args.compact_store or args.convert_corpus_cassette:
-        from retrieval.corpus_vectors import store_command
+        from retrieval.evaluation.corpus_vectors import store_command
 
         print(store_command(settings, dataset, "compact" if args.compact_store else "convert"), file=sys.stderr)
         return 0

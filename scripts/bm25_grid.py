@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retrieval.dataset import load_dataset
+from retrieval.data.dataset import load_dataset
+from retrieval.measures.metrics import score_method
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import K1, B, BM25Method
-from retrieval.metrics import score_method
 
 
 def grid(dataset_path: str, k1s: list[float], bs: list[float], k: int) -> list[str]:

@@ -34,7 +34,7 @@ class TableError(RuntimeError):
 
 def question_types(dataset: str | Path) -> list[str]:
     """Question types in order of first appearance in the dataset (the report's column order)."""
-    from retrieval.dataset import load_dataset
+    from retrieval.data.dataset import load_dataset
 
     return load_dataset(dataset).question_types
 

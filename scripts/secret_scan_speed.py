@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retrieval.redaction import find_secrets
+from retrieval.text.redaction import find_secrets
 
 CASSETTE = Path(__file__).resolve().parents[1] / "cassettes" / "local" / "corpus-embeddings.json"
 

@@ -16,7 +16,7 @@ index in about 30 ms), and in replay mode rank() does not run at all.
 Ranking. ts_rank_cd(WEIGHTS, tsv, query) with WEIGHTS for the labels {D, C, B, A} =
 {0.1, 0.2, 0.4, 1.0} (PostgreSQL's defaults, written out): a title word (A) counts 2.5 times
 a text word (B). No length normalisation (ts_rank_cd's default, 0). Order: score descending,
-then corpus position (the lower index first, as retrieval.ranking.top_k breaks ties). Only
+then corpus position (the lower index first, as retrieval.run.ranking.top_k breaks ties). Only
 matching documents are returned, at most context.depth per question.
 
 Queries. plainto_tsquery ANDs every word of a natural-language question and matches almost
@@ -44,7 +44,7 @@ import numpy as np
 
 from retrieval.config import ConfigError
 from retrieval.methods.base import Context
-from retrieval.ranking import Ranking
+from retrieval.run.ranking import Ranking
 
 if TYPE_CHECKING:
     from retrieval.config import Settings

@@ -22,11 +22,11 @@ Both engines round scores to SCORE_DECIMALS decimals before ranking. They add th
 terms in a different order, so a score can differ in its last bit, and two documents
 tied in one engine could then be one ulp apart in the other and be ordered differently.
 After rounding, ties are the same in both engines and go to the lower corpus index
-(retrieval.ranking.top_k), so the rankings are identical.
+(retrieval.run.ranking.top_k), so the rankings are identical.
 
 Exact ties (two documents with the same rounded score: duplicates, or documents matching
 the same terms with the same length) go to the lower document id: the corpus is sorted by
-id at load time (retrieval.dataset), so the lower corpus index is the lower id and the
+id at load time (retrieval.data.dataset), so the lower corpus index is the lower id and the
 ranking does not depend on the order of the lines in corpus.jsonl. (Only a last-bit difference
 falling exactly across a rounding boundary could escape this; the tests would show it.)
 """
@@ -45,11 +45,11 @@ import numpy as np
 import scipy.sparse as sp
 from rank_bm25 import BM25Plus
 
-from retrieval.analyzer import AnalysedCorpus, analyze, analyze_corpus
 from retrieval.config import Settings
+from retrieval.data.analyzer import AnalysedCorpus, analyze, analyze_corpus
 from retrieval.methods.base import Context
-from retrieval.ranking import Ranking, top_k
-from retrieval.sharding import ShardedSearch
+from retrieval.methods.support.sharding import ShardedSearch
+from retrieval.run.ranking import Ranking, top_k
 
 __all__ = [
     "DELTA",
@@ -383,8 +383,8 @@ class BM25Method:
         return rankings
 
     def sharding(self) -> ShardedSearch:
-        """The same scores split by corpus shard, for a cluster executor (retrieval.sharding)."""
-        from retrieval.bm25_shards import BM25Sharding
+        """The same scores split by corpus shard, for a cluster executor (retrieval.methods.support.sharding)."""
+        from retrieval.methods.support.bm25_shards import BM25Sharding
 
         return BM25Sharding(self.k1, self.b)
 

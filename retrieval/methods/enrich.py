@@ -28,15 +28,21 @@ from typing import Any
 import numpy as np
 
 from retrieval.config import Settings
-from retrieval.cost import Usage
-from retrieval.dataset import Document
-from retrieval.enrichment_cache import EnrichmentCache
-from retrieval.llm_methods import ask_or_degrade, channel_for, generator_or_unavailable, map_in_order
+from retrieval.data.dataset import Document
 from retrieval.methods.base import Context
 from retrieval.methods.hybrid import HybridSearch
-from retrieval.prompts.enrich import ENRICH_SCHEMA, ENRICH_VERSION, QUESTIONS, parse_questions, render_enrich_prompt
+from retrieval.methods.prompts.enrich import (
+    ENRICH_SCHEMA,
+    ENRICH_VERSION,
+    QUESTIONS,
+    parse_questions,
+    render_enrich_prompt,
+)
+from retrieval.methods.support.llm import ask_or_degrade, channel_for, generator_or_unavailable, map_in_order
 from retrieval.providers.base import GenerationProvider, ProviderError
-from retrieval.ranking import Ranking
+from retrieval.recording.enrichment_cache import EnrichmentCache
+from retrieval.run.cost import Usage
+from retrieval.run.ranking import Ranking
 
 __all__ = ["ENRICHED_EMBEDDINGS", "ENRICHMENT", "INDEXING_STAGES", "EnrichMethod", "enriched_document", "factory"]
 
@@ -184,7 +190,7 @@ class EnrichMethod:
 def _reason(reasons: list[str]) -> str:
     """The reason a status names: a failed call first (no answer was recorded for it, so the
     evaluator must refuse a recording; it reads the status), else the first one."""
-    from retrieval.evaluate import UNRECORDED_REASONS
+    from retrieval.methods.base import UNRECORDED_REASONS
 
     return next((r for r in reasons if r.startswith(UNRECORDED_REASONS)), reasons[0])
 

@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from retrieval.config import Settings
-from retrieval.dataset import Dataset
-from retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from retrieval.data.dataset import Dataset
+from retrieval.measures.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.vector import cosine_rankings
-from retrieval.ranking import Ranking
+from retrieval.run.ranking import Ranking
 
 __all__ = ["HybridMethod", "HybridSearch", "factory"]
 

@@ -23,14 +23,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from retrieval.config import Settings
-from retrieval.llm_methods import ask_or_degrade, channel_for, map_in_order
 from retrieval.methods.base import Context
-from retrieval.prompts import RERANK_SCHEMA, answer_field, render_rerank_prompt
+from retrieval.methods.prompts import RERANK_SCHEMA, answer_field, render_rerank_prompt
+from retrieval.methods.support.llm import ask_or_degrade, channel_for, map_in_order
 from retrieval.providers.base import (
     GenerationProvider,
     ProviderError,
 )
-from retrieval.ranking import Ranking
+from retrieval.run.ranking import Ranking
 
 __all__ = ["RerankMethod", "factory", "parse_ranking"]
 
@@ -96,7 +96,7 @@ class RerankMethod:
     @property
     def config(self) -> dict[str, object]:
         """Recorded in the baseline configuration."""
-        from retrieval.prompts import PROMPT_VERSION
+        from retrieval.methods.prompts import PROMPT_VERSION
 
         return {"model": self.generator.model, "prompt": PROMPT_VERSION, "candidates": self.candidates}
 
@@ -147,7 +147,7 @@ class RerankMethod:
 
 def factory(settings: Settings, *, replay: bool = False) -> RerankMethod:
     """The built-in reranker of the profile; unavailable when the profile names none."""
-    from retrieval.pipeline import MethodUnavailable
+    from retrieval.methods.base import MethodUnavailable
     from retrieval.providers import make_generator
 
     generator = make_generator(settings.profile, replay=replay)

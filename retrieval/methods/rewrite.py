@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 
 from retrieval.config import Settings
-from retrieval.cost import Usage
-from retrieval.dataset import Question
-from retrieval.llm_methods import ask_or_degrade, channel_for, generator_or_unavailable, map_in_order
+from retrieval.data.dataset import Question
 from retrieval.methods.base import Context
 from retrieval.methods.hybrid import HybridSearch
-from retrieval.prompts.rewrite import REWRITE_SCHEMA, REWRITE_VERSION, parse_rewrite, render_rewrite_prompt
+from retrieval.methods.prompts.rewrite import REWRITE_SCHEMA, REWRITE_VERSION, parse_rewrite, render_rewrite_prompt
+from retrieval.methods.support.llm import ask_or_degrade, channel_for, generator_or_unavailable, map_in_order
 from retrieval.providers.base import GenerationProvider, ProviderError
-from retrieval.ranking import Ranking
+from retrieval.run.cost import Usage
+from retrieval.run.ranking import Ranking
 
 __all__ = ["RewriteMethod", "factory"]
 

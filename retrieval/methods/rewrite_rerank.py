@@ -9,8 +9,8 @@ their own cassette (`rewrite_rerank-<model>`).
 from __future__ import annotations
 
 from retrieval.config import Settings
-from retrieval.llm_methods import channel_for, generator_or_unavailable
 from retrieval.methods.rerank import RerankMethod
+from retrieval.methods.support.llm import channel_for, generator_or_unavailable
 from retrieval.providers.base import GenerationProvider
 
 __all__ = ["RewriteRerankMethod", "factory"]

@@ -2,7 +2,7 @@
 
 Exact ties (equal cosines after rounding to SCORE_DECIMALS: duplicated documents, or
 vectors equal to that precision) go to the lower document id: the corpus is sorted by id
-at load time (retrieval.dataset), so the lower corpus index is the lower id, whatever the
+at load time (retrieval.data.dataset), so the lower corpus index is the lower id, whatever the
 order of the lines in corpus.jsonl.
 """
 
@@ -14,8 +14,8 @@ import numpy as np
 
 from retrieval.config import Settings
 from retrieval.methods.base import Context
-from retrieval.ranking import Ranking, top_k
-from retrieval.sharding import ShardedSearch
+from retrieval.methods.support.sharding import ShardedSearch
+from retrieval.run.ranking import Ranking, top_k
 
 __all__ = ["VectorMethod", "cosine_rankings"]
 
@@ -124,8 +124,8 @@ class VectorMethod:
         return cosine_rankings(context.question_vectors, context.document_vectors, context.depth)
 
     def sharding(self) -> ShardedSearch:
-        """The same search split by corpus shard, for a cluster executor (retrieval.sharding)."""
-        from retrieval.vector_shards import VectorSharding
+        """The same search split by corpus shard, for a cluster executor (retrieval.methods.support.sharding)."""
+        from retrieval.methods.support.vector_shards import VectorSharding
 
         return VectorSharding()
 

@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from retrieval.profile_checks import check_profile
-from retrieval.settings import ConfigError, Profile
+from retrieval.config.profile_checks import check_profile
+from retrieval.config.settings import ConfigError, Profile
 
 if TYPE_CHECKING:
     from retrieval.providers.base import EmbeddingProvider, GenerationProvider

@@ -1,7 +1,7 @@
 """The small interface every model provider implements, and the errors they raise.
 
 Embedding providers turn texts into L2-normalised float32 vectors, one HTTP call
-per `embed` call; batching, caching and progress live in `retrieval.embeddings`.
+per `embed` call; batching, caching and progress live in `retrieval.evaluation.embeddings`.
 Generation providers return the raw text of one JSON-constrained answer; parsing
 it is the caller's job (the reranker), so a provider knows nothing of ranking.
 """
@@ -9,9 +9,9 @@ it is the caller's job (the reranker), so a provider knows nothing of ranking.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from retrieval.cost import Usage
+from retrieval.run.cost import Usage
 
 if TYPE_CHECKING:  # numpy loads with the first vectors: the gate plugin imports these errors in every pytest run
     import numpy as np
@@ -23,6 +23,7 @@ __all__ = [
     "MissingKeyError",
     "ProviderError",
     "ReplayMissError",
+    "cause_of",
     "normalize",
 ]
 
@@ -113,3 +114,19 @@ def normalize(vectors: np.ndarray, texts: Sequence[str] | None = None, kind: Kin
             "bad vector",
         )
     return vectors / norms
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def cause_of(exc: BaseException, kind: type[_E]) -> _E | None:
+    """The first exception of `kind` in the chain behind `exc` (HTTP clients and SDKs wrap the
+    error that matters: a refused connection, a replay miss), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

@@ -24,10 +24,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from retrieval.cost import Usage
-from retrieval.profile_checks import DEFAULT_DIMENSIONS, MAX_BATCH
-from retrieval.profile_checks import gemini_embeddings as check_embeddings
-from retrieval.profile_checks import gemini_llm as check_llm
+from retrieval.config.profile_checks import DEFAULT_DIMENSIONS, MAX_BATCH
+from retrieval.config.profile_checks import gemini_embeddings as check_embeddings
+from retrieval.config.profile_checks import gemini_llm as check_llm
+from retrieval.config.settings import Profile
 from retrieval.providers.base import (
     Kind,
     MissingKeyError,
@@ -35,9 +35,8 @@ from retrieval.providers.base import (
     ReplayMissError,
     normalize,
 )
-from retrieval.providers.http import RetryPolicy, tls_context
-from retrieval.recording import is_replay_miss
-from retrieval.settings import Profile
+from retrieval.providers.http import RetryPolicy, is_replay_miss, tls_context
+from retrieval.run.cost import Usage
 
 __all__ = [
     "API_VERSION",

@@ -17,11 +17,10 @@ from typing import Any
 import httpx
 
 from retrieval.config import Profile
-from retrieval.providers.base import ProviderError, ReplayMissError
-from retrieval.recording import is_replay_miss
-from retrieval.redaction import credential_name, redacted
+from retrieval.providers.base import ProviderError, ReplayMissError, cause_of
+from retrieval.text.redaction import credential_name, redacted
 
-__all__ = ["RetryPolicy", "dumps", "new_client", "post_json", "tls_context"]
+__all__ = ["RetryPolicy", "dumps", "is_replay_miss", "new_client", "post_json", "tls_context"]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -137,3 +136,10 @@ def post_json(
             time.sleep(retry.wait(attempt, retry_after))
     assert last is not None
     raise last
+
+
+def is_replay_miss(exc: BaseException) -> bool:
+    """True when vcrpy refused a request because the cassette has no answer for it."""
+    from vcr.errors import CannotOverwriteExistingCassetteException
+
+    return cause_of(exc, CannotOverwriteExistingCassetteException) is not None

@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 
-from retrieval.cost import Usage
-from retrieval.profile_checks import openai_llm as check
+from retrieval.config.profile_checks import openai_llm as check
+from retrieval.config.settings import Profile
 from retrieval.providers.base import MissingKeyError, ProviderError
 from retrieval.providers.http import RetryPolicy, new_client, post_json
-from retrieval.settings import Profile
+from retrieval.run.cost import Usage
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChat", "check"]
 

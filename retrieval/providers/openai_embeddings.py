@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.cost import Usage
-from retrieval.profile_checks import ENCODINGS
-from retrieval.profile_checks import openai_embeddings as check
+from retrieval.config.profile_checks import ENCODINGS
+from retrieval.config.profile_checks import openai_embeddings as check
+from retrieval.config.settings import Profile
 from retrieval.providers.base import Kind, MissingKeyError, ProviderError, normalize
 from retrieval.providers.http import RetryPolicy, new_client, post_json
-from retrieval.settings import Profile
+from retrieval.run.cost import Usage
 
 __all__ = ["ENCODINGS", "OpenAIEmbeddings", "check", "limit_inputs"]
 

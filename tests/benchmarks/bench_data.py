@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from retrieval.analyzer import analyze, analyze_many
-from retrieval.dataset import Dataset
+from retrieval.data.analyzer import analyze, analyze_many
+from retrieval.data.dataset import Dataset
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.vector import VectorMethod
-from retrieval.ranking import Ranking
+from retrieval.run.ranking import Ranking
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from bench_data import Workload, build_workload
 
-from retrieval.dataset import Dataset, load_dataset
+from retrieval.data.dataset import Dataset, load_dataset
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from retrieval.paired import RESAMPLES, compare
+from retrieval.measures.paired import RESAMPLES, compare
 
 pytestmark = pytest.mark.benchmark
 

@@ -15,17 +15,17 @@ import pytest
 from bench_data import DEPTH, N_DOCUMENTS, N_QUESTIONS, Workload
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from retrieval.analyzer import analyze_corpus, analyze_many, forget_documents
 from retrieval.config import load_settings
-from retrieval.dataset import Dataset, load_dataset
-from retrieval.evaluate import evaluate
-from retrieval.fusion import reciprocal_rank_fusion
+from retrieval.data.analyzer import analyze_corpus, analyze_many, forget_documents
+from retrieval.data.dataset import Dataset, load_dataset
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.measures.fusion import reciprocal_rank_fusion
+from retrieval.measures.metrics import metric_names, score_method
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import QUESTION_BATCH, BM25Method, RankBM25Index, SparseBM25Index, round_scores
 from retrieval.methods.vector import cosine_rankings
-from retrieval.metrics import metric_names, score_method
-from retrieval.ranking import top_k
-from retrieval.report import build_report, render_markdown
+from retrieval.report.build import build_report, render_markdown
+from retrieval.run.ranking import top_k
 
 pytestmark = pytest.mark.benchmark
 

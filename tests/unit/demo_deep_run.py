@@ -1,6 +1,6 @@
 """The demo fixture (demo_fixture.py) evaluated in replay mode from its recording, kept to a given depth.
 
-The evaluator keeps first-stage rankings deep enough for exact sweeps (retrieval.sweeps.
+The evaluator keeps first-stage rankings deep enough for exact sweeps (retrieval.diagnosis.sweeps.
 keep_depths); `demo_run(20)` cuts every ranking to the top 20, as a run log written before
 that change would hold, to show what the sweeps say of a shallow run.
 """
@@ -12,10 +12,10 @@ from functools import cache
 
 from demo_fixture import demo_dataset, demo_settings
 
-from retrieval.dataset import Dataset
-from retrieval.evaluate import evaluate
-from retrieval.run import QuestionResult, Run
-from retrieval.sweeps import Setup, setup_for
+from retrieval.data.dataset import Dataset
+from retrieval.diagnosis.sweeps import Setup, setup_for
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.run.results import QuestionResult, Run
 
 
 @cache

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.config import Settings, load_settings
-from retrieval.dataset import Dataset, load_dataset
+from retrieval.data.dataset import Dataset, load_dataset
 
 DEMO_PROJECT = Path(__file__).resolve().with_name("fixtures") / "demo"
 DEMO_DATA = DEMO_PROJECT / "data" / "demo"

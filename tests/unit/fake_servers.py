@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from loopback_http import LoopbackHTTPServer
 
 from retrieval.config import Profile, flat_profile
-from retrieval.cost import Usage
 from retrieval.providers.http import RetryPolicy
+from retrieval.run.cost import Usage
 
 _T = TypeVar("_T")
 

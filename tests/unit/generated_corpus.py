@@ -14,7 +14,7 @@ import zlib
 
 import numpy as np
 
-from retrieval.dataset import Dataset, Document, Question
+from retrieval.data.dataset import Dataset, Document, Question
 
 __all__ = ["fixture_vectors", "generated_dataset"]
 

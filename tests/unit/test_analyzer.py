@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import analyzer
-from retrieval.analyzer import STOP_WORDS, analyze, analyze_many
+from retrieval.data import analyzer
+from retrieval.data.analyzer import STOP_WORDS, analyze, analyze_many
 
 
 def test_lower_case() -> None:

@@ -10,8 +10,8 @@ import pytest
 from demo_fixture import demo_dataset
 from test_analyzer_fast_path import french_texts, plain_analyze, random_texts
 
-from retrieval import analyzer
-from retrieval.analyzer import AnalysedCorpus, analyze_corpus, forget_documents
+from retrieval.data import analyzer
+from retrieval.data.analyzer import AnalysedCorpus, analyze_corpus, forget_documents
 
 
 def assert_same_as_analyze(texts: list[str]) -> None:

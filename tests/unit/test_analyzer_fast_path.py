@@ -1,6 +1,6 @@
 """The analyzer's fast paths give exactly the terms of the plain algorithm they replace.
 
-The fast paths (retrieval/analyzer.py, issue 6): identifiers found from digit runs instead
+The fast paths (retrieval/data/analyzer.py, issue 6): identifiers found from digit runs instead
 of trying the pattern at every position, text analysed per whitespace chunk through a
 cache, lower() alone for ASCII. `plain_analyze` below is the analyzer as it was before
 them, written over the module's own patterns and word rules, so that the comparison
@@ -15,8 +15,8 @@ import unicodedata
 import pytest
 from demo_fixture import demo_dataset
 
-from retrieval import analyzer
-from retrieval.analyzer import analyze, analyze_many
+from retrieval.data import analyzer
+from retrieval.data.analyzer import analyze, analyze_many
 
 
 def plain_fold(text: str) -> str:

@@ -10,9 +10,9 @@ from typing import BinaryIO
 
 import pytest
 
-from retrieval import atomic
-from retrieval.atomic import atomic_write, atomic_write_text
 from retrieval.cli import main
+from retrieval.files import atomic
+from retrieval.files.atomic import atomic_write, atomic_write_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

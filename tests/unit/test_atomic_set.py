@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from retrieval import atomic
-from retrieval.atomic import STALE_SECONDS, AtomicSetError, clean_stale, recover_directory, replace_files
+from retrieval.files import atomic
+from retrieval.files.atomic import STALE_SECONDS, AtomicSetError, clean_stale, recover_directory, replace_files
 
 OLD = {"corpus-embeddings.json": b"old corpus", "question-embeddings.json": b"old questions", "recording.json": b"{}"}
 NEW = {"corpus-embeddings.json": b"new corpus", "question-embeddings.json": b"new questions", "recording.json": b"[1]"}

@@ -13,7 +13,7 @@ from fake_embeddings import FakeEmbeddingsServer, fixture_vector, make_profile
 from retrieval.providers.base import ProviderError, normalize
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording import Recorder
+from retrieval.recording.recorder import Recorder
 
 TEXTS = ["Restaurer une sauvegarde", "Purger   le\ncache"]
 FAST = RetryPolicy(attempts=1, backoff=0.001, max_wait=0.01)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from retrieval.baseline import (
+from retrieval.data.dataset import Question
+from retrieval.gate.baseline import (
     BaselineError,
     DataChanges,
     as_scores,
@@ -24,9 +25,8 @@ from retrieval.baseline import (
     unproduced,
     update_baseline,
 )
-from retrieval.dataset import Question
-from retrieval.metrics import MethodScores, score_run
-from retrieval.run import MethodResult, QuestionResult, Run
+from retrieval.measures.metrics import MethodScores, score_run
+from retrieval.run.results import MethodResult, QuestionResult, Run
 
 QUESTIONS = [
     Question("q1", "J'obtiens HEL-4040", "identifiant", ("HEL-4040",)),
@@ -229,7 +229,7 @@ def test_update_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     def broken_dumps(*args: object, **kwargs: object) -> str:
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr("retrieval.baseline_update.json.dumps", broken_dumps)
+    monkeypatch.setattr("retrieval.gate.update.json.dumps", broken_dumps)
     with pytest.raises(OSError, match="disk full"):
         update_baseline(path, "local", _entry(WORSE), allow_regression="accepted on purpose")
     monkeypatch.undo()

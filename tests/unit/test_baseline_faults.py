@@ -10,9 +10,9 @@ import pytest
 from demo_fixture import DEMO_BASELINE
 from test_baseline import GOOD, TYPES, _run
 
-from retrieval.baseline import FORMAT, BaselineError, compare, entry_for, load_baseline, update_baseline
-from retrieval.report import score_run
-from retrieval.run import QuestionResult, Run
+from retrieval.gate.baseline import FORMAT, BaselineError, compare, entry_for, load_baseline, update_baseline
+from retrieval.report.build import score_run
+from retrieval.run.results import QuestionResult, Run
 
 
 def _degraded(run: Run, method: str, questions: set[str]) -> Run:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from trust_project import GOOD, failing, gate, make_project, write_ranks
 
-from retrieval.baseline import BaselineError, load_baseline, update_baseline
-from retrieval.gate import accept
+from retrieval.gate.baseline import BaselineError, load_baseline, update_baseline
+from retrieval.gate.result import accept
 
 BASELINE = Path("baselines/metrics.json")
 SNAPSHOTS = Path("baselines/rankings/local.json")
@@ -143,7 +143,7 @@ def test_the_report_command_removes_a_killed_runs_leftovers_too(project: Path) -
 
 CONCURRENT = """
 import sys, time
-import retrieval.baseline_update as update
+import retrieval.gate.update as update
 
 real = update.load_baseline
 
@@ -186,7 +186,7 @@ def test_update_baseline_waits_for_the_lock(project: Path) -> None:
             [
                 sys.executable,
                 "-c",
-                "import sys, json, retrieval.baseline_update as u; u.LOCK_SECONDS = 0.2; "
+                "import sys, json, retrieval.gate.update as u; u.LOCK_SECONDS = 0.2; "
                 "u.update_baseline(sys.argv[1], 'p', json.loads(sys.argv[2]))",
                 str(path),
                 json.dumps(entry),

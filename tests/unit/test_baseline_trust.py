@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from trust_project import QUESTIONS, failing, gate, make_project, write_questions, write_ranks
 
-from retrieval.baseline import BaselineError, load_baseline
 from retrieval.cli import main
 from retrieval.config import ConfigError
-from retrieval.gate import accept
+from retrieval.gate.baseline import BaselineError, load_baseline
+from retrieval.gate.result import accept
 
 BASELINE = Path("baselines/metrics.json")
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from demo_fixture import demo_dataset
 
-from retrieval.analyzer import analyze
-from retrieval.dataset import Dataset, Document, Question
+from retrieval.data.analyzer import analyze
+from retrieval.data.dataset import Dataset, Document, Question
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method, RankBM25Index, SparseBM25Index, round_scores
-from retrieval.ranking import Ranking
+from retrieval.run.ranking import Ranking
 
 
 def full_rankings(dataset: Dataset, engine: str) -> list[Ranking]:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_bm25_engines import random_dataset
 
-from retrieval.analyzer import AnalysedCorpus, analyze, analyze_corpus
+from retrieval.data.analyzer import AnalysedCorpus, analyze, analyze_corpus
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import (
     BM25Method,

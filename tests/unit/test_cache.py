@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.cache import EmbeddingCache
-from retrieval.cost import Usage
-from retrieval.embeddings import embed_texts
+from retrieval.evaluation.embeddings import embed_texts
 from retrieval.providers.base import Kind
+from retrieval.recording.cache import EmbeddingCache
+from retrieval.run.cost import Usage
 
 DIMENSIONS = 8
 CORPUS = [f"Document {i} : procédure de restauration numéro {i}." for i in range(7)]

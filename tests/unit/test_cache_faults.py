@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from test_cache import CORPUS, DIMENSIONS, CountingProvider
 
-from retrieval.atomic import STALE_SECONDS
-from retrieval.cache import EmbeddingCache
-from retrieval.embeddings import embed_texts
-from retrieval.vector_store import VectorStore
+from retrieval.evaluation.embeddings import embed_texts
+from retrieval.files.atomic import STALE_SECONDS
+from retrieval.recording.cache import EmbeddingCache
+from retrieval.recording.vector_store import VectorStore
 
 
 def _cache(root: Path, dimensions: int = DIMENSIONS, model: str = "fake-model") -> EmbeddingCache:

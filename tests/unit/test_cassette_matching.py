@@ -14,9 +14,9 @@ from vcr.cassette import Cassette
 from vcr.matchers import method, uri
 from vcr.request import Request
 
-from retrieval import recording
-from retrieval.cassette_matching import index_cassette, match_key, same_body
 from retrieval.providers.http import new_client
+from retrieval.recording import recorder as recording
+from retrieval.recording.matching import index_cassette, match_key, same_body
 
 STAGE = "corpus-embeddings"
 URL = "http://127.0.0.1:8765/v1/embeddings"

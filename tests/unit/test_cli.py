@@ -10,10 +10,10 @@ import pytest
 
 from retrieval.cli import main
 from retrieval.config import load_settings
-from retrieval.dataset import load_dataset
-from retrieval.evaluate import evaluate
-from retrieval.gate import accept, run_gate
-from retrieval.report import score_run
+from retrieval.data.dataset import load_dataset
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.gate.result import accept, run_gate
+from retrieval.report.build import score_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -83,7 +83,7 @@ def test_invalid_dataset_names_file_and_line(tmp_path: Path, capsys: pytest.Capt
 
 PLUGIN = '''
 import numpy as np
-from retrieval.ranking import top_k
+from retrieval.run.ranking import top_k
 
 
 class ReverseBM25:

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from retrieval.config import ConfigError, load_settings
-from retrieval.evaluate import CORPUS_STAGE, QUESTION_STAGE
-from retrieval.names import RANKINGS, RESERVED_CASSETTES
-from retrieval.pipeline import plan
-from retrieval.ranking_cassettes import SUFFIX
-from retrieval.recording import META_FILE
-from retrieval.setting_values import NUMBERS
-from retrieval.settings import GROUPS, Settings
+from retrieval.config.names import RANKINGS, RESERVED_CASSETTES
+from retrieval.config.setting_values import NUMBERS
+from retrieval.config.settings import GROUPS, Settings
+from retrieval.evaluation.evaluate import CORPUS_STAGE, QUESTION_STAGE
+from retrieval.evaluation.pipeline import plan
+from retrieval.recording.ranking_cassettes import SUFFIX
+from retrieval.recording.recorder import META_FILE
 
 NO_ENV: dict[str, str] = {}
 

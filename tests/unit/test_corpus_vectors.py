@@ -14,15 +14,15 @@ import pytest
 from demo_fixture import DEMO_CASSETTES, demo_dataset, demo_settings
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
-from retrieval import atomic
 from retrieval.config import Settings
-from retrieval.corpus_vectors import compact_store, corpus_space
-from retrieval.dataset import Dataset
-from retrieval.evaluate import evaluate, recorder_for
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.corpus_vectors import compact_store, corpus_space
+from retrieval.evaluation.evaluate import evaluate, recorder_for
+from retrieval.files import atomic
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording import STORE_MANIFEST, CassetteError, scan_cassettes
-from retrieval.run import Run
-from retrieval.vector_store import Space, VectorStore
+from retrieval.recording.recorder import STORE_MANIFEST, CassetteError, scan_cassettes
+from retrieval.recording.vector_store import Space, VectorStore
+from retrieval.run.results import Run
 
 METHODS = ("bm25", "vector", "hybrid")
 
@@ -145,7 +145,7 @@ def test_a_recording_failing_midway_leaves_the_old_store_whole(
         raise OSError(28, "No space left on device (simulated)")
 
     if step == "segment":  # the new segment's file cannot be written
-        monkeypatch.setattr("retrieval.vector_store.atomic_write", fail)
+        monkeypatch.setattr("retrieval.recording.vector_store.atomic_write", fail)
     else:  # the segment is written, then the cassette set cannot be swapped in
         monkeypatch.setattr(atomic, "_exchange", fail)
     with pytest.raises((CassetteError, OSError), match="No space left on device"):
@@ -204,9 +204,9 @@ def test_an_older_corpus_cassette_is_named_with_its_conversion(tmp_path: Path) -
 def test_converting_an_older_corpus_cassette_keeps_its_vectors_and_figures(
     tmp_path: Path, embeddings_server: FakeEmbeddingsServer
 ) -> None:
-    from retrieval.corpus_vectors import LEGACY_STAGE, convert_corpus_cassette
-    from retrieval.embeddings import embed_texts
-    from retrieval.network import closed_network
+    from retrieval.evaluation.corpus_vectors import LEGACY_STAGE, convert_corpus_cassette
+    from retrieval.evaluation.embeddings import embed_texts
+    from retrieval.recording.network import closed_network
 
     dataset, settings = _small(), _settings(tmp_path, embeddings_server.url)
     recorded = evaluate(dataset, settings, mode="record")

@@ -18,10 +18,10 @@ from demo_fixture import DEMO_PROJECT
 from loopback_http import LoopbackHTTPServer
 
 from retrieval.config import load_settings
-from retrieval.gate import accept, run_gate
+from retrieval.gate.result import accept, run_gate
 from retrieval.providers.http import new_client
-from retrieval.recording import CassetteError, Recorder, missed_request
-from retrieval.redaction import credential_name, find_secrets
+from retrieval.recording.recorder import CassetteError, Recorder, missed_request
+from retrieval.text.redaction import credential_name, find_secrets
 
 # FIXTURE credentials: made up for these tests, valid nowhere.
 SECRET = "fixture-credential-5150"

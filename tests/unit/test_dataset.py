@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from demo_fixture import DEMO_DATA
 
-from retrieval.dataset import DatasetError, load_dataset
+from retrieval.data.dataset import DatasetError, load_dataset
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NATIVE = FIXTURES / "fixture_native"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.dataset import DatasetError, load_dataset
+from retrieval.data.dataset import DatasetError, load_dataset
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = [{"_id": "d1", "text": "restaurer une sauvegarde"}, {"_id": "d2", "text": "vider le cache"}]

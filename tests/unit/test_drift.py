@@ -17,7 +17,8 @@ from demo_fixture import DEMO_CASSETTES, demo_dataset, demo_settings
 from fake_servers import FakeGeminiServer, clean_gemini_env, gemini_profile
 
 from retrieval.config import Settings
-from retrieval.drift import (
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.recording.drift import (
     CassetteDrift,
     RankingDrift,
     cassette_vectors,
@@ -27,10 +28,9 @@ from retrieval.drift import (
     drift_to_dict,
     render_drift,
 )
-from retrieval.evaluate import evaluate
-from retrieval.recording import CassetteError
-from retrieval.run import MethodResult, QuestionResult, Run
-from retrieval.vector_store import Space, VectorStore
+from retrieval.recording.recorder import CassetteError
+from retrieval.recording.vector_store import Space, VectorStore
+from retrieval.run.results import MethodResult, QuestionResult, Run
 
 LOCAL = DEMO_CASSETTES / "local"
 # The fixture's corpus vectors (the recording's, converted to the vector store) and their manifest.
@@ -222,7 +222,7 @@ def test_a_changed_question_vector_moves_one_question_and_the_figures(tmp_path: 
 
 
 def _run(question_ids: list[str], ranked: dict[str, list[list[str]]]) -> Run:
-    from retrieval.dataset import Question
+    from retrieval.data.dataset import Question
 
     results = [
         QuestionResult(

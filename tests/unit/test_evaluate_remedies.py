@@ -24,12 +24,12 @@ from fake_servers import (
 from remedy_fixtures import fixture_llm_answer, prompt_question
 
 from retrieval.config import Settings
-from retrieval.dataset import Dataset
-from retrieval.evaluate import evaluate
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.evaluate import evaluate
 from retrieval.methods.enrich import ENRICHED_EMBEDDINGS, ENRICHMENT
-from retrieval.recording import CassetteError
-from retrieval.redaction import find_secrets
-from retrieval.report import build_report
+from retrieval.recording.recorder import CassetteError
+from retrieval.report.build import build_report
+from retrieval.text.redaction import find_secrets
 
 REMEDIES = ["hybrid", "rewrite", "rewrite_rerank", "enrich"]
 # FIXTURE: the question whose rewrite the fake model answers in prose (unparseable).

@@ -13,10 +13,10 @@ from demo_fixture import DEMO_DATA, demo_dataset, demo_settings
 from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, clean_gemini_env, gemini_profile
 
 from retrieval.config import Settings
-from retrieval.evaluate import evaluate
-from retrieval.recording import CassetteError
-from retrieval.redaction import find_secrets
-from retrieval.report import build_report, render_markdown
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.recording.recorder import CassetteError
+from retrieval.report.build import build_report, render_markdown
+from retrieval.text.redaction import find_secrets
 
 
 def test_record_then_replay_a_gemini_run_with_reranking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

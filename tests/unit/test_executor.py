@@ -1,5 +1,5 @@
 """The executor setting and the sharded search without Ray: the shards' merge must give the
-single-process rankings exactly (retrieval.sharding, retrieval.bm25_shards, retrieval.vector_shards)."""
+single-process rankings exactly (retrieval.methods.support: sharding, bm25_shards, vector_shards)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import pytest
 from generated_corpus import fixture_vectors, generated_dataset
 
 from retrieval.config import ConfigError, load_settings
-from retrieval.executor import LocalExecutor, open_executor
+from retrieval.executors.executor import LocalExecutor, open_executor
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.hybrid import HybridMethod
+from retrieval.methods.support.sharding import Shard, merge, run_in_process, shard_bounds, sharding_of
 from retrieval.methods.vector import VectorMethod
-from retrieval.ranking import Ranking
-from retrieval.sharding import Shard, merge, run_in_process, shard_bounds, sharding_of
+from retrieval.run.ranking import Ranking
 
 HERE = Path(__file__).resolve().parent
 
@@ -95,7 +95,7 @@ def test_executor_setting_reads_the_project_file_and_refuses_others(tmp_path: Pa
 
 def test_executor_ray_without_ray_installed_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where Ray is not installed
-    monkeypatch.delitem(sys.modules, "retrieval.ray_executor", raising=False)
+    monkeypatch.delitem(sys.modules, "retrieval.executors.ray_cluster", raising=False)
     with pytest.raises(ConfigError, match=r"^executor = \"ray\" needs Ray .*pip install 'retrieval-regression\[ray\]'"):
         open_executor("ray").__enter__()
 
@@ -105,7 +105,7 @@ def test_a_default_evaluation_never_imports_ray() -> None:
         """
         import sys
         from demo_fixture import demo_dataset, demo_settings
-        from retrieval.evaluate import evaluate
+        from retrieval.evaluation.evaluate import evaluate
         run = evaluate(demo_dataset(), demo_settings())
         assert run.results, "the demo evaluated nothing"
         print(sorted(m for m in sys.modules if m == "ray" or m.startswith("ray.")))

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from retrieval.dataset import Question
-from retrieval.failures import Failure, best_method, failures_at_rank_1, where_relevant
-from retrieval.metrics import MethodScores
-from retrieval.run import MethodResult, QuestionResult, Run
+from retrieval.data.dataset import Question
+from retrieval.diagnosis.failures import Failure, best_method, failures_at_rank_1, where_relevant
+from retrieval.measures.metrics import MethodScores
+from retrieval.run.results import MethodResult, QuestionResult, Run
 
 DOCUMENTS = {
     "HEL-4040": "HEL-4040 : fichier d'import invalide\nLe fichier importé est mal formé.",

@@ -1,4 +1,4 @@
-"""The sweeps' fusion of cut lists (`fuse_kept`) against retrieval.fusion on the uncut lists.
+"""The sweeps' fusion of cut lists (`fuse_kept`) against retrieval.measures.fusion on the uncut lists.
 
 An independent check, not a copy: the reference is `reciprocal_rank_fusion`, the fusion the
 evaluator runs, given the whole input rankings; `fuse_kept` sees them cut at random depths.
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.ranking import Ranking
-from retrieval.sweeps import fuse_kept, kept_lists
+from retrieval.measures.fusion import reciprocal_rank_fusion
+from retrieval.measures.refusion import fuse_kept, kept_lists
+from retrieval.run.ranking import Ranking
 
 CASES = 1500
 WEIGHTS = (0.0, 0.5, 1.0, 1.0, 1.0, 2.0, 3.0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
-from retrieval.ranking import Ranking, rank_of, top_k
+from retrieval.measures.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from retrieval.run.ranking import Ranking, rank_of, top_k
 
 
 def _ranking(*indices: int) -> Ranking:

@@ -1,5 +1,5 @@
 """`python -m retrieval --gate` and the pytest plugin give the same verdicts, in the same words,
-on each case of the plugin's tests: both call retrieval.verdicts.judge on retrieval.gate's
+on each case of the plugin's tests: both call retrieval.gate.verdicts.judge on retrieval.gate.result's
 evaluation. Run on the FIXTURE adopter project (test_gate_runs.py): the plugin in-process, the
 CLI as a user runs it, in a subprocess from the project's folder.
 """

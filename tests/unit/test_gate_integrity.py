@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
-from retrieval.baseline import BaselineError, Check, update_baseline
-from retrieval.baseline import unproduced as unproduced_figures
 from retrieval.config import LLMSettings, Settings
-from retrieval.dataset import load_dataset
-from retrieval.evaluate import evaluate
-from retrieval.recording import CassetteError, cassette_digest
-from retrieval.snapshots import load_snapshots, moved, render_snapshots, top_changed, write_snapshots
+from retrieval.data.dataset import load_dataset
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.gate.baseline import BaselineError, Check, update_baseline
+from retrieval.gate.baseline import unproduced as unproduced_figures
+from retrieval.gate.snapshots import load_snapshots, moved, render_snapshots, top_changed, write_snapshots
+from retrieval.recording.recorder import CassetteError, cassette_digest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # sha256 of nothing: a profile whose methods call no model has no cassette.

@@ -1,11 +1,11 @@
-"""The gate's item names and what a stopped comparison gives (retrieval.verdicts, pure). The
+"""The gate's item names and what a stopped comparison gives (retrieval.gate.verdicts, pure). The
 verdicts of real evaluations are tested through the plugin and the CLI (test_gate_cli.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from retrieval.verdicts import GATE, INTEGRITY, Verdict, figure_item, item_id, item_names, judge
+from retrieval.gate.verdicts import GATE, INTEGRITY, Verdict, figure_item, item_id, item_names, judge
 
 
 @pytest.mark.parametrize(

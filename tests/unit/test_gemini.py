@@ -23,11 +23,11 @@ from fake_servers import (
 from fake_servers import clean_gemini_env as clean_env
 from fake_servers import gemini_profile as make_profile
 
-from retrieval.cost import Usage
-from retrieval.prompts import RERANK_SCHEMA
+from retrieval.methods.prompts import RERANK_SCHEMA
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError, normalize
 from retrieval.providers.gemini import GeminiEmbeddings, GeminiGenerator
 from retrieval.providers.http import RetryPolicy
+from retrieval.run.cost import Usage
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ from demo_fixture import DEMO_DATA
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.config import ConfigError, load_settings
-from retrieval.cost import Usage
 from retrieval.providers.base import ProviderError
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
+from retrieval.run.cost import Usage
 
 LONG = "Restaurer une sauvegarde " * 100  # 2,500 characters
 TEXTS = ["court", LONG, LONG + "encore"]

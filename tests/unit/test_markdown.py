@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.markdown import escape_cell, escape_text
+from retrieval.text.markdown import escape_cell, escape_text
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ from loopback_http import LoopbackHTTPServer
 
 from retrieval import Context, Ranking
 from retrieval.cli import main
-from retrieval.llm_methods import ask_or_degrade
-from retrieval.prompts import RERANK_SCHEMA
+from retrieval.methods.prompts import RERANK_SCHEMA
+from retrieval.methods.support.llm import ask_or_degrade
 from retrieval.providers.base import ProviderError
 from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.http import RetryPolicy
@@ -64,7 +64,7 @@ def echo() -> Iterator[str]:
 
 
 def _degraded(generator: Any, caplog: pytest.LogCaptureFixture) -> tuple[ProviderError, str]:
-    with caplog.at_level(logging.WARNING, logger="retrieval.llm_methods"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.methods.support.llm"):
         outcome = ask_or_degrade(
             lambda: generator.generate_json("rank these", RERANK_SCHEMA, "ranking"), "rerank of question q01", "m"
         )

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from ir_measures import RR, R, Success, nDCG
 
-from retrieval.metrics import (
+from retrieval.measures.metrics import (
     hit_rate_at_k,
     metric_names,
     ndcg_at_k,

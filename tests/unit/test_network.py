@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from retrieval.network import LOOKUPS, NetworkBlockedError, closed_network, running
+from retrieval.recording.network import LOOKUPS, NetworkBlockedError, closed_network, running
 
 TCP = (socket.AF_INET, socket.SOCK_STREAM)
 

@@ -13,11 +13,11 @@ import vcr
 from fake_servers import FAST_RETRY, SHORT_TIMEOUT, TIMEOUT, Act, FakeOpenAIServer
 from fake_servers import openai_profile as make_profile
 
-from retrieval.cost import Usage
-from retrieval.prompts import RERANK_SCHEMA
+from retrieval.methods.prompts import RERANK_SCHEMA
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_chat import OpenAIChat
+from retrieval.run.cost import Usage
 
 KEY_ENV = "FIXTURE_CHAT_KEY"
 

@@ -22,10 +22,10 @@ from demo_fixture import DEMO_DATA, demo_dataset, demo_settings
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.config import Settings
-from retrieval.dataset import load_dataset
-from retrieval.evaluate import evaluate
-from retrieval.report import score_run
-from retrieval.run import Run, run_log
+from retrieval.data.dataset import load_dataset
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.report.build import score_run
+from retrieval.run.results import Run, run_log
 
 WORDS = ["sauvegarde", "jeton", "export", "agent", "quota"]
 

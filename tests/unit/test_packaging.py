@@ -22,7 +22,7 @@ def test_every_non_python_file_of_the_package_is_package_data() -> None:
         for p in package.rglob("*")
         if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
     ]
-    assert "defaults.toml" in data
+    assert "config/defaults.toml" in data
     missing = [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)]
     assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
 

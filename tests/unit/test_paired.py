@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from demo_fixture import DEMO_BASELINE, demo_dataset, demo_settings
 
-from retrieval.paired import (
+from retrieval.measures.paired import (
     RESAMPLES,
     SEED,
     PairedComparison,
@@ -195,8 +195,8 @@ def test_demo_hybrid_against_vector_from_the_fixture_baseline() -> None:
 
 def test_a_replayed_run_against_its_baseline_needs_its_rounding() -> None:
 
-    from retrieval.evaluate import evaluate
-    from retrieval.report import score_run
+    from retrieval.evaluation.evaluate import evaluate
+    from retrieval.report.build import score_run
 
     settings = demo_settings()
     run = evaluate(demo_dataset(), settings, mode="replay", methods=["vector"])

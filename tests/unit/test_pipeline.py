@@ -8,8 +8,8 @@ import pytest
 from demo_fixture import demo_dataset
 
 from retrieval.config import ConfigError, Profile, Settings
-from retrieval.evaluate import evaluate
-from retrieval.pipeline import BUILTIN_METHODS, plan
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.evaluation.pipeline import BUILTIN_METHODS, plan
 
 SETTINGS = Settings(profile=Profile("fixture"))
 
@@ -73,7 +73,7 @@ def test_a_plugin_mistake_is_one_line_naming_the_spec(spec: str, message: str) -
         (
             "plugin_mistakes:too_few",
             "method 'too-few' returned 2 rankings for 3 questions: rank(context) must return one "
-            "retrieval.ranking.Ranking per question, in dataset order.",
+            "retrieval.run.ranking.Ranking per question, in dataset order.",
         ),
         (
             "plugin_mistakes:OutOfCorpus",

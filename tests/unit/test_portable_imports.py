@@ -16,7 +16,7 @@ CODE = """
 import sys, warnings
 sys.modules["fcntl"] = None
 warnings.filterwarnings("ignore", "only soft file lock is available")
-import retrieval.cache, retrieval.evaluate, retrieval.cli, retrieval.pytest_plugin
+import retrieval.recording.cache, retrieval.evaluation.evaluate, retrieval.cli, retrieval.gate.plugin
 import retrieval.providers.local_server, retrieval.providers.server_watchdog
 print("imported")
 """

@@ -25,10 +25,10 @@ from retrieval.adapters import pg_cluster
 from retrieval.adapters.pg_cluster import Cluster, ClusterError, unavailable_reason
 from retrieval.adapters.postgres import DSN_ENV, PostgresMethod, connect, factory, question_tsquery, search_text
 from retrieval.config import ConfigError, Settings
-from retrieval.dataset import Dataset, Document, Question
+from retrieval.data.dataset import Dataset, Document, Question
+from retrieval.measures.metrics import score_method
 from retrieval.methods.base import Context
-from retrieval.metrics import score_method
-from retrieval.ranking import Ranking, rank_of
+from retrieval.run.ranking import Ranking, rank_of
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +122,8 @@ def test_recorded_live_then_replayed_without_postgres(
 ) -> None:
     """The engine is reached through libpq, not HTTP: its rankings are recorded per question and
     replayed with no server and no DSN, giving the same figures."""
-    from retrieval.evaluate import evaluate
-    from retrieval.metrics import score_run
+    from retrieval.evaluation.evaluate import evaluate
+    from retrieval.measures.metrics import score_run
 
     dataset = demo_dataset()
     settings = Settings(dataset=str(DEMO_DATA), methods=(), cassettes=str(tmp_path / "cassettes"))

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from retrieval import gate
 from retrieval.config import Settings
-from retrieval.cost import Usage
-from retrieval.embeddings import embed_texts
-from retrieval.progress import stderr_progress, terminal_progress
+from retrieval.evaluation.embeddings import embed_texts
+from retrieval.evaluation.progress import stderr_progress, terminal_progress
+from retrieval.gate import result as gate
 from retrieval.providers.base import Kind
+from retrieval.run.cost import Usage
 
 
 class _Terminal(io.StringIO):

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from fake_embeddings import FakeEmbeddingsServer
 
-import retrieval.gate
-from retrieval.baseline import Check
+import retrieval.gate.result
+from retrieval.gate.baseline import Check
 
 # FIXTURE corpus and questions (French: BM25 uses the French analyzer).
 DOCUMENTS = [
@@ -45,7 +45,7 @@ import re
 
 import numpy as np
 
-from retrieval.ranking import top_k
+from retrieval.run.ranking import top_k
 
 SIGN = {sign}
 WORDS = re.compile(r"\\w+")
@@ -163,15 +163,15 @@ HELD = (
 
 
 def test_the_entry_point_registers_the_plugin() -> None:
-    found = [ep for ep in entry_points(group="pytest11") if ep.value == "retrieval.pytest_plugin"]
-    assert [(ep.name, ep.value) for ep in found] == [("retrieval", "retrieval.pytest_plugin")]
+    found = [ep for ep in entry_points(group="pytest11") if ep.value == "retrieval.gate.plugin"]
+    assert [(ep.name, ep.value) for ep in found] == [("retrieval", "retrieval.gate.plugin")]
 
 
 def test_loading_the_plugin_leaves_the_evaluator_unloaded() -> None:
     # pytest loads the plugin in every run of a repository that installs the package: the
     # evaluator and its libraries (~0.3 s) load only when the gate runs.
-    heavy = ("numpy", "scipy", "vcr", "httpx", "google", "retrieval.evaluate", "retrieval.gate")
-    code = f"import sys, retrieval.pytest_plugin; print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    heavy = ("numpy", "scipy", "vcr", "httpx", "google", "retrieval.evaluation.evaluate", "retrieval.gate.result")
+    code = f"import sys, retrieval.gate.plugin; print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
 
@@ -429,12 +429,12 @@ def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_coll
 def test_a_figure_added_to_compare_is_gated_with_no_test_edit(
     pytester: pytest.Pytester, accepted: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    compare = retrieval.gate.compare
+    compare = retrieval.gate.result.compare
 
     def with_a_new_metric(*args: object, **kwargs: object) -> list[Check]:
         return [*compare(*args, **kwargs), Check("overlap", "ndcg@10", 0.9, 0.5, 0.0, ["q3 (0.90 -> 0.50)"])]  # type: ignore[arg-type]
 
-    monkeypatch.setattr(retrieval.gate, "compare", with_a_new_metric)
+    monkeypatch.setattr(retrieval.gate.result, "compare", with_a_new_metric)
     result = _run(pytester)
     # A figure the baseline does not hold has no item of its own: the gate item carries it.
     result.assert_outcomes(passed=17, failed=1)

@@ -7,7 +7,7 @@ import pytest
 from demo_fixture import demo_dataset
 
 from retrieval import ranking_from_ids
-from retrieval.ranking import RankingError
+from retrieval.run.ranking import RankingError
 
 
 def test_the_engine_order_is_the_ranking_with_no_ties_unless_scored() -> None:

@@ -32,21 +32,21 @@ from generated_corpus import fixture_vectors, generated_dataset  # noqa: E402
 from ray import cloudpickle  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-import retrieval.ray_executor as ray_executor  # noqa: E402
-from retrieval.bm25_shards import BM25Sharding, IndexedShard  # noqa: E402
-from retrieval.embeddings import embed_texts  # noqa: E402
-from retrieval.evaluate import evaluate  # noqa: E402
+import retrieval.executors.ray_cluster as ray_executor  # noqa: E402
+from retrieval.evaluation.embeddings import embed_texts  # noqa: E402
+from retrieval.evaluation.evaluate import evaluate  # noqa: E402
+from retrieval.executors.ray_cluster import embed_on_cluster, search_on_cluster  # noqa: E402
+from retrieval.measures.metrics import metric_names, score_method  # noqa: E402
 from retrieval.methods.base import Context  # noqa: E402
 from retrieval.methods.bm25 import BM25Method  # noqa: E402
 from retrieval.methods.hybrid import HybridMethod  # noqa: E402
+from retrieval.methods.support.bm25_shards import BM25Sharding, IndexedShard  # noqa: E402
 from retrieval.methods.vector import SCORE_DECIMALS, VectorMethod  # noqa: E402
-from retrieval.metrics import metric_names, score_method  # noqa: E402
 from retrieval.providers.base import ProviderError  # noqa: E402
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings  # noqa: E402
-from retrieval.ranking import Ranking  # noqa: E402
-from retrieval.ray_executor import embed_on_cluster, search_on_cluster  # noqa: E402
-from retrieval.report import build_report, render_json  # noqa: E402
-from retrieval.run import Run  # noqa: E402
+from retrieval.report.build import build_report, render_json  # noqa: E402
+from retrieval.run.ranking import Ranking  # noqa: E402
+from retrieval.run.results import Run  # noqa: E402
 
 
 @dataclass

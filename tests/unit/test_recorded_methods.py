@@ -21,10 +21,10 @@ from fake_search import URL_VARIABLE, FakeSearchService, IdSearchService
 from retrieval import Context, Ranking
 from retrieval.cli import main
 from retrieval.config import ConfigError, Profile, Settings
-from retrieval.dataset import Dataset
-from retrieval.evaluate import evaluate
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.evaluate import evaluate
 from retrieval.providers.base import ProviderError, ReplayMissError
-from retrieval.recording import CassetteError
+from retrieval.recording.recorder import CassetteError
 
 PROFILE = "fixture"
 
@@ -91,7 +91,7 @@ def test_an_http_retriever_is_recorded_then_replayed_with_its_service_stopped(
 def test_a_service_priced_per_call_is_charged_for_the_calls_its_cassette_answered(
     tmp_path: Path, dataset: Dataset, service: FakeSearchService
 ) -> None:
-    from retrieval.report import build_report
+    from retrieval.report.build import build_report
 
     settings = replace(_settings(tmp_path), prices={"fixture-search": {"call": 0.002}})
     methods = ["bm25", "fake_search:priced_factory"]

@@ -18,7 +18,7 @@ from loopback_http import LoopbackHTTPServer
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.providers.http import RetryPolicy, new_client, post_json
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording import (
+from retrieval.recording.recorder import (
     KEPT_REQUEST_HEADERS,
     CassetteError,
     Recorder,
@@ -27,7 +27,7 @@ from retrieval.recording import (
     record_command,
     scan_cassettes,
 )
-from retrieval.redaction import find_secrets
+from retrieval.text.redaction import find_secrets
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE = "corpus-embeddings"

@@ -23,9 +23,9 @@ from fake_embeddings import FakeEmbeddingsServer, make_profile
 from retrieval import Context, Ranking
 from retrieval.cli import main
 from retrieval.config import Settings
-from retrieval.dataset import Dataset
-from retrieval.drift import FIRST_RECORDING
-from retrieval.evaluate import evaluate
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.recording.drift import FIRST_RECORDING
 
 DRIFT_MODULUS = 11  # texts whose length is a multiple of it drift
 DRIFT = 0.5  # added to their first component
@@ -279,7 +279,7 @@ def test_pytest_record_shows_the_drift_in_the_terminal_summary(
     quiet = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-W", "ignore::pytest.PytestAssertRewriteWarning")
     first = pytester.runpytest_inprocess(*quiet, "--record", "--update-baseline")
     # The gate's items are named before the first baseline exists: the gate, its 5 integrity
-    # items and a top-10 snapshot per method (retrieval/verdicts.py); then one per figure too.
+    # items and a top-10 snapshot per method (retrieval/gate/verdicts.py); then one per figure too.
     first.assert_outcomes(passed=9)
     first.stdout.fnmatch_lines(
         ["*= recording drift =*", "Drift of this recording against the committed one:", f"  {FIRST_RECORDING}"]
@@ -296,7 +296,7 @@ def test_pytest_record_shows_the_drift_in_the_terminal_summary(
 def test_a_commit_without_drift_drops_the_previous_recordings_drift(
     tmp_path: Path, small_demo: Dataset, drifting_server: DriftingEmbeddingsServer
 ) -> None:
-    from retrieval.recording import Recorder
+    from retrieval.recording.recorder import Recorder
 
     settings = _settings(tmp_path, drifting_server.url)
     recorded = evaluate(small_demo, settings, mode="record")
@@ -312,7 +312,7 @@ def test_a_commit_without_drift_drops_the_previous_recordings_drift(
 def test_a_recording_too_large_for_github_ends_its_summary_with_a_note(
     tmp_path: Path, small_demo: Dataset, drifting_server: DriftingEmbeddingsServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from retrieval import recording
+    from retrieval.recording import recorder as recording
 
     monkeypatch.setattr(recording, "LARGE_FILE", 1100)
     recorded = evaluate(small_demo, _settings(tmp_path, drifting_server.url), mode="record")

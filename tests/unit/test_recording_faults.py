@@ -14,13 +14,14 @@ from demo_fixture import DEMO_CASSETTES
 from fake_embeddings import FakeEmbeddingsServer, make_profile
 from vcr.request import Request
 
-from retrieval import atomic, recording
-from retrieval.atomic import STALE_SECONDS
-from retrieval.cassette_matching import loopback_port
+from retrieval.files import atomic
+from retrieval.files.atomic import STALE_SECONDS
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording import CassetteError, Recorder, scan_cassettes
-from retrieval.redaction import find_secrets
+from retrieval.recording import recorder as recording
+from retrieval.recording.matching import loopback_port
+from retrieval.recording.recorder import CassetteError, Recorder, scan_cassettes
+from retrieval.text.redaction import find_secrets
 
 CORPUS, QUESTIONS = "corpus-embeddings", "question-embeddings"
 FAST = RetryPolicy(attempts=1)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.evaluate import raising_method
-from retrieval.redaction import declare_key_variables, failure_text, redacted
+from retrieval.evaluation.evaluate import raising_method
+from retrieval.text.redaction import declare_key_variables, failure_text, redacted
 
 ENVIRON = {
     "SEARCH_API_KEY": "fixture-key-0123456789",

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from demo_deep_run import demo_run
 
-from retrieval.cost import Usage
-from retrieval.dataset import Question
-from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.prompts import render_rerank_prompt
-from retrieval.ranking import Ranking
-from retrieval.remedies import Remedy, diagnose, remedy_summary, render_diagnosis
-from retrieval.run import MethodResult, QuestionResult, Run
-from retrieval.sweeps import FusionSettings, Setup, measured_chars_per_token, sweeps, token_ratio
+from retrieval.data.dataset import Question
+from retrieval.diagnosis.remedies import Remedy, diagnose, remedy_summary, render_diagnosis
+from retrieval.diagnosis.sweeps import FusionSettings, Setup, measured_chars_per_token, sweeps, token_ratio
+from retrieval.measures.fusion import reciprocal_rank_fusion
+from retrieval.methods.prompts import render_rerank_prompt
+from retrieval.run.cost import Usage
+from retrieval.run.ranking import Ranking
+from retrieval.run.results import MethodResult, QuestionResult, Run
 
 DOCS = ["b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "y", "z"]
 REQUIRES = {"bm25": (), "vector": (), "hybrid": ("bm25", "vector")}
@@ -36,7 +36,7 @@ def _method(ids: list[str], relevant: tuple[str, ...]) -> MethodResult:
 
 
 def _question(qid: str, relevant: str, bm25: list[str], vector: list[str]) -> QuestionResult:
-    """bm25 and vector as given, hybrid fused by retrieval.fusion at k = 5."""
+    """bm25 and vector as given, hybrid fused by retrieval.measures.fusion at k = 5."""
     index = {d: i for i, d in enumerate(DOCS)}
     rankings = [
         Ranking(np.asarray([index[d] for d in lst], dtype=np.int64), np.zeros(len(lst))) for lst in (bm25, vector)

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from retrieval.baseline import entry_for
-from retrieval.cost import Usage
-from retrieval.dataset import Document, Question
-from retrieval.markdown import fit, folded
-from retrieval.metrics import score_run
-from retrieval.report import Report, build_report, render_json, render_markdown
-from retrieval.run import MethodResult, QuestionResult, Run
+from retrieval.data.dataset import Document, Question
+from retrieval.gate.baseline import entry_for
+from retrieval.measures.metrics import score_run
+from retrieval.report.build import Report, build_report, render_json, render_markdown
+from retrieval.run.cost import Usage
+from retrieval.run.results import MethodResult, QuestionResult, Run
+from retrieval.text.markdown import fit, folded
 
 # Hand-built run (a fixture): 4 questions, 3 methods. Expected figures, worked by hand:
 #   bm25   recall@5 (1+0+1+1)/4 = 0.75   MRR (1+0+1/3+1)/4 = 0.58

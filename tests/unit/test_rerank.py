@@ -29,16 +29,16 @@ from fake_servers import (
 from fake_servers import clean_gemini_env as clean_env
 
 from retrieval.config import ConfigError, Profile, flat_profile
-from retrieval.cost import Usage
-from retrieval.dataset import Dataset, Document, Question
+from retrieval.data.dataset import Dataset, Document, Question
 from retrieval.methods.base import Context
+from retrieval.methods.prompts import PROMPT_VERSION, TEXT_CHARS, render_rerank_prompt
 from retrieval.methods.rerank import RerankMethod, parse_ranking
-from retrieval.prompts import PROMPT_VERSION, TEXT_CHARS, render_rerank_prompt
 from retrieval.providers import make_embedder, make_generator, required_key
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError
 from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.openai_chat import OpenAIChat
-from retrieval.ranking import Ranking
+from retrieval.run.cost import Usage
+from retrieval.run.ranking import Ranking
 
 N_DOCS = 30
 N_QUESTIONS = 25
@@ -131,7 +131,7 @@ def test_prompt_is_deterministic_versioned_and_truncated() -> None:
     assert prompt_candidate_ids(first) == ["d00", "d01"]
     assert "a b " + "x" * (TEXT_CHARS - 4) + " […]" in first and "x" * (TEXT_CHARS - 3) not in first
     assert "return the ids of the candidate documents ordered by relevance to the question" in first
-    template = resources.files("retrieval.prompts").joinpath(f"{PROMPT_VERSION}.txt")
+    template = resources.files("retrieval.methods.prompts").joinpath(f"{PROMPT_VERSION}.txt")
     assert template.is_file()
 
 

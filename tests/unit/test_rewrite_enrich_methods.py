@@ -31,29 +31,29 @@ from fake_servers import (
 from remedy_fixtures import fixture_llm_answer, fixture_questions, fixture_rewrite, prompt_document, prompt_question
 
 from retrieval.config import Settings
-from retrieval.cost import Usage
-from retrieval.dataset import Dataset, Document, Question
-from retrieval.enrichment_cache import EnrichmentCache
-from retrieval.evaluate import evaluate
+from retrieval.data.dataset import Dataset, Document, Question
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.evaluation.pipeline import plan
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.enrich import ENRICHED_EMBEDDINGS, ENRICHMENT, EnrichMethod, enriched_document
 from retrieval.methods.hybrid import HybridMethod
-from retrieval.methods.rewrite import RewriteMethod
-from retrieval.methods.vector import VectorMethod
-from retrieval.pipeline import plan
-from retrieval.prompts.enrich import (
+from retrieval.methods.prompts.enrich import (
     DOCUMENT_CHARS,
     ENRICH_VERSION,
     parse_questions,
     render_enrich_prompt,
 )
-from retrieval.prompts.rewrite import MAX_QUERY_CHARS, REWRITE_VERSION, parse_rewrite, render_rewrite_prompt
+from retrieval.methods.prompts.rewrite import MAX_QUERY_CHARS, REWRITE_VERSION, parse_rewrite, render_rewrite_prompt
+from retrieval.methods.rewrite import RewriteMethod
+from retrieval.methods.vector import VectorMethod
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError, normalize
 from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.openai_chat import OpenAIChat
-from retrieval.ranking import Ranking, rank_of
-from retrieval.recording import CassetteError
+from retrieval.recording.enrichment_cache import EnrichmentCache
+from retrieval.recording.recorder import CassetteError
+from retrieval.run.cost import Usage
+from retrieval.run.ranking import Ranking, rank_of
 
 DIMENSIONS = 8
 
@@ -186,7 +186,7 @@ def test_parse_questions_rejects(raw: str, reason: str) -> None:
 
 def test_prompts_are_versioned_package_data_and_deterministic() -> None:
     for version in (REWRITE_VERSION, ENRICH_VERSION):
-        assert resources.files("retrieval.prompts").joinpath(f"{version}.txt").is_file()
+        assert resources.files("retrieval.methods.prompts").joinpath(f"{version}.txt").is_file()
     rewrite = render_rewrite_prompt("Which {one}?\n  $HOME")
     assert rewrite == render_rewrite_prompt("Which {one}?\n  $HOME")
     assert prompt_question(rewrite) == "Which {one}? $HOME"  # one line, never read as template syntax

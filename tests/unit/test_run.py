@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.cost import Usage
-from retrieval.dataset import Question
-from retrieval.run import MethodResult, QuestionResult, Run, load_run, save_run
+from retrieval.data.dataset import Question
+from retrieval.run.cost import Usage
+from retrieval.run.results import MethodResult, QuestionResult, Run, load_run, save_run
 
 
 def _run() -> Run:

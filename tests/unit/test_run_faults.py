@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from demo_fixture import DEMO_DATA, DEMO_PROJECT
 
-from retrieval import atomic
 from retrieval.cli import main
-from retrieval.run import RunLogError, load_run
+from retrieval.files import atomic
+from retrieval.run.results import RunLogError, load_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BEIR = str(FIXTURES / "fixture_beir")
@@ -173,7 +173,7 @@ def test_log_and_report_are_written_atomically(
 
 
 DEGRADING = '''
-from retrieval.ranking import Ranking
+from retrieval.run.ranking import Ranking
 
 
 class Fallback:

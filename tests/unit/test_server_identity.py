@@ -16,12 +16,12 @@ from demo_fixture import DEMO_DATA, demo_dataset
 from loopback_http import LoopbackHTTPServer
 
 from retrieval.config import Settings, flat_profile
-from retrieval.dataset import Dataset
-from retrieval.evaluate import evaluate
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.evaluate import evaluate
 from retrieval.providers.base import ProviderError
 from retrieval.providers.local_server import ensure_server
 from retrieval.providers.server_identity import ServerInfo
-from retrieval.report import build_report, render_markdown
+from retrieval.report.build import build_report, render_markdown
 
 MODEL = "multilingual-e5-small-q4"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.baseline import BaselineError
-from retrieval.snapshots import load_snapshots, render_snapshots
+from retrieval.gate.baseline import BaselineError
+from retrieval.gate.snapshots import load_snapshots, render_snapshots
 
 
 def test_a_latin1_snapshot_file_is_one_line_with_its_line(tmp_path: Path) -> None:

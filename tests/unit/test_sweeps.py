@@ -8,25 +8,20 @@ import numpy as np
 import pytest
 from demo_deep_run import demo_run
 
-from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.metrics import score_method
-from retrieval.prompts import render_rerank_prompt
-from retrieval.ranking import Ranking
-from retrieval.run import Run
-from retrieval.sweeps import (
-    Fused,
+from retrieval.diagnosis.sweeps import (
     candidate_sweep,
     estimate_tokens,
-    fuse_kept,
-    fuse_top,
     fusion_sweep,
-    keep_depths,
-    kept_lists,
     render_sweeps,
-    required_depth,
     rerank_tokens,
     sweeps,
 )
+from retrieval.measures.fusion import reciprocal_rank_fusion
+from retrieval.measures.metrics import score_method
+from retrieval.measures.refusion import Fused, fuse_kept, fuse_top, keep_depths, kept_lists, required_depth
+from retrieval.methods.prompts import render_rerank_prompt
+from retrieval.run.ranking import Ranking
+from retrieval.run.results import Run
 
 ORDER = {"a": 0, "b": 1, "c": 2, "d": 3}
 
@@ -283,7 +278,7 @@ def test_a_list_switched_off_by_a_weight_of_zero_sweeps_and_renders(deep) -> Non
     # not divide by the smallest weight (it raised ZeroDivisionError).
     from dataclasses import replace
 
-    from retrieval.sweeps import FusionSettings
+    from retrieval.diagnosis.sweeps import FusionSettings
 
     _, run, setup = deep
     off = replace(setup, fusion={**setup.fusion, "hybrid": FusionSettings(60, (0.0, 1.0))})

@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 from demo_fixture import demo_dataset, demo_settings
 
-from retrieval.evaluate import evaluate
-from retrieval.methods.base import Context
-from retrieval.metrics import recall_at_k, reciprocal_rank
-from retrieval.ranking import Ranking
-from retrieval.ties import (
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.measures.metrics import recall_at_k, reciprocal_rank
+from retrieval.measures.ties import (
     TieInfo,
     render_ties,
     summarize_ties,
@@ -25,6 +23,8 @@ from retrieval.ties import (
     tie_summary,
     ties_to_dict,
 )
+from retrieval.methods.base import Context
+from retrieval.run.ranking import Ranking
 
 
 def _ranking(scores: Sequence[float], indices: list[int] | None = None) -> Ranking:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.toml_lines import key_line
+from retrieval.config.toml_lines import key_line
 
 PYPROJECT = """[project]
 name = "x"

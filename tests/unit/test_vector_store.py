@@ -1,4 +1,4 @@
-"""The vector store (retrieval.vector_store): keys, segments, digests, append-only writes, compaction.
+"""The vector store (retrieval.recording.vector_store): keys, segments, digests, append-only writes, compaction.
 
 Vectors here are FIXTURES (seeded random numbers), never a recording."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.vector_store import FORMAT, Space, StoreError, VectorStore, text_keys
+from retrieval.recording.vector_store import FORMAT, Space, StoreError, VectorStore, text_keys
 
 SPACE = Space("openai", "fixture-e5", 8, "document", "v1")
 TEXTS = [f"Document {i} : la procédure numéro {i}." for i in range(50)]

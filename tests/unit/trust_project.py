@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from retrieval.config import Settings, load_settings
-from retrieval.gate import GateResult, accept, run_gate
+from retrieval.gate.result import GateResult, accept, run_gate
 
 DOCUMENTS = [
     ("d1", "Restaurer une sauvegarde", "Ouvrez la console et lancez la restauration."),
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.ranking import top_k
+from retrieval.run.ranking import top_k
 
 
 class Table:

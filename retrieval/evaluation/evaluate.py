@@ -1,0 +1,544 @@
+"""Run retrieval methods over a dataset and collect a Run.
+
+The only place that wires providers, cache, recording and methods together: the
+CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.config import ConfigError, Settings
+from retrieval.data.dataset import Dataset, corpus_fingerprint
+from retrieval.evaluation.corpus_vectors import corpus_vectors, embedding_variant, vectors_root
+from retrieval.evaluation.embeddings import embed_texts
+from retrieval.evaluation.pipeline import Plan, plan
+from retrieval.executors.executor import Executor, LocalExecutor, open_executor
+from retrieval.measures.metrics import MRR_DEPTH
+from retrieval.measures.refusion import keep_depths
+from retrieval.measures.ties import tie_summary
+from retrieval.methods.base import UNRECORDED_REASONS, Context, Declaration, Embed, Method, ProgressFactory, Rankings
+from retrieval.providers import credentials
+from retrieval.providers.base import EmbeddingProvider, Kind, ProviderError, ReplayMissError
+from retrieval.recording.cache import EmbeddingCache
+from retrieval.recording.drift import recording_drift, replay_previous
+from retrieval.recording.network import NetworkBlockedError, cause_of, closed_network, running
+from retrieval.recording.ranking_cassettes import method_code
+from retrieval.recording.recorder import CassetteError, Mode, Recorder, missed_request
+from retrieval.run.cost import Usage
+from retrieval.run.ranking import Ranking, RankingError, rank_of
+from retrieval.run.results import MethodResult, QuestionResult, Run
+from retrieval.text.redaction import declare_key_variables, redacted
+from retrieval.text.server_provenance import served_by
+
+__all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "StagedRecording", "evaluate", "raising_method"]
+
+# Cassettes of the embedding stages every vector-reading method shares. The corpus's vectors are
+# in the vector store now (retrieval.evaluation.corpus_vectors); CORPUS_STAGE names its older cassette.
+CORPUS_STAGE = "corpus-embeddings"
+QUESTION_STAGE = "question-embeddings"
+# Their names in the usage and cost tables.
+INDEXING = "corpus embeddings"
+QUERY_EMBEDDINGS = "question embeddings"
+LOG_DEPTH = 20
+LOCAL = LocalExecutor()
+
+
+@contextmanager
+def _timed(usage: Usage) -> Iterator[None]:
+    # Wall time of the stage, replacing the providers' per-call sum (calls may overlap).
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        usage.seconds = time.perf_counter() - started
+
+
+@contextmanager
+def _naming_misses(recorder: Recorder, stage: str, context: Context, prefixes: tuple[str, ...]) -> Iterator[None]:
+    """On a replay miss, name the documents or questions the stage's cassette has never seen."""
+    try:
+        yield
+    except ReplayMissError as exc:
+        recorded = recorder.recorded_strings(stage)
+        if stage == CORPUS_STAGE:
+            items = [(d.id, d.content) for d in context.dataset.documents]
+        else:
+            items = [(q.id, q.text) for q in context.dataset.questions]
+        # The profile may prefix texts ("query: ..."): strip the prefixes once, then look up in a set.
+        recorded |= {r.removeprefix(p) for r in recorded for p in prefixes if p and r.startswith(p)}
+        new = [(i, t) for i, t in items if t not in recorded]
+        if not new:
+            raise
+        what = "documents" if stage == CORPUS_STAGE else "questions"
+        listed = "; ".join(f"{i} «{' '.join(t.split())[:60]}»" for i, t in new[:5]) + (
+            f" and {len(new) - 5} more" if len(new) > 5 else ""
+        )
+        raise ReplayMissError(
+            f"{exc}; {what} new or changed since {recorder.path(stage)} was recorded: {listed}", exc.reason
+        ) from exc
+
+
+def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder, stack: ExitStack) -> None:
+    from retrieval.providers import make_embedder
+    from retrieval.providers.local_server import ensure_server
+
+    profile = settings.profile
+    embedding = profile.embeddings
+    if mode != "replay":
+        # The server proves its model and width first; which one it was goes to recording.json.
+        served = stack.enter_context(
+            ensure_server(profile.server, embedding.base_url, embedding.model, embedding.dimensions)
+        )
+        recorder.server = served.as_dict() if served else None
+    embedder = make_embedder(profile, replay=mode == "replay")
+    if hasattr(embedder, "close"):
+        stack.callback(embedder.close)
+
+    # Only the corpus is cached. Replays must give the stored vectors, not whatever a local cache
+    # holds; a recording embeds what the store lacks from the provider, and fills the cache.
+    cache = None
+    if mode != "replay":
+        cache = EmbeddingCache(
+            settings.cache,
+            embedder.provider,
+            embedder.model,
+            embedder.dimensions,
+            "document",
+            embedding_variant(embedding),
+        )
+    embedder.usage = Usage()
+    with _timed(embedder.usage):
+        vectors = corpus_vectors(
+            embedder,
+            context.dataset.doc_ids,
+            [d.content for d in context.dataset.documents],
+            settings,
+            mode,
+            recorder,
+            cache,
+            context.progress,
+        )
+    context.document_vectors = vectors
+    context.usage[INDEXING] = embedder.usage
+
+    # All questions in one batched call (up to the batch size), shared by every method.
+    embedder.usage = Usage()
+    with (
+        _timed(embedder.usage),
+        recorder.stage(QUESTION_STAGE),
+        _naming_misses(recorder, QUESTION_STAGE, context, (embedding.query_prefix,)),
+    ):
+        questions = [q.text for q in context.dataset.questions]
+        context.question_vectors = embed_texts(embedder, questions, "query", None, context.progress)
+    context.usage[QUERY_EMBEDDINGS] = embedder.usage
+    context.embed = _shared_embed(embedder, cache, mode, context)
+
+
+def _shared_embed(embedder: EmbeddingProvider, cache: EmbeddingCache | None, mode: Mode, context: Context) -> Embed:
+    """`Context.embed`: a method's own texts through the shared embedder, counted apart from the
+    shared stages. No stage of its own: the calls go to the calling method's cassette. Documents
+    follow the corpus cache policy (read live, filled when recording)."""
+    lock = threading.Lock()
+
+    def embed(texts: Sequence[str], kind: Kind) -> tuple[np.ndarray, Usage]:
+        with lock:  # the embedder's counters are swapped for the call
+            shared, embedder.usage = embedder.usage, Usage()
+            try:
+                documents = cache if kind == "document" else None
+                vectors = embed_texts(embedder, texts, kind, documents if mode == "live" else None, context.progress)
+                if documents is not None and mode == "record":
+                    documents.store(texts, vectors)
+                    documents.save()
+            finally:
+                spent, embedder.usage = embedder.usage, shared
+        return vectors, spent
+
+    return embed
+
+
+_RAISED_BY = "raised by method "
+
+
+def raising_method(exc: BaseException) -> str | None:
+    """The name of the method whose `rank` raised `exc` (as noted by the evaluator), or None."""
+    for note in getattr(exc, "__notes__", ()):
+        if note.startswith(_RAISED_BY):
+            return str(note[len(_RAISED_BY) :].strip("'\""))
+    return None
+
+
+def _method_error(exc: Exception, declared: Declaration) -> Exception | None:
+    """The one-line error a method's failure stands for; None when it shows as raised (already
+    one line, or a bug to show with its traceback)."""
+    name = declared.name
+    if isinstance(exc, RankingError):
+        return ConfigError(f"method {name!r}: {exc}")
+    if isinstance(exc, ReplayMissError | CassetteError):
+        return None
+    missed = missed_request(exc)
+    if missed is not None:
+        # The method's own HTTP client met vcrpy's refusal: one line, not vcrpy's advice.
+        return ReplayMissError(f"method {name!r}: no recorded answer for {missed}", "replay miss")
+    blocked = cause_of(exc, NetworkBlockedError)
+    if blocked is not None:
+        return CassetteError(str(blocked))
+    if declared.calls == "http" and not isinstance(exc, ProviderError) and cause_of(exc, ConnectionError):
+        # The method's service is down or elsewhere (live or recording): not a bug to trace.
+        # Redacted: a client's message may hold the URL, and a key in its query string.
+        detail = redacted(f"{type(exc).__name__}: {exc}")
+        return ProviderError(
+            f"method {name!r} could not reach its service ({detail}): start it or check its address, then run again",
+            "connect",
+        )
+    return None
+
+
+def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[Ranking]:
+    """A method's output, refused in one line when it breaks the contract (a user method's bug
+    would otherwise surface as an IndexError deep in the scoring)."""
+    fix = "rank(context) must return one retrieval.run.ranking.Ranking per question, in dataset order"
+    if not isinstance(rankings, list | tuple):
+        raise ConfigError(f"method {declared.name!r} returned {type(rankings).__name__}: {fix}.")
+    expected = len(dataset.questions)
+    if len(rankings) != expected:
+        raise ConfigError(
+            f"method {declared.name!r} returned {len(rankings)} rankings for {expected} questions: {fix}."
+        )
+    n = len(dataset.documents)
+    for question, ranking in zip(dataset.questions, rankings, strict=True):
+        if not isinstance(ranking, Ranking):
+            raise ConfigError(
+                f"method {declared.name!r} returned {type(ranking).__name__} for question {question.id}: {fix}."
+            )
+        indices = np.asarray(ranking.indices)
+        if len(indices) and (indices.min() < 0 or indices.max() >= n or len(np.unique(indices)) != len(indices)):
+            raise ConfigError(
+                f"method {declared.name!r} ranked an index outside the corpus (0..{n - 1}) or the same document "
+                f"twice for question {question.id}: indices point into context.dataset.documents."
+            )
+    return list(rankings)
+
+
+async def _await(awaitable: Awaitable[object]) -> object:
+    return await awaitable
+
+
+def _resolved(result: object) -> object:
+    """What `rank` returned; for an `async def rank`, what its coroutine returns, run on an event
+    loop of its own (in a worker thread when this thread already runs one, under pytest-asyncio
+    for instance): a team's retriever is often its async search client."""
+    if not inspect.isawaitable(result):
+        return result
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await(result))
+    with ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, _await(result)).result()
+
+
+def _counters(context: Context) -> dict[str, tuple[int, int, int]]:
+    return {stage: (u.calls, u.input_tokens, u.output_tokens) for stage, u in context.usage.items()}
+
+
+def _run_method(
+    method: Method,
+    declared: Declaration,
+    context: Context,
+    recorder: Recorder,
+    mode: Mode,
+    root: str,
+    executor: Executor = LOCAL,
+) -> None:
+    """Run one method through the channel it declares, timing it and keeping its usage; `root`
+    is the project root its declared `sources` resolve from."""
+    usage = Usage()
+    rankings: object
+    # What ranked, recorded with a ranking cassette and checked against it on replay.
+    code = method_code(method, declared.sources, root, declared.config) if declared.calls == "rankings" else None
+    answered, counted = recorder.calls.get(declared.channel, 0), _counters(context)
+    try:
+        with _timed(usage), running(f"method {declared.name!r}"):
+            if declared.calls == "rankings" and mode == "replay":
+                rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
+            else:
+                with recorder.stage(declared.channel, count_live=True) if declared.calls == "http" else nullcontext():
+                    rankings = _resolved(executor.rank(method, context))
+    except Exception as exc:
+        error = _method_error(exc, declared)
+        if error is not None:
+            raise error from None
+        # Whatever else a method raises shows with its traceback; the note names the method.
+        exc.add_note(f"{_RAISED_BY}{declared.name!r}")
+        raise
+    checked = _checked(declared, rankings, context.dataset)
+    if declared.calls == "rankings" and mode == "record":
+        recorder.record_rankings(declared.channel, context.dataset, declared.name, checked, code)
+    context.rankings[declared.name] = checked
+    own = context.usage.get(declared.name)
+    if own is not None:  # the method's provider counted its calls and tokens
+        usage.add(own.calls, own.input_tokens, own.output_tokens)
+    elif declared.calls == "http" and _counters(context) == counted:
+        # A method that counts none of its calls (a team's search client) is charged with those its
+        # cassette answered (a live run counts them on their way out).
+        usage.add(recorder.calls.get(declared.channel, 0) - answered)
+    context.usage[declared.name] = usage
+
+
+def _kept(chosen: Plan, settings: Settings) -> dict[str, int]:
+    """How many ids of each ranking the run keeps: enough for every metric (recall@k, MRR@10)
+    and the candidate pool, and, for what the what-if sweeps fuse again or widen, enough for
+    their results to be exact."""
+    base = max(LOG_DEPTH, settings.candidates, settings.k, MRR_DEPTH)
+    deeper = keep_depths(
+        {m: d.requires for m, d in chosen.declarations.items()},
+        {m: d.candidate_source for m, d in chosen.declarations.items()},
+    )
+    return {m: min(max(base, deeper.get(m, 0)), settings.depth) for m in chosen.declarations}
+
+
+def _results(context: Context, chosen: Plan, kept: dict[str, int], k: int) -> list[QuestionResult]:
+    ids = context.dataset.doc_ids
+    position = {doc_id: i for i, doc_id in enumerate(ids)}
+    results = []
+    for qi, question in enumerate(context.dataset.questions):
+        per_method = {}
+        for name in chosen.declarations:
+            ranking = context.rankings[name][qi]
+            keep = kept[name]
+            top = ranking.indices[:keep]
+            per_method[name] = MethodResult(
+                ids=[ids[i] for i in top],
+                scores=[float(s) for s in ranking.scores[:keep]],
+                relevant_ranks={d: rank_of(ranking, position[d]) for d in question.relevant},
+                status=ranking.status,
+                retrieved=len(ranking),
+                # On the full ranking: a tied group may reach beyond what the run keeps.
+                ties=tie_summary(ranking, [position[d] for d in question.relevant], k, context.depth).as_dict(),
+            )
+        results.append(QuestionResult(question, per_method))
+    return results
+
+
+def _refuse_unreplayable(context: Context, recorder: Recorder) -> None:
+    """A recording in which some call failed cannot be replayed: keep the committed cassettes."""
+    failed = [
+        f"{method} of {question.id} ({ranking.status.removeprefix('degraded: ')})"
+        for method, rankings in context.rankings.items()
+        for question, ranking in zip(context.dataset.questions, rankings, strict=True)
+        if ranking.status.removeprefix("degraded: ").startswith(UNRECORDED_REASONS)
+    ]
+    if failed:
+        recorder.discard()
+        shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        raise CassetteError(
+            f"recording not kept: {shown} failed, and a failed call has no recorded answer, so the gate "
+            "could never replay it. Nothing was replaced; record again when the provider answers."
+        )
+
+
+def _explain_miss(exc: ReplayMissError, recorder: Recorder, dataset: Dataset) -> ReplayMissError:
+    recorded_for = recorder.metadata().get("fingerprint")
+    data = (
+        f" They were recorded for other data (fingerprint {recorded_for}; {dataset.name} is {dataset.fingerprint})."
+        if recorded_for and recorded_for != dataset.fingerprint
+        else ""
+    )
+    return ReplayMissError(
+        f"{exc}. The cassettes in {recorder.directory} no longer match this run: the dataset, a model, a prompt "
+        f"or a method (its requests or its code) changed since they were recorded.{data} Re-record with "
+        f"`{recorder.record_command}` (it replaces them).",
+        "replay miss",
+    )
+
+
+def _configuration(settings: Settings, chosen: Plan) -> dict[str, Any]:
+    """The settings shared by the run, then each method's own as `<method>.<key>`."""
+    config = settings.describe()
+    for name, declared in chosen.declarations.items():
+        config.update({f"{name}.{key}": value for key, value in declared.config.items()})
+    return config
+
+
+def _pipelines(chosen: Plan) -> dict[str, list[str]]:
+    """The stages each method's figures cost: what it runs through, with the shared question
+    embeddings where the pipeline reads vectors (the corpus embeddings are indexing, shown once)."""
+    pipelines = {}
+    for name in chosen.declarations:
+        stages = chosen.pipeline(name)
+        if chosen.needs_vectors(name):
+            stages.insert(0, QUERY_EMBEDDINGS)
+        pipelines[name] = stages
+    return pipelines
+
+
+def recorder_for(settings: Settings, mode: Mode) -> Recorder:
+    """The profile's cassettes, with what its providers declare about their credentials."""
+    profile = settings.profile
+    declared = credentials(profile)
+    return Recorder(
+        mode,
+        Path(settings.cassettes) / profile.name,
+        profile.name,
+        declared.key_variables,
+        declared.needed,
+        vectors=vectors_root(settings) / profile.name,
+    )
+
+
+def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode, recorder: Recorder) -> None:
+    """The shared embeddings, then every method in dependency order, each through its channel."""
+    # The embedder (and the local server) stay open for methods that embed their own texts.
+    # The cluster is joined before replay closes the network (Ray's client opens Python sockets).
+    with (
+        open_executor(settings.executor) as executor,
+        closed_network() if mode == "replay" else nullcontext(),
+        ExitStack() as stack,
+    ):
+        if any(d.needs_vectors for d in chosen.declarations.values()):
+            _embed(context, settings, mode, recorder, stack)
+        for method in chosen.methods:
+            _run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root, executor)
+
+
+def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Context, mode: Mode) -> Run:
+    """The Run: per-question results of every method, with what produced them."""
+    embedding_model = settings.profile.embeddings.model or None
+    kept = _kept(chosen, settings)
+    return Run(
+        dataset=dataset.name,
+        fingerprint=dataset.fingerprint,
+        config=_configuration(settings, chosen),
+        methods=chosen.wanted,
+        results=_results(context, chosen, kept, settings.k),
+        usage=context.usage,
+        skipped=chosen.unavailable,
+        mode=mode,
+        pipelines=_pipelines(chosen),
+        declarations={name: d.as_dict() for name, d in chosen.declarations.items()},
+        cost_models={
+            INDEXING: embedding_model,
+            QUERY_EMBEDDINGS: embedding_model,
+            **context.cost_models,
+            **{name: d.cost_model for name, d in chosen.declarations.items()},
+        },
+        kept=kept,
+        corpus=corpus_fingerprint(dataset.documents),
+    )
+
+
+def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: Any, settings: Settings) -> None:
+    """Replace the profile's cassettes with this recording (all or nothing), with its drift."""
+    _refuse_unreplayable(context, recorder)
+    written = recorder.commit(
+        {
+            "fingerprint": run.fingerprint,
+            "config": run.config,
+            "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
+            **({"server": recorder.server} if recorder.server else {}),
+        },
+        drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k, recorder.vectors),
+    )
+    if written:  # nothing recorded (bm25 alone): no drift to show
+        run.drift = [*recorder.metadata()["drift"]["summary"], *(f"note: {n}" for n in recorder.notices)]
+        if recorder.server:
+            run.drift.append(f"note: {served_by(recorder.server, 'recorded')}")
+
+
+@dataclass(frozen=True)
+class StagedRecording:
+    """A recording checked and staged, not yet in place (the pytest gate commits it at session
+    finish): `staged` maps each cassette file to its staged copy; `commit()` replaces the
+    profile's cassettes (all or none, with the drift), `discard()` forgets the recording."""
+
+    staged: dict[str, Path]
+    commit: Callable[[], object]
+    discard: Callable[[], None]
+
+
+def evaluate(
+    dataset: Dataset,
+    settings: Settings,
+    *,
+    mode: Mode = "replay",
+    methods: Sequence[str] | None = None,
+    extra: Sequence[Method] = (),
+    progress: ProgressFactory | None = None,
+    verify_code: bool = True,
+    on_staged: Callable[[StagedRecording], None] | None = None,
+) -> Run:
+    """Run the requested methods (and what they require) over every question.
+
+    `mode` says where calls go: recorded cassettes (replay; no connection may leave the
+    process), the providers and services (live), or those with their answers recorded
+    (record). `extra` adds method objects built by the caller. A built-in the profile cannot
+    provide (a reranker without a model) is left out, its reason in `Run.skipped`; a missing
+    cassette is an error, never a skip. A recording first replays the committed cassettes, and
+    its drift against them (retrieval.recording.drift) goes to `Run.drift` and recording.json; that
+    replay reads ranking cassettes whatever code recorded them (`verify_code=False`: the old
+    code's rankings are what the drift compares with). With `on_staged`, a recording is not
+    committed: it is handed over staged (`StagedRecording`), for the caller to commit or discard.
+    """
+    requested = list(methods if methods is not None else settings.methods)
+    recorder = recorder_for(settings, mode)
+    recorder.verify_code = verify_code
+    # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
+    previous = (
+        replay_previous(
+            recorder.has_any(),
+            lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra, verify_code=False),
+        )
+        if mode == "record"
+        else None
+    )
+    chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
+    # The methods' own credentials join the providers': a recording holding a value is refused.
+    declared_keys = (k for d in chosen.declarations.values() for k in d.key_variables)
+    recorder.key_variables = tuple(dict.fromkeys((*recorder.key_variables, *declared_keys)))
+    # Whatever the run prints from here on (a warning, a traceback) hides their values too.
+    declare_key_variables(recorder.key_variables)
+    if not chosen.wanted:
+        reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
+        raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
+    context = Context(
+        dataset=dataset, depth=settings.depth, progress=progress, mode=mode, rankings=Rankings(chosen.aliases)
+    )
+    try:
+        _run_pipeline(context, chosen, settings, mode, recorder)
+        run = _collect(dataset, settings, chosen, context, mode)
+        if mode == "record" and on_staged is not None:
+            _refuse_unreplayable(context, recorder)
+            on_staged(
+                StagedRecording(
+                    recorder.staged,
+                    lambda: _commit_recording(run, context, recorder, previous, settings),
+                    recorder.discard,
+                )
+            )
+        elif mode == "record":
+            _commit_recording(run, context, recorder, previous, settings)
+    except ReplayMissError as exc:
+        recorder.discard()
+        raise _explain_miss(exc, recorder, dataset) from exc
+    except BaseException:
+        # Whatever stopped the run, a recording in progress replaces nothing and leaves nothing.
+        recorder.discard()
+        raise
+    if mode == "replay":
+        run.recorded_usage = recorder.metadata().get("usage", {})
+    # Which model server embedded: this run's, or the one that recorded what was replayed.
+    run.server = recorder.server if mode != "replay" else recorder.metadata().get("server")
+    run.cassettes = tuple(sorted(recorder.used))
+    return run

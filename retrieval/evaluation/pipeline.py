@@ -1,0 +1,184 @@
+"""Which methods run, built from their names or `module:factory` specs, in dependency order.
+
+A built-in method is one module of `retrieval.methods` named after it, with a
+`factory(settings, *, replay)`; a user method is any `module.path:factory` whose
+`factory(settings)` returns an object following `retrieval.methods.base.Method`.
+Either way the evaluator only reads the method's declarations.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import retrieval.methods
+from retrieval.config import ConfigError, Settings
+from retrieval.config.names import name_problem
+from retrieval.methods.base import Declaration, DeclarationError, Method, MethodUnavailable, declaration
+
+__all__ = ["BUILTIN_METHODS", "MethodUnavailable", "Plan", "builtin_methods", "plan"]
+
+_NOT_METHODS = {"base"}  # the contract (shared helpers are in the support package)
+
+
+def builtin_methods() -> tuple[str, ...]:
+    """The built-in method names: the modules of retrieval.methods that define a factory."""
+    return tuple(
+        sorted(
+            m.name
+            for m in pkgutil.iter_modules(retrieval.methods.__path__)
+            if not m.ispkg and m.name not in _NOT_METHODS
+        )
+    )
+
+
+BUILTIN_METHODS = builtin_methods()
+
+
+@dataclass
+class Plan:
+    """The methods to run, in dependency order, and what became of the others."""
+
+    methods: list[Method] = field(default_factory=list)
+    declarations: dict[str, Declaration] = field(default_factory=dict)
+    wanted: list[str] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    # `module:factory` spec -> the name of the method it built: a requirement may give either.
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def pipeline(self, name: str) -> list[str]:
+        """The methods `name` runs through, dependencies first (hybrid: bm25, vector, hybrid)."""
+        stages: list[str] = []
+
+        def visit(current: str) -> None:
+            for dependency in self.declarations[current].requires:
+                visit(dependency)
+            if current not in stages:
+                stages.append(current)
+
+        visit(name)
+        return stages
+
+    def needs_vectors(self, name: str) -> bool:
+        """True when `name` or anything it runs through reads the shared embeddings."""
+        return any(self.declarations[m].needs_vectors for m in self.pipeline(name))
+
+
+def _user_method(spec: str, settings: Settings) -> Method:
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"method {spec!r}: cannot import it ({exc}). Give module.path:factory, with the module installed "
+            "or on PYTHONPATH."
+        ) from exc
+    if not callable(factory):
+        raise ConfigError(f"method {spec!r}: {attr} is not callable. Point the spec at a function taking settings.")
+    try:
+        method = factory(settings)
+    except TypeError as exc:
+        raise ConfigError(
+            f"method {spec!r}: calling {attr}(settings) failed ({exc}). The factory must take one argument, "
+            "the Settings, and return the method object."
+        ) from exc
+    for needed in ("name", "requires", "needs_vectors", "rank"):
+        if not hasattr(method, needed):
+            raise ConfigError(
+                f"method {spec!r}: the object {attr}(settings) returned has no {needed!r}. A method needs name, "
+                "requires, needs_vectors and rank(context) (see retrieval.methods.base.Method)."
+            )
+    if method.name in BUILTIN_METHODS:
+        raise ConfigError(
+            f"method {spec!r} is named {method.name!r}, the name of a built-in method. Give it another name: "
+            "its figures would replace the built-in's row."
+        )
+    return method
+
+
+def _builtin(name: str, settings: Settings, replay: bool) -> Method:
+    module = importlib.import_module(f"retrieval.methods.{name}")
+    method: Method = module.factory(settings, replay=replay)
+    return method
+
+
+def _build(name: str, settings: Settings, replay: bool) -> Method:
+    if name in BUILTIN_METHODS:
+        return _builtin(name, settings, replay)
+    if ":" in name:
+        return _user_method(name, settings)
+    raise ConfigError(f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory.")
+
+
+def plan(requested: Sequence[str], settings: Settings, *, replay: bool, extra: Sequence[Method] = ()) -> Plan:
+    """Build the requested methods (and what they require), in dependency order.
+
+    `extra` adds method objects built by the caller. A requested built-in this profile cannot
+    provide is left out with its reason (`Plan.unavailable`); a method required by another
+    must be available, or the configuration is refused. A requirement names a method by its
+    name (`title-overlap`, wherever it stands in `requested`) or by its `module:factory` spec;
+    a spec is an alias of the name (`Plan.aliases`), and the declarations hold names.
+    """
+    result = Plan()
+    built: dict[str, Method] = {method.name: method for method in extra}
+    declared = {method.name: _declared(method, method.name) for method in extra}
+    made: dict[str, str] = {name: name for name in built}  # a name or spec -> the method's name
+
+    def build(token: str) -> str:
+        if token in made or token in built:
+            return made.get(token, token)
+        method = _build(token, settings, replay)
+        own = _declared(method, token)
+        if own.name in built:
+            raise ConfigError(f"two methods are named {own.name!r}: give each its own name.")
+        built[own.name], declared[own.name], made[token] = method, own, own.name
+        if token != own.name:
+            result.aliases[token] = own.name
+        return own.name
+
+    # First every requested method, so that a requirement may name one listed after it.
+    names = [*requested, *(m.name for m in extra if m.name not in requested)]
+    for token in names:
+        try:
+            build(token)
+        except MethodUnavailable as why:
+            result.unavailable[token] = str(why)
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if name in chain:
+            raise ConfigError(f"methods require each other in a cycle: {' -> '.join((*chain, name))}.")
+        if name in result.declarations:
+            return
+        requires = []
+        for dependency in declared[name].requires:
+            try:
+                requires.append(build(dependency))
+            except MethodUnavailable as why:
+                raise ConfigError(f"method {name!r} requires {dependency!r}, which is unavailable: {why}") from why
+            visit(requires[-1], (*chain, name))
+        source = declared[name].candidate_source
+        result.methods.append(built[name])
+        result.declarations[name] = replace(
+            declared[name], requires=tuple(requires), candidate_source=source and made.get(source, source)
+        )
+
+    for token in names:
+        if token in made:
+            visit(made[token], ())
+            if made[token] not in result.wanted:
+                result.wanted.append(made[token])
+    return result
+
+
+def _declared(method: Method, name: str) -> Declaration:
+    try:
+        declared = declaration(method)
+    except DeclarationError as exc:
+        raise ConfigError(f"method {name!r}: {exc}.") from exc
+    # The name (and the channel) become cassette file names: no path, no shared cassette's name.
+    problem = name_problem("method", declared.name) or name_problem("channel", declared.channel)
+    if problem:
+        raise ConfigError(f"method {name!r}: {problem}")
+    return declared

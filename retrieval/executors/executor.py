@@ -1,0 +1,52 @@
+"""Where a method's search runs: in this process ("local", the default) or on a Ray cluster.
+
+The evaluator asks `open_executor(settings.executor)` for an executor and ranks every method
+through it. The local executor calls `method.rank` and nothing else: Ray is imported only when
+`executor = "ray"`, so a default run neither needs nor loads it. The Ray executor runs the
+methods that declare a sharded search (retrieval.methods.support.sharding) shard by shard on the cluster; the
+others (hybrid, rerank, a team's retriever) still run in this process, on the merged rankings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from retrieval.config import ConfigError
+
+__all__ = ["Executor", "LocalExecutor", "open_executor"]
+
+
+class Executor(Protocol):
+    """Runs one method's `rank` for the evaluator."""
+
+    def rank(self, method: Any, context: Any) -> object: ...
+
+
+class LocalExecutor:
+    """Every method in this process, as it has always run."""
+
+    def rank(self, method: Any, context: Any) -> object:
+        return method.rank(context)
+
+
+@contextmanager
+def open_executor(name: str) -> Iterator[Executor]:
+    """The executor `name` names, open for one evaluation (a Ray instance this started is shut down)."""
+    if name == "local":
+        yield LocalExecutor()
+        return
+    if name != "ray":
+        raise ConfigError(f"executor must be local or ray, got {name!r}.")
+    try:
+        from retrieval.executors.ray_cluster import RayExecutor
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "ray":
+            raise
+        raise ConfigError(
+            f"executor = \"ray\" needs Ray ({exc.name or exc}): pip install 'retrieval-regression[ray]', "
+            'or set executor = "local".'
+        ) from None
+    with RayExecutor.connected() as executor:
+        yield executor

@@ -1,0 +1,1 @@
+"""The regression gate: baseline schema, comparison and update, snapshots, verdicts, the pytest plugin."""

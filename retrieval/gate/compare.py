@@ -1,0 +1,243 @@
+"""Comparing a run with a baseline entry: which figures, on which questions, and the checks.
+
+After the dataset changed, figures are compared on the questions both hold unchanged, and
+on the questions edited since the baseline, scored again under the judgments the baseline
+kept for them (their old relevant ids and type): editing a question's relevant ids in the
+pull request that makes the retriever worse on it does not take it out of the gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from retrieval.gate.questions import recall_of, run_data_changes
+from retrieval.gate.schema import DIGITS, BaselineError, first_of, flat_figures, rounded
+from retrieval.measures.figures import kind_of
+from retrieval.recording.recorder import record_command
+
+if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
+    from retrieval.measures.metrics import MethodScores
+    from retrieval.run.results import Run
+
+__all__ = [
+    "Check",
+    "at_k",
+    "compare",
+    "config_changes",
+    "incompatibility",
+    "ungated_types",
+    "unproduced",
+]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One gated figure: method, metric (e.g. "mrr" or "recall@5[paraphrase]"), baseline and current."""
+
+    method: str
+    metric: str
+    baseline: float
+    current: float
+    tolerance: float
+    worse_questions: list[str]
+    # The baseline's name of the figure when it is not `metric`: "recall@5" for a run at k = 3.
+    baseline_metric: str | None = None
+    # The git ref whose baseline this check compares with ("origin/main"), when not the file's own.
+    reference: str | None = None
+    # The reason the pull request's baseline records for accepting this drop against `reference`.
+    accepted: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The check's name as the gate shows it: "bm25 mrr", "bm25 mrr against origin/main"."""
+        return f"{self.method} {self.metric}" + (f" against {self.reference}" if self.reference else "")
+
+    @property
+    def baseline_figure(self) -> str:
+        """The baseline figure this check compares with ("bm25 recall@5[paraphrase]")."""
+        return f"{self.method} {self.baseline_metric or self.metric}"
+
+    @property
+    def higher_is_worse(self) -> bool:
+        return kind_of(self.metric).higher_is_worse
+
+    @property
+    def delta(self) -> float:
+        return round(self.current - self.baseline, DIGITS)
+
+    @property
+    def held(self) -> bool:
+        """The figure is not worse than the baseline's by more than the tolerance."""
+        if self.higher_is_worse:
+            return round(self.current, DIGITS) <= round(self.baseline + self.tolerance, DIGITS)
+        return round(self.current, DIGITS) >= round(self.baseline - self.tolerance, DIGITS)
+
+    @property
+    def ok(self) -> bool:
+        return self.held or self.accepted is not None
+
+    def message(self) -> str:
+        """What a failing check says: figures, delta, the questions that got worse."""
+        worse = ", ".join(first_of(self.worse_questions)) or "none individually (a mean moved)"
+        moved = "rose above" if self.higher_is_worse else "fell below"
+        theirs = f"'s {self.baseline_metric}" if self.baseline_metric else ""
+        where = f"the baseline of {self.reference}" if self.reference else "the baseline"
+        fix = (
+            'If this change is intended, accept it with `pytest --update-baseline --allow-regression "REASON"` '
+            "(the baseline records the reason; the PR summary shows it)."
+        )
+        return (
+            f"{self.method} {self.metric} {moved} {where}{theirs}: baseline {self.baseline:.4f}, "
+            f"current {self.current:.4f}, delta {self.delta:+.4f} (tolerance {self.tolerance}). "
+            f"Questions that got worse: {worse}. {fix}"
+        )
+
+
+def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | None:
+    """Why a run cannot be compared with the baseline entry (its dataset changed), or None.
+    A changed configuration is compared all the same: that is what the gate measures, and so
+    is a dataset that kept some questions (on those questions)."""
+    if entry.get("fingerprint") != run.fingerprint and run_data_changes(entry, run) is None:
+        why = "no question is the same in both" if "questions" in entry else "the baseline predates question digests"
+        return (
+            f"the dataset changed since the baseline was made (fingerprint {entry.get('fingerprint')} -> "
+            f"{run.fingerprint}) and {why}: metrics are not comparable. If the change is intended: re-record "
+            f"(`{record_command(profile)}`) if questions changed, then `pytest --update-baseline` and commit "
+            "baselines/metrics.json."
+        )
+    return None
+
+
+def at_k(entry: Mapping[str, Any], k: int) -> dict[str, Any]:
+    """The entry with its recall figures named for `k`, as the gate compares them after a change
+    of k (the report shows the run's recall@k against the baseline's)."""
+    theirs, recall = recall_of(entry, k), f"recall@{k}"
+
+    def renamed(figures: Mapping[str, Any]) -> dict[str, Any]:
+        return {recall if name == theirs else name: value for name, value in figures.items()}
+
+    methods = {
+        method: {**renamed(figures), "by_type": {t: renamed(v) for t, v in figures.get("by_type", {}).items()}}
+        for method, figures in entry.get("methods", {}).items()
+    }
+    return {**entry, "methods": methods}
+
+
+def config_changes(entry: Mapping[str, Any], run: Run) -> list[str]:
+    """The settings that differ between the baseline entry and the run ("hybrid.rrf_k: 60 -> 5")."""
+    before, current = entry.get("config", {}), run.config
+    # A method's own settings (`hybrid.rrf_k`) count where the method ran both times; a method
+    # added or dropped shows as figures new or no longer produced, not as a configuration change.
+    ran_both = {k.split(".")[0] for k in before if "." in k} & {k.split(".")[0] for k in current if "." in k}
+    return [
+        f"{key}: {before.get(key)!r} -> {current.get(key)!r}"
+        for key in sorted(set(before) | set(current))
+        if before.get(key) != current.get(key) and ("." not in key or key.split(".")[0] in ran_both)
+    ]
+
+
+def compare(
+    entry: Mapping[str, Any],
+    scores: Mapping[str, MethodScores],
+    k: int,
+    types: Mapping[str, str],
+    degraded: Mapping[str, Sequence[str]] | None = None,
+    source: str = "the baseline",
+    why: Mapping[str, Mapping[str, str]] | None = None,
+    tolerance: float = 0.0,
+) -> list[Check]:
+    """Every gated figure of every method present in both the baseline and the run.
+
+    `types` maps question id -> type, to name the questions behind a per-type drop. `degraded`
+    (method -> the question ids where it fell back, `Run.degraded`) gates the degraded count
+    of the methods whose baseline records one: it fails when the count rises. `source` names
+    the baseline file in the BaselineError raised when a gated figure lacks recall@k. `why`
+    (method -> question id -> words, `failures.where_relevant`) follows each question that
+    got worse. `tolerance` is the project's setting (a count such as degraded has none).
+    """
+    recall = f"recall@{k}"
+    # At another k (how many documents reach the LLM), the run's recall@k is held to the
+    # baseline's: fewer relevant documents in the top k is what such a change costs.
+    theirs = recall_of(entry, k)
+    renamed = theirs if theirs != recall else None
+    checks = []
+    for method, base in entry["methods"].items():
+        if method not in scores:
+            continue
+        _require_recall(base, method, theirs, source)
+        s = scores[method]
+        rr = base.get("reciprocal_ranks", {})
+        rc = base.get("recall_per_question", {})
+
+        def worse(
+            per_q: Mapping[str, float],
+            metric: str,
+            qtype: str | None = None,
+            s: MethodScores = s,
+            reasons: Mapping[str, str] = (why or {}).get(method, {}),
+        ) -> list[str]:
+            fell = [
+                (q, v[metric])
+                for q, v in s.per_question.items()
+                if q in per_q and rounded(v[metric]) < per_q[q] and (qtype is None or types.get(q) == qtype)
+            ]
+            # Largest fall first: a failure lists the first ten (SHOWN) and counts the rest.
+            fell.sort(key=lambda qv: qv[1] - per_q[qv[0]])
+            return [f"{q} ({per_q[q]:.2f} -> {now:.2f}{f'; {reasons[q]}' if q in reasons else ''})" for q, now in fell]
+
+        checks.append(
+            Check(
+                method, recall, base[theirs], s.overall[recall], tolerance, worse(rc, recall), baseline_metric=renamed
+            )
+        )
+        checks.append(Check(method, "mrr", base["mrr"], s.overall["mrr"], tolerance, worse(rr, "mrr")))
+        for qtype, values in base.get("by_type", {}).items():
+            if qtype in s.by_type:
+                checks.append(
+                    Check(
+                        method,
+                        f"{recall}[{qtype}]",
+                        values[theirs],
+                        s.by_type[qtype][recall],
+                        tolerance,
+                        worse(rc, recall, qtype),
+                        baseline_metric=renamed and f"{renamed}[{qtype}]",
+                    )
+                )
+        if degraded is not None and "degraded" in base:
+            fell_back = list(degraded.get(method, ()))
+            checks.append(Check(method, "degraded", base["degraded"], len(fell_back), 0.0, fell_back))
+    return checks
+
+
+def _require_recall(base: Mapping[str, Any], method: str, recall: str, source: str) -> None:
+    """BaselineError naming the file and the entry when the method's figures lack `recall`."""
+    missing = [] if recall in base else [f"method {method!r}"]
+    missing += [f"method {method!r} by_type[{t}]" for t, v in base.get("by_type", {}).items() if recall not in v]
+    if missing:
+        raise BaselineError(
+            f"{source}: {missing[0]} has no {recall}: the baseline was made with another k or is damaged. "
+            f"Restore it with `git checkout -- {source}` or rewrite it with `pytest --update-baseline`."
+        )
+
+
+def unproduced(entry: Mapping[str, Any], checks: list[Check]) -> list[str]:
+    """Figures the baseline gates that no check compared ("vector mrr"): a method or a question
+    type the run no longer produces. Each one is a gate lowered to nothing, so the gate fails."""
+    compared = {c.baseline_figure for c in checks}
+    return [name for name in flat_figures(entry.get("methods", {})) if name not in compared]
+
+
+def ungated_types(entry: Mapping[str, Any], scores: Mapping[str, MethodScores], k: int) -> list[str]:
+    """Per-type figures the run produces for a method the baseline gates but the baseline lacks
+    ("bm25 recall@5[paraphrase]"): a question type whose figure was deleted is not gated."""
+    recall = f"recall@{k}"
+    return [
+        f"{method} {recall}[{qtype}]"
+        for method, figures in entry.get("methods", {}).items()
+        if method in scores
+        for qtype in sorted(scores[method].by_type)
+        if qtype not in figures.get("by_type", {})
+    ]

@@ -1,0 +1,192 @@
+"""Which questions a run and a baseline entry are compared on after the dataset changed.
+
+Figures are compared on the questions both hold unchanged, and on the questions whose judgments
+alone were edited since the baseline (same text), scored again under the judgments the baseline
+kept for them (their old relevant ids and type): editing a question's relevant ids in the pull
+request that makes the retriever worse on it does not take it out of the gate. Both sides are
+recomputed on those questions from their per-question values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from retrieval.gate.schema import DEGRADED_QUESTIONS, judgments, question_digests, rounded
+
+if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
+    from retrieval.measures.metrics import MethodScores
+    from retrieval.run.results import Run
+
+__all__ = [
+    "DataChanges",
+    "as_scores",
+    "data_changes",
+    "on_questions",
+    "recall_of",
+    "rejudged",
+    "run_data_changes",
+]
+
+
+def recall_of(entry: Mapping[str, Any], k: int) -> str:
+    """The name of the entry's recall figures: recall@ its own k (`k` for an entry without one)."""
+    return f"recall@{entry.get('config', {}).get('k', k)}"
+
+
+@dataclass(frozen=True)
+class DataChanges:
+    """How the dataset changed since the baseline, when its figures can still be compared on the
+    questions both hold: the questions added, removed and edited, those both hold unchanged, the
+    edited ones scored again under the judgments the baseline kept (`rejudged`), and the
+    documents' fingerprints ("sha256:a -> sha256:b") when they changed."""
+
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    edited: tuple[str, ...]
+    common: tuple[str, ...]
+    documents: str | None = None
+    rejudged: tuple[str, ...] = ()
+
+    @property
+    def questions_changed(self) -> bool:
+        return bool(self.added or self.removed or self.edited)
+
+    @property
+    def compared_on(self) -> tuple[str, ...]:
+        """The questions the figures are compared on: unchanged ones, then edited ones under old judgments."""
+        return (*self.common, *self.rejudged)
+
+    @property
+    def where(self) -> str:
+        """Which questions the figures are compared on, in words."""
+        text = f"the {len(self.common)} questions both hold"
+        if self.rejudged:
+            text += f" and the {len(self.rejudged)} edited one(s) under the baseline's judgments"
+        return text
+
+    def __str__(self) -> str:
+        parts = [
+            f"{len(ids)} {what} ({', '.join(ids[:5])}{f' and {len(ids) - 5} more' if len(ids) > 5 else ''})"
+            for what, ids in (("added", self.added), ("removed", self.removed), ("edited", self.edited))
+            if ids
+        ]
+        if self.documents:
+            parts.append(f"the documents changed ({self.documents})")
+        return "; ".join(parts) or "no question added, removed or edited (the file's order changed)"
+
+
+def data_changes(
+    entry: Mapping[str, Any],
+    questions: Mapping[str, str],
+    corpus: str,
+    judged: Mapping[str, Mapping[str, Any]] | None = None,
+) -> DataChanges | None:
+    """How the questions (`questions`: id -> digest, `question_digests`) and the documents
+    (`corpus`, their fingerprint) differ from the baseline entry's, when the figures can still be
+    compared: at least one question unchanged, or one whose judgments alone were edited (same
+    text: `judged`, the run's `judgments`) and the baseline kept its old ones. A question whose
+    text changed is another question. None otherwise (nothing in common): a new dataset."""
+    recorded = entry.get("questions")
+    if not isinstance(recorded, dict):
+        return None
+    common = tuple(q for q, digest in questions.items() if recorded.get(q) == digest)
+    edited = tuple(q for q, digest in questions.items() if q in recorded and recorded[q] != digest)
+    before = entry.get("judgments")
+    kept: Mapping[str, Any] = before if isinstance(before, dict) else {}
+    now = judged or {}
+    rejudged = tuple(q for q in edited if q in kept and q in now and kept[q].get("text") == now[q].get("text"))
+    if not common and not rejudged:
+        return None
+    documents = entry.get("corpus")
+    return DataChanges(
+        added=tuple(q for q in questions if q not in recorded),
+        removed=tuple(q for q in recorded if q not in questions),
+        edited=edited,
+        common=common,
+        documents=None if documents == corpus else f"{documents or 'unknown'} -> {corpus or 'unknown'}",
+        rejudged=rejudged,
+    )
+
+
+def run_data_changes(entry: Mapping[str, Any], run: Run) -> DataChanges | None:
+    """`data_changes` of a run against the baseline entry; None when its dataset is the baseline's."""
+    if entry.get("fingerprint") == run.fingerprint:
+        return None
+    return data_changes(entry, question_digests(run), run.corpus, judgments(run))
+
+
+def rejudged(run: Run, entry: Mapping[str, Any], questions: Collection[str]) -> Run:
+    """The run with `questions` judged as the baseline judged them (its kept relevant ids and
+    type): their rankings are this run's, their figures what the baseline's judgments make of them."""
+    kept = entry.get("judgments", {})
+    wanted = set(questions)
+    results = [
+        replace(
+            r,
+            question=replace(
+                r.question,
+                relevant=tuple(kept[r.question.id]["relevant"]),
+                type=kept[r.question.id]["type"],
+            ),
+        )
+        if r.question.id in wanted
+        else r
+        for r in run.results
+    ]
+    return replace(run, results=results)
+
+
+def on_questions(entry: Mapping[str, Any], common: Collection[str], types: Mapping[str, str], k: int) -> dict[str, Any]:
+    """The entry with every figure recomputed on the `common` questions from its per-question
+    values (rounded as committed): how both sides are compared after questions changed."""
+    keep, recall = set(common), recall_of(entry, k)
+
+    def mean(values: Sequence[float]) -> float:
+        return rounded(sum(values) / len(values))
+
+    methods = {}
+    for method, figures in entry.get("methods", {}).items():
+        rc = {q: v for q, v in figures.get("recall_per_question", {}).items() if q in keep}
+        rr = {q: v for q, v in figures.get("reciprocal_ranks", {}).items() if q in keep}
+        if not rc or not rr:
+            continue  # its figures cannot be recomputed: reported as not compared
+        by_type: dict[str, list[float]] = {}
+        for q, v in rc.items():
+            by_type.setdefault(types.get(q, ""), []).append(v)
+        methods[method] = {
+            **_degraded_on(figures, keep),
+            recall: mean(list(rc.values())),
+            "mrr": mean(list(rr.values())),
+            "by_type": {t: {recall: mean(v)} for t, v in sorted(by_type.items()) if t in figures.get("by_type", {})},
+            "reciprocal_ranks": rr,
+            "recall_per_question": rc,
+        }
+    return {**entry, "methods": methods}
+
+
+def _degraded_on(figures: Mapping[str, Any], keep: Collection[str]) -> dict[str, Any]:
+    """A method's degraded count on the `keep` questions. A baseline written before the
+    questions were kept holds only a count: it stays whole unless it is 0."""
+    if "degraded" not in figures:
+        return {}
+    if DEGRADED_QUESTIONS not in figures and figures["degraded"]:
+        return {"degraded": figures["degraded"]}
+    fell_back = [q for q in figures.get(DEGRADED_QUESTIONS, []) if q in keep]
+    return {"degraded": len(fell_back), **({DEGRADED_QUESTIONS: fell_back} if fell_back else {})}
+
+
+def as_scores(entry: Mapping[str, Any], k: int) -> dict[str, MethodScores]:
+    """An entry's figures as the scores `compare` reads (per method: overall, per type, per question)."""
+    from retrieval.measures.metrics import MethodScores
+
+    recall = recall_of(entry, k)
+    return {
+        method: MethodScores(
+            overall={recall: f[recall], "mrr": f["mrr"]},
+            by_type={t: dict(v) for t, v in f.get("by_type", {}).items()},
+            per_question={q: {recall: v, "mrr": f["reciprocal_ranks"][q]} for q, v in f["recall_per_question"].items()},
+        )
+        for method, f in entry.get("methods", {}).items()
+    }

@@ -1,0 +1,141 @@
+"""Ranking snapshots: each method's top 10 document ids per question, one file per profile.
+
+A change that moves documents without moving a metric still shows in review as a diff of
+`baselines/rankings/<profile>.json`. Ids only, no float, one question per line, so the diff
+reads as "which question's top 10 moved". The gate writes the file only when a baseline
+update is accepted, so a refused update leaves it, and every other profile's file, untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from retrieval.files.atomic import atomic_write_text
+from retrieval.gate.baseline import BaselineError, first_of
+
+if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
+    from retrieval.run.results import Run
+
+__all__ = [
+    "FORMAT",
+    "TOP",
+    "load_snapshots",
+    "moved",
+    "render_snapshots",
+    "snapshot_path",
+    "top_changed",
+    "top_rankings",
+    "write_snapshots",
+]
+
+FORMAT = "retrieval-rankings-1"
+TOP = 10
+
+Rankings = dict[str, dict[str, list[str]]]  # method -> question id -> top document ids
+
+
+def snapshot_path(directory: str | Path, profile: str) -> Path:
+    """The snapshot file of one profile."""
+    return Path(directory) / f"{profile}.json"
+
+
+def top_rankings(run: Run, top: int = TOP) -> Rankings:
+    """Every evaluated method's top `top` document ids per question."""
+    return {method: {q: ids[:top] for q, ids in run.ranked_ids(method).items()} for method in run.methods}
+
+
+def load_snapshots(path: str | Path) -> Rankings:
+    """The snapshots of one profile; empty when the file does not exist (nothing accepted yet)."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        # A hand edit saved in Latin-1: one line with the line of the bad byte, not a traceback.
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise BaselineError(
+            f"{path}:{line}: not UTF-8 ({exc.reason} at byte {exc.start}). Restore it with `git checkout {path}`, "
+            "or rewrite it with `pytest --update-baseline`."
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise BaselineError(
+            f"{path}:{exc.lineno}: invalid JSON ({exc.msg}). Restore it with `git checkout {path}`, "
+            "or rewrite it with `pytest --update-baseline`."
+        ) from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("methods"), dict):
+        raise BaselineError(
+            f"{path}: not a ranking snapshot file (expected format {FORMAT!r}). "
+            "Rewrite it with `pytest --update-baseline`."
+        )
+    for method, questions in data["methods"].items():
+        if not isinstance(questions, dict) or not all(
+            isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in questions.values()
+        ):
+            raise BaselineError(
+                f"{path}: method {method!r} must map each question id to a list of document ids (strings). "
+                f"Restore it with `git checkout {path}`, or rewrite it with `pytest --update-baseline`."
+            )
+    return data["methods"]
+
+
+def render_snapshots(profile: str, rankings: Mapping[str, Mapping[str, list[str]]]) -> str:
+    """The file's text: sorted keys, one question per line."""
+    lines = ["{", f'  "format": "{FORMAT}",', f'  "profile": {json.dumps(profile)},', f'  "top": {TOP},']
+    lines.append('  "methods": {')
+    methods = sorted(rankings)
+    for mi, method in enumerate(methods):
+        lines.append(f"    {json.dumps(method, ensure_ascii=False)}: {{")
+        questions = sorted(rankings[method])
+        for qi, question in enumerate(questions):
+            ids = json.dumps(rankings[method][question], ensure_ascii=False)
+            comma = "," if qi < len(questions) - 1 else ""
+            lines.append(f"      {json.dumps(question, ensure_ascii=False)}: {ids}{comma}")
+        lines.append("    }" + ("," if mi < len(methods) - 1 else ""))
+    lines += ["  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_snapshots(path: str | Path, profile: str, rankings: Mapping[str, Mapping[str, list[str]]]) -> None:
+    """Replace the profile's snapshot file atomically."""
+    atomic_write_text(Path(path), render_snapshots(profile, rankings))
+
+
+def moved(expected: Mapping[str, list[str]], current: Mapping[str, list[str]]) -> list[str]:
+    """The questions whose top ids differ, those that changed nearest the top first, each from
+    its first differing rank: "q03: d1 d4 -> d4 d1", "q07 from rank 4: d5 d6 -> d9 d5".
+
+    Ranks above the first difference are left out: after a document is added or a setting is
+    tuned, most questions change low in their top 10, and the full lists of hundreds of
+    questions buried the change (a 90 KB line for 373 questions of a 12,000-document corpus).
+    """
+    changes = []
+    for question in set(expected) | set(current):
+        was, now = expected.get(question), current.get(question)
+        if was == now:
+            continue
+        first = 0
+        if was is not None and now is not None:
+            first = next((i for i, (a, b) in enumerate(zip(was, now, strict=False)) if a != b), min(len(was), len(now)))
+        before = (" ".join(was[first:]) or "(nothing)") if was is not None else "(absent)"
+        after = (" ".join(now[first:]) or "(nothing)") if now is not None else "(absent)"
+        lead = question if first == 0 else f"{question} from rank {first + 1}"
+        changes.append((first, question, f"{lead}: {before} -> {after}"))
+    return [line for _, _, line in sorted(changes)]
+
+
+def top_changed(
+    method: str, expected: Mapping[str, list[str]], current: Mapping[str, list[str]], file: str
+) -> str | None:
+    """The gate's failure when `method`'s top ids moved from the accepted `file`, else None."""
+    changes = moved(expected, current)
+    if not changes:
+        return None
+    listed = first_of(changes, f"`pytest --update-baseline` rewrites {file}: its diff lists all")
+    return (
+        f"{method} top {TOP} changed for {len(changes)} question(s): {'; '.join(listed)}. "
+        "If intended, accept it with `pytest --update-baseline`."
+    )

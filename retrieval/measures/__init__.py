@@ -1,0 +1,1 @@
+"""Pure figures from a Run: metrics, tie-aware expectations, paired comparisons, rank fusion."""

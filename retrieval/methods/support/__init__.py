@@ -1,0 +1,1 @@
+"""What methods share that is not a method: the LLM calls, the shard protocol, shard searches."""

@@ -1,0 +1,106 @@
+"""Exhaustive search split by corpus shard: the contract a method implements to be sharded, and
+the merge that gives the same rankings as one process.
+
+A method that can be sharded says so by having `sharding()`, returning a `ShardedSearch`. The
+executor (retrieval.executors.executor) then splits the corpus into contiguous shards, runs the search's
+worker-side steps on each shard wherever it likes (a Ray cluster), and merges the shards' top
+candidates with `merge`. Nothing here knows which method it runs, and nothing here imports Ray:
+the steps are plain functions of picklable data.
+
+Why the merge is exact: every shard ranks its own documents by the same scores and the same tie
+rule as the whole corpus (retrieval.run.ranking.top_k: equal scores go to the lower corpus index), and
+returns its top `depth`; a document in the whole corpus's top `depth` is in its shard's top `depth`,
+so sorting the union by (score descending, corpus index ascending) and keeping `depth` gives the
+single-process ranking, provided each shard computes the same scores (BM25 with the global
+statistics; cosines of the same vectors; retrieval.methods.support.bm25_shards, VectorSharding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from retrieval.run.ranking import Ranking
+
+__all__ = ["Shard", "ShardedSearch", "merge", "run_in_process", "shard_bounds", "sharding_of"]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One contiguous slice of the corpus: documents [start, stop)."""
+
+    index: int
+    start: int
+    stop: int
+
+
+@runtime_checkable
+class ShardedSearch(Protocol):
+    """A method's search split into driver-side and shard-side steps.
+
+    Driver: `queries` (what every shard scores against), `documents` (one shard's input),
+    `combine` (the shards' summaries -> the global statistics). Shard (any process, so these
+    must be pure functions of their arguments): `prepare` (index the shard's documents once, for
+    these queries),
+    `summarize` (its contribution to the global statistics), `score` (its top `depth`
+    documents per question, indices local to the shard, scores as the whole run rounds them).
+    """
+
+    def queries(self, context: Any) -> Any: ...
+    def documents(self, context: Any, shard: Shard) -> Any: ...
+    def prepare(self, documents: Any, queries: Any) -> Any: ...
+    def summarize(self, prepared: Any, queries: Any) -> Any: ...
+    def combine(self, summaries: Sequence[Any]) -> Any: ...
+    def score(self, prepared: Any, queries: Any, statistics: Any, depth: int) -> list[Ranking]: ...
+
+
+def sharding_of(method: object) -> ShardedSearch | None:
+    """The method's sharded search when it declares one (`sharding()`), else None (it runs whole)."""
+    declare = getattr(method, "sharding", None)
+    if not callable(declare):
+        return None
+    search = declare()
+    if not isinstance(search, ShardedSearch):
+        raise TypeError(
+            f"{type(method).__name__}.sharding() must return a retrieval.methods.support.sharding.ShardedSearch"
+        )
+    return search
+
+
+def shard_bounds(n_documents: int, n_shards: int) -> list[Shard]:
+    """`n_shards` contiguous shards of near-equal size (fewer when the corpus is smaller)."""
+    count = max(1, min(n_shards, n_documents))
+    edges = np.linspace(0, n_documents, count + 1).round().astype(int)
+    return [Shard(i, int(edges[i]), int(edges[i + 1])) for i in range(count)]
+
+
+def merge(shards: Sequence[Shard], answers: Sequence[Sequence[Ranking]], depth: int) -> list[Ranking]:
+    """The whole corpus's ranking per question from each shard's (shard-local) rankings.
+
+    Ties go to the lower corpus index, as in retrieval.run.ranking.top_k.
+    """
+    if len(shards) != len(answers):
+        raise ValueError(f"{len(answers)} answers for {len(shards)} shards")
+    n_questions = len(answers[0]) if answers else 0
+    merged = []
+    for q in range(n_questions):
+        indices = np.concatenate(
+            [answer[q].indices + shard.start for shard, answer in zip(shards, answers, strict=True)]
+        )
+        scores = np.concatenate([answer[q].scores for answer in answers])
+        order = np.lexsort((indices, -scores))[:depth]
+        merged.append(Ranking(indices[order].astype(np.int64), scores[order]))
+    return merged
+
+
+def run_in_process(search: ShardedSearch, context: Any, shards: Sequence[Shard]) -> list[Ranking]:
+    """The sharded search run shard after shard in this process: the cluster's steps without a
+    cluster (what the exactness tests and the per-shard benchmark measure)."""
+    queries = search.queries(context)
+    prepared = [search.prepare(search.documents(context, shard), queries) for shard in shards]
+    statistics = search.combine([search.summarize(p, queries) for p in prepared])
+    answers = [search.score(p, queries, statistics, context.depth) for p in prepared]
+    return merge(shards, answers, context.depth)

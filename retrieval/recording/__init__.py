@@ -1,0 +1,1 @@
+"""Recording and replay: cassettes, the vector store, ranking cassettes, closed network, drift."""

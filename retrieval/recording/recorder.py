@@ -1,0 +1,622 @@
+"""Record and replay of model HTTP calls with vcrpy, shared by the CLI and conftest.py.
+
+Three modes:
+- replay (default): answers come from `cassettes/<profile>/<stage>.json`; a request
+  missing there fails at once (never sent, never turned into degraded reranking);
+- live: calls go to the providers (with the embedding cache), nothing is recorded;
+- record: live calls, written to a staging folder; only when the whole run succeeded
+  and every cassette passed its checks (not empty, no secret) do they replace the
+  committed ones, so a failed recording never leaves a half-written cassette.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from retrieval.files.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
+from retrieval.providers.base import ReplayMissError
+from retrieval.recording.matching import (
+    MATCH_ON,
+    body_difference,
+    index_cassette,
+    loopback_port,
+    same_body,
+    without_credentials,
+)
+from retrieval.text.redaction import credential_name, find_secrets
+
+if TYPE_CHECKING:
+    from retrieval.recording.vector_store import VectorStore
+
+from retrieval.providers.base import cause_of
+
+__all__ = [
+    "STORE_MANIFEST",
+    "CassetteError",
+    "Mode",
+    "Recorder",
+    "cassette_digest",
+    "cassette_digests",
+    "missed_request",
+    "record_command",
+    "scan_cassettes",
+]
+
+Mode = Literal["replay", "live", "record"]
+
+# The request headers a cassette keeps. Replay never matches on headers, and a service may take
+# its key in any header (X-Algolia-API-Key, Ocp-Apim-Subscription-Key...): every other one is
+# dropped, so no list of credential headers has to foresee them.
+KEPT_REQUEST_HEADERS = frozenset(
+    {"host", "accept", "accept-encoding", "connection", "user-agent", "content-type", "content-length"}
+)
+# Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
+# client reads answer headers on replay, but none it needs is named like this.
+_CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
+META_FILE = "recording.json"
+# The corpus vectors' manifest (retrieval.recording.vector_store): a file of the cassette set, so a recording
+# commits it with the cassettes (all or none), the secret scan reads it and the baseline holds its
+# digest; the segments it lists, in `Recorder.vectors`, are new files that no commit rewrites.
+STORE_MANIFEST = "corpus-vectors.json"
+
+
+class CassetteError(RuntimeError):
+    """A cassette is missing, empty or unsafe; the message says which and how to re-record."""
+
+
+# GitHub refuses files over 100 MiB and warns over 50: a corpus cassette passes 50 MiB from
+# about 15,000 documents at 384 dimensions (its texts and vectors), far fewer with Gemini's
+# vectors, which it answers as JSON lists of floats.
+LARGE_FILE = 50 * 2**20
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
+
+
+def read_committed(path: Path) -> bytes:
+    """A committed cassette file's bytes; CassetteError when the checkout holds its Git LFS
+    pointer instead (a clone or a CI checkout without LFS)."""
+    raw = path.read_bytes()
+    if raw.startswith(_LFS_POINTER):
+        raise CassetteError(
+            f"{path} is a Git LFS pointer, not the file: fetch it with `git lfs pull` "
+            "(in GitHub Actions: `lfs: true` on actions/checkout)."
+        )
+    return raw
+
+
+def large_file_notice(name: str, size: int, tracked: str = "cassettes/**/*.json") -> str | None:
+    """One line for a recorded file too large for GitHub without Git LFS, else None; `tracked` is
+    the pattern to give `git lfs track` (the vector segments': "vectors/**/*.npy")."""
+    if size <= LARGE_FILE:
+        return None
+    what = "the cassettes" if tracked.startswith("cassettes") else "the vector segments"
+    return (
+        f"{name} is {size / 2**20:.1f} MiB: GitHub refuses files over 100 MiB and warns over 50 MiB; "
+        f"keep {what} in Git LFS (`git lfs track '{tracked}'`, and `lfs: true` on the "
+        "workflow's actions/checkout)"
+    )
+
+
+def record_command(profile: str, key_variables: tuple[str, ...] = ()) -> str:
+    """The command that re-records a profile's cassettes, with the key it needs, if any."""
+    prefix = f"{key_variables[0]}=... " if key_variables else ""
+    return f"{prefix}pytest --record --retrieval-profile {profile}"
+
+
+def missed_request(exc: BaseException) -> str | None:
+    """The request vcrpy refused in the chain behind `exc`, described in one line for a
+    replay-miss message ("POST http://…/search (…differs in its body)"), or None."""
+    from vcr.errors import CannotOverwriteExistingCassetteException
+
+    miss = cause_of(exc, CannotOverwriteExistingCassetteException)
+    return None if miss is None else _describe_miss(miss.failed_request, miss.cassette)
+
+
+# vcrpy's matcher names (their functions' names), in words.
+_MATCHER_WORDS = {"same_body": "body", "loopback_port": "port", "query": "query string"}
+
+
+def _describe_miss(request: Any, cassette: Any) -> str:
+    """A refused request and how the closest recorded one differs from it."""
+    similar = cassette.find_requests_with_most_matches(request)
+    if not similar:
+        why = "the cassette holds no request like it"
+    elif not similar[0][2]:
+        why = "recorded, but sent more times than when it was recorded"
+    else:
+        differing = [_MATCHER_WORDS.get(name, name) for name, _ in similar[0][2]]
+        why = f"the closest recorded request differs in its {', '.join(dict.fromkeys(differing))}"
+        # vcrpy returns every recorded request equally close by matcher: the body fewest values apart is named.
+        where = body_difference([stored for stored, _, _ in similar], request) if "body" in differing else None
+        if where:  # what the code under test now sends differently: a changed setting, an unstable order
+            why += f", first {where}"
+    # Shown as recorded: without the credentials the URL may carry (the message reaches CI logs).
+    shown = _prepare_request(copy.deepcopy(request))
+    return f"{shown.method} {shown.uri} ({why})"
+
+
+def _counting_misses(cassette: Any) -> list[Any]:
+    """Keep each request a replaying cassette has no answer for, so a miss the calling code
+    catches (a retriever with a fallback) still fails the run."""
+    missed: list[Any] = []
+    can_play = cassette.can_play_response_for
+
+    def counted(request: Any) -> bool:
+        found = bool(can_play(request))
+        if not found:
+            missed.append(request)
+        return found
+
+    cassette.can_play_response_for = counted
+    return missed
+
+
+def scan_cassettes(
+    directory: str | Path, keys: Mapping[str, str] | None = None, variables: Iterable[str] = ()
+) -> list[str]:
+    """Every secret in the cassettes under `directory`, one line each ("<file>: <what>"); a file
+    that cannot be read as UTF-8 is reported too (it cannot be shown to be clean).
+    `keys` defaults to the values of the providers' key variables and of `variables` (the
+    methods' own) in the environment."""
+    if keys is None:
+        from retrieval.providers import PROVIDERS
+
+        names = dict.fromkeys(
+            [*(name for declared in PROVIDERS.values() for name in declared.key_variables), *variables]
+        )
+        keys = {name: os.environ.get(name, "") for name in names}
+    found = []
+    for path in sorted(Path(directory).rglob("*.json")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            found.append(f"{path}: cannot be scanned ({exc}); re-record or delete it")
+            continue
+        found += [f"{path}: {secret}" for secret in find_secrets(text, keys)]
+    return found
+
+
+def _damaged(path: Path, reason: str, profile: str) -> CassetteError:
+    return CassetteError(
+        f"{path}: damaged cassette ({reason}). Restore it with `git checkout -- {path}` "
+        f"or re-record with `{record_command(profile)}`."
+    )
+
+
+def read_cassette(path: Path, profile: str) -> dict[str, Any]:
+    """A cassette file, checked to be vcrpy's JSON shape; CassetteError naming the file otherwise."""
+    try:
+        data = json.loads(read_committed(path).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _damaged(path, f"not UTF-8: {exc.reason} at byte {exc.start}", profile) from exc
+    except json.JSONDecodeError as exc:
+        raise _damaged(path, f"invalid JSON at line {exc.lineno}: {exc.msg}", profile) from exc
+    except OSError as exc:
+        raise _damaged(path, f"unreadable: {exc.strerror or exc}", profile) from exc
+    if not isinstance(data, dict):
+        raise _damaged(path, f"expected a JSON object, got {type(data).__name__}", profile)
+    interactions = data.get("interactions")
+    if not isinstance(interactions, list) or not all(
+        isinstance(i, dict) and isinstance(i.get("request"), dict) and isinstance(i.get("response"), dict)
+        for i in interactions
+    ):
+        raise _damaged(path, '"interactions" must be a list of {"request": ..., "response": ...}', profile)
+    return data
+
+
+class _Parsed:
+    """A vcrpy serializer for a cassette `read_cassette` already parsed."""
+
+    @staticmethod
+    def deserialize(data: dict[str, Any]) -> dict[str, Any]:
+        return data
+
+
+@dataclass(frozen=True)
+class _CheckedLoad:
+    """vcrpy's persister for replay: the cassette is parsed once, by `read_cassette`, which also
+    checks it (vcrpy alone treats a cassette it cannot decode as empty, and replay would then
+    report misses instead of the damage). Replay never saves."""
+
+    profile: str
+
+    def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
+        from vcr.serialize import deserialize
+
+        return deserialize(read_cassette(Path(cassette_path), self.profile), _Parsed)
+
+    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
+        raise CassetteError(f"{cassette_path}: a replay tried to write its cassette")
+
+
+class _Unsaved:
+    """vcrpy's persister for counting a live run's calls: nothing to load, nothing saved."""
+
+    def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
+        from vcr.persisters.filesystem import CassetteNotFoundError
+
+        raise CassetteNotFoundError(cassette_path)
+
+    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
+        return None
+
+
+@contextmanager
+def _counted_live() -> Iterator[Any]:
+    """A cassette that records what the block sends, in memory only: its `data` counts the calls."""
+    import vcr
+
+    recorder = vcr.VCR(record_mode="all", record_on_exception=False)
+    recorder.register_persister(_Unsaved())
+    with recorder.use_cassette("live-calls-not-saved") as cassette:
+        yield cassette
+
+
+def _prepare_request(request: Any) -> Any:
+    """What a cassette keeps of a request (vcrpy passes a copy, and applies this on replay too
+    before matching: it must be idempotent)."""
+    from vcr.filters import replace_headers
+
+    # aiohttp records "post" where httpx records "POST".
+    request.method = request.method.upper()
+    request = replace_headers(request, [(h, None) for h in request.headers if h.lower() not in KEPT_REQUEST_HEADERS])
+    # Query parameters named like a credential, on both sides of a replay match.
+    return without_credentials(request)
+
+
+VOLATILE_HEADERS = ("date", "server", "x-request-id", "server-timing", "alt-svc")
+
+
+def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
+    # A 429/5xx seen while recording would replay as a failure forever.
+    if response["status"]["code"] >= 400:
+        return None
+    # Headers that change on every call would make an identical re-recording show as a diff;
+    # a session cookie or a token handed back must not be committed.
+    headers = response.get("headers", {})
+    dropped = [h for h in headers if h.lower() in VOLATILE_HEADERS or _CREDENTIAL_HEADER.search(h)]
+    for name in [*dropped, *(h for h in headers if h not in dropped and credential_name(h))]:
+        del headers[name]
+    return response
+
+
+def _metadata_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the types of recording.json's keys (the report and drift read them), or None."""
+    typed = (("fingerprint", str, "a string"), ("config", dict, "an object"), ("drift", dict, "an object"))
+    for key, kind, shape in typed:
+        if key in data and not isinstance(data[key], kind):
+            return f'"{key}" is {type(data[key]).__name__}, expected {shape}'
+    usage = data.get("usage", {})
+    if not isinstance(usage, dict):
+        return f'"usage" is {type(usage).__name__}, expected an object (stage -> counters)'
+    for stage, counters in usage.items():
+        if not isinstance(counters, dict):
+            return f'"usage" of {stage!r} is {type(counters).__name__}, expected an object of counters'
+        for name, value in counters.items():
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return f'"usage" of {stage!r}: {name} is {value!r}, not a number'
+    return None
+
+
+@dataclass
+class Recorder:
+    """Where a profile's cassettes live, and how each stage of an evaluation uses them."""
+
+    mode: Mode
+    directory: Path
+    profile: str
+    # The profile's providers' declarations: key variables whose values must never reach a
+    # cassette (retrieval.providers.credentials).
+    key_variables: tuple[str, ...] = ()
+    needed_keys: tuple[str, ...] = ()  # what a recording must set, named in the record command
+    # Ranking cassettes replay only for the code that recorded them; off when a recording replays
+    # the committed ones to measure its drift (what the old code gave is the point there).
+    verify_code: bool = True
+    # The model server this run embedded with (server_identity.ServerInfo.as_dict), set by the
+    # evaluator; a recording keeps it in recording.json under "server".
+    server: dict[str, Any] | None = field(default=None, init=False)
+    _staging: Path | None = field(default=None, init=False)
+    _recorded: list[str] = field(default_factory=list, init=False)  # cassette file names, staged
+    # Cassette file names this run replayed or recorded: the ones its figures come from.
+    used: set[str] = field(default_factory=set, init=False)
+    # HTTP calls answered through each stage's cassette this run (replayed, or recorded): what a
+    # method that does not count its own calls (a team's search service) is charged with.
+    calls: dict[str, int] = field(default_factory=dict, init=False)
+    # What the last commit has to say beyond its drift (files too large for GitHub), one line each.
+    notices: list[str] = field(default_factory=list, init=False)
+    # The folder of the profile's corpus vector segments (None: this profile stores none).
+    vectors: Path | None = None
+    # Segment files this recording created: removed when it is discarded (nothing lists them).
+    _created: list[Path] = field(default_factory=list, init=False)
+
+    def _staged(self, name: str) -> Path:
+        if self._staging is None:
+            # Beside the committed folder: same file system, so the commit is a rename; a
+            # killed run's staging folder is found there and removed by the next one.
+            recover_directory(self.directory)
+            self._staging = staging_directory(self.directory)
+        self._recorded.append(name)
+        return self._staging / name
+
+    @property
+    def record_command(self) -> str:
+        """The command that re-records this profile's cassettes."""
+        return record_command(self.profile, self.needed_keys)
+
+    def path(self, stage: str) -> Path:
+        """The committed cassette of a stage."""
+        return self.directory / f"{stage}.json"
+
+    def has(self, stage: str) -> bool:
+        """True when a cassette for the stage is committed."""
+        return self.path(stage).is_file()
+
+    def recorded_strings(self, stage: str) -> set[str]:
+        """Every string in the request bodies of a committed cassette: to tell which texts it lacks."""
+        found: set[str] = set()
+
+        def walk(value: Any) -> None:
+            if isinstance(value, str):
+                found.add(value)
+            elif isinstance(value, dict):
+                for v in value.values():
+                    walk(v)
+            elif isinstance(value, list):
+                for v in value:
+                    walk(v)
+
+        if self.has(stage):
+            for interaction in read_cassette(self.path(stage), self.profile)["interactions"]:
+                try:
+                    walk(json.loads(interaction["request"].get("body") or "null"))
+                except (KeyError, TypeError, ValueError):
+                    continue
+        return found
+
+    def has_any(self) -> bool:
+        """True when the profile has at least one committed cassette."""
+        return self.directory.is_dir() and any(p.name != META_FILE for p in self.directory.glob("*.json"))
+
+    @contextmanager
+    def stage(self, stage: str, count_live: bool = False) -> Iterator[None]:
+        """Route the HTTP calls made inside the block through the stage's cassette. In a live run
+        there is none: with `count_live`, the calls are only counted (for code that counts none
+        of its own, a team's search client), as a recording would."""
+        if self.mode == "live":
+            if not count_live:
+                yield
+                return
+            with _counted_live() as cassette:
+                yield
+            self.calls[stage] = self.calls.get(stage, 0) + len(cassette.data)
+            return
+        import vcr
+
+        if self.mode == "replay":
+            if not self.has(stage):
+                raise CassetteError(f"no cassette {self.path(stage)}: record it with `{self.record_command}`")
+            path, record_mode = self.path(stage), "none"
+        else:
+            path, record_mode = self._staged(f"{stage}.json"), "all"
+        self.used.add(path.name)
+        recorder = vcr.VCR(
+            serializer="json",
+            record_mode=record_mode,
+            match_on=MATCH_ON,
+            decode_compressed_response=True,
+            before_record_request=_prepare_request,
+            before_record_response=_clean_response,
+            record_on_exception=False,
+        )
+        recorder.register_matcher("loopback_port", loopback_port)
+        recorder.register_matcher("same_body", same_body)
+        if self.mode == "replay":
+            recorder.register_persister(_CheckedLoad(self.profile))
+        with ExitStack() as stack:
+            try:
+                cassette = stack.enter_context(recorder.use_cassette(str(path)))
+            except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+                # Whatever vcrpy's own loader trips on is a damaged file, not a bug to show as a traceback.
+                raise _damaged(path, f"{type(exc).__name__}: {exc}", self.profile) from exc
+            index_cassette(cassette)  # without it (another vcrpy), the same answers, found by a scan
+            missed = _counting_misses(cassette) if self.mode == "replay" else []
+
+            def unanswered(then: str) -> ReplayMissError:
+                more = f" and {len(missed) - 1} more request(s)" if len(missed) > 1 else ""
+                first = _describe_miss(missed[0], cassette)
+                return ReplayMissError(f"no recorded answer in {path} for {first}{more}; {then}", "replay miss")
+
+            try:
+                yield
+            except Exception as exc:
+                # The code caught the refusal and raised an error of its own, out of the chain.
+                from retrieval.providers.http import is_replay_miss  # httpx: not in the gate plugin's imports
+
+                if missed and not is_replay_miss(exc):
+                    raise unanswered(f"the code that sent it then raised {type(exc).__name__}: {exc}") from exc
+                raise
+            if missed:
+                raise unanswered("the code that sent it caught the error and carried on")
+            answered = cassette.play_count if self.mode == "replay" else len(cassette.data)
+            self.calls[stage] = self.calls.get(stage, 0) + answered
+
+    def rankings_path(self, channel: str) -> Path:
+        """The committed ranking cassette of a method that declares calls = "rankings"."""
+        from retrieval.recording.ranking_cassettes import SUFFIX
+
+        return self.directory / f"{channel}{SUFFIX}"
+
+    def replay_rankings(self, channel: str, dataset: Any, depth: int, code: dict[str, str] | None = None) -> list[Any]:
+        """The recorded rankings of every question (replay mode), if recorded from `code`."""
+        from retrieval.recording.ranking_cassettes import load_rankings
+
+        path = self.rankings_path(channel)
+        if not path.is_file():
+            raise CassetteError(f"no ranking cassette {path}: record it with `{self.record_command}`")
+        self.used.add(path.name)
+        return load_rankings(path, dataset, depth, code if self.verify_code else None)
+
+    def record_rankings(
+        self, channel: str, dataset: Any, method: str, rankings: Any, code: dict[str, str] | None = None
+    ) -> None:
+        """Record mode: stage the rankings and the digests of the `code` that ranked, committed
+        with the other cassettes."""
+        from retrieval.recording.ranking_cassettes import dump_rankings
+
+        self.used.add(self.rankings_path(channel).name)
+        self._staged(self.rankings_path(channel).name).write_text(
+            dump_rankings(dataset, method, rankings, code), encoding="utf-8"
+        )
+
+    def committed_store(self) -> VectorStore:
+        """The committed corpus vector store (empty when none is recorded); CassetteError, one line
+        naming the file and the fix, when it is damaged or a Git LFS pointer."""
+        restore = f"git checkout -- {self.directory} {self.vectors}"
+        fix = f"restore it with `{restore}` or re-record with `{self.record_command}`"
+        from retrieval.recording.vector_store import StoreError, VectorStore  # numpy: not at the plugin's import
+
+        try:
+            return VectorStore.open(self.directory / STORE_MANIFEST, self.vectors or self.directory, fix)
+        except StoreError as exc:
+            raise CassetteError(str(exc)) from exc
+
+    def stage_vectors(self, store: VectorStore, created: list[Path]) -> None:
+        """Record mode: `store` (the committed one with this recording's segments added) is committed
+        with the cassettes; `created` are the segment files this recording wrote (new files only)."""
+        self._created += created
+        self.used.add(STORE_MANIFEST)
+        self._staged(STORE_MANIFEST).write_bytes(store.manifest_bytes())
+
+    def metadata(self) -> dict[str, Any]:
+        """What the last recording wrote beside its cassettes (dataset fingerprint, config, usage)."""
+        path = self.directory / META_FILE
+        if not path.is_file():
+            return {}
+        try:
+            data = json.loads(read_committed(path).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+            raise CassetteError(
+                f"{path}: damaged recording metadata ({exc}). Restore it with `git checkout -- {path}` "
+                f"or re-record with `{record_command(self.profile)}`."
+            ) from exc
+        problem = "expected a JSON object" if not isinstance(data, dict) else _metadata_problem(data)
+        if problem:
+            raise CassetteError(
+                f"{path}: damaged recording metadata ({problem}). Restore it with "
+                f"`git checkout -- {path}` or re-record with `{record_command(self.profile)}`."
+            )
+        return data
+
+    def commit(
+        self, metadata: dict[str, Any], drift: Callable[[dict[str, Path]], dict[str, Any]] | None = None
+    ) -> list[Path]:
+        """Record mode: check every new cassette, then replace the profile's cassettes and
+        `metadata` as one set (all or none, see `retrieval.files.atomic.replace_files`).
+
+        `drift`, given the staged cassettes (file name -> staged path) while the committed ones
+        are still in place, returns what the metadata keeps under "drift" (retrieval.recording.drift)."""
+        if self.mode != "record" or self._staging is None:
+            return []
+        keys = {name: os.environ.get(name, "") for name in self.key_variables}
+        kept = f"The cassettes in {self.directory} were kept as they were; the recording was discarded."
+        files: dict[str, bytes] = {}
+        try:
+            for name in self._recorded:
+                staged = self._staging / name
+                text = staged.read_text(encoding="utf-8") if staged.is_file() else ""
+                data = json.loads(text) if text else {}
+                if not (data.get("interactions") or data.get("rankings") or data.get("segments")):
+                    raise CassetteError(
+                        f"recording {name} produced no interaction: every call failed (error answers are not "
+                        "recorded) or the HTTP client was not intercepted. Nothing was replaced."
+                    )
+                secrets = find_secrets(text, keys)
+                if secrets:
+                    raise CassetteError(
+                        f"recording {name} holds secrets ({', '.join(secrets)}): a request or an answer carries a "
+                        "credential in its body or its URL path. Send it in a header, or in a query parameter "
+                        "named like a key or a token: neither is recorded. Nothing was replaced."
+                    )
+                files[name] = text.encode("utf-8")
+            previous = self.metadata()
+            # Stages not re-recorded this time keep the usage measured when they were.
+            meta = {**previous, **metadata, "usage": {**previous.get("usage", {}), **metadata.get("usage", {})}}
+            # The previous recording's drift says nothing about this one.
+            meta.pop("drift", None)
+            if drift is not None:
+                meta["drift"] = drift({name: self._staging / name for name in dict.fromkeys(self._recorded)})
+            files[META_FILE] = (json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+            replace_files(self.directory, files)
+            self.notices = [n for name, data in files.items() if (n := large_file_notice(name, len(data)))]
+            self.notices += [
+                n for p in self._created if (n := large_file_notice(p.name, p.stat().st_size, "vectors/**/*.npy"))
+            ]
+        except CassetteError:
+            self.discard()
+            raise
+        except AtomicSetError as exc:
+            self.discard()
+            raise CassetteError(f"recording not saved: {exc}") from exc
+        except OSError as exc:
+            self.discard()
+            raise CassetteError(f"recording not saved: {exc}. {kept}") from exc
+        except BaseException:
+            # Interrupted (Ctrl-C) or a bug while checking or comparing: nothing was replaced, and
+            # no staging folder is left for `git add cassettes` to pick up.
+            self.discard()
+            raise
+        written = [self.directory / name for name in self._recorded]
+        self._created = []  # listed by the committed manifest now
+        self.discard()
+        return written
+
+    @property
+    def staged(self) -> dict[str, Path]:
+        """Record mode: the cassettes recorded and not yet committed (file name -> staged path)."""
+        if self._staging is None:
+            return {}
+        return {name: self._staging / name for name in dict.fromkeys(self._recorded)}
+
+    def discard(self) -> None:
+        """Forget a recording in progress (after a failure): the committed cassettes stay as they
+        were, and the vector segments it wrote, which nothing lists, are removed."""
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+        for path in self._created:
+            path.unlink(missing_ok=True)
+        self._staging = None
+        self._recorded = []
+        self._created = []
+
+
+def cassette_digests(directory: str | Path, names: Iterable[str]) -> dict[str, str]:
+    """sha256 of each named cassette of a profile: the files a run replayed or recorded. The
+    baseline records them, so a hand-edited cassette shows as a changed digest, while a file no
+    gated method reads (an experiment recorded with the CLI, a removed method's) changes nothing."""
+    import hashlib
+
+    folder = Path(directory)
+    return {name: "sha256:" + hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in sorted(names)}
+
+
+def cassette_digest(directory: str | Path) -> str:
+    """sha256 over all of a profile's cassettes (sorted file names and bytes; recording.json
+    excluded, it holds timings): the one digest baselines held before `cassette_digests`."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    folder = Path(directory)
+    files = sorted(p for p in folder.glob("*.json") if p.name != META_FILE) if folder.is_dir() else []
+    for path in files:
+        data = path.read_bytes()
+        digest.update(f"{path.name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return "sha256:" + digest.hexdigest()

@@ -1,0 +1,1 @@
+"""The report as data, rendered as Markdown or JSON."""
