@@ -24,7 +24,8 @@ from retrieval.gate.baseline import (
 from retrieval.gate.reference import baseline_at
 from retrieval.gate.result import BASELINE_PATH, importable, recover
 from retrieval.providers.base import ProviderError, ReplayMissError
-from retrieval.recording.recorder import CassetteError, Mode
+from retrieval.recording.cassette_files import CassetteError
+from retrieval.recording.recorder import Mode
 from retrieval.report.build import build_report, render_json, render_markdown
 from retrieval.run.results import Run, RunLogError, load_run, run_log
 from retrieval.text.markdown import fit

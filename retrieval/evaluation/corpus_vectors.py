@@ -25,7 +25,8 @@ from retrieval.files.atomic import replace_files
 from retrieval.methods.base import ProgressFactory
 from retrieval.providers.base import EmbeddingProvider, ReplayMissError
 from retrieval.recording.cache import EmbeddingCache
-from retrieval.recording.recorder import STORE_MANIFEST, CassetteError, Mode, Recorder
+from retrieval.recording.cassette_files import STORE_MANIFEST, CassetteError
+from retrieval.recording.recorder import Mode, Recorder
 from retrieval.recording.vector_store import Space, StoreError, VectorStore
 
 __all__ = [

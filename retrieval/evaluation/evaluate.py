@@ -32,10 +32,12 @@ from retrieval.methods.base import UNRECORDED_REASONS, Context, Declaration, Emb
 from retrieval.providers import credentials
 from retrieval.providers.base import EmbeddingProvider, Kind, ProviderError, ReplayMissError
 from retrieval.recording.cache import EmbeddingCache
+from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.drift import recording_drift, replay_previous
+from retrieval.recording.misses import missed_request
 from retrieval.recording.network import NetworkBlockedError, cause_of, closed_network, running
 from retrieval.recording.ranking_cassettes import method_code
-from retrieval.recording.recorder import CassetteError, Mode, Recorder, missed_request
+from retrieval.recording.recorder import Mode, Recorder
 from retrieval.run.cost import Usage
 from retrieval.run.ranking import Ranking, RankingError, rank_of
 from retrieval.run.results import MethodResult, QuestionResult, Run

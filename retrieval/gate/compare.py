@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from retrieval.gate.questions import recall_of, run_data_changes
 from retrieval.gate.schema import DIGITS, BaselineError, first_of, flat_figures, rounded
 from retrieval.measures.figures import kind_of
-from retrieval.recording.recorder import record_command
+from retrieval.recording.cassette_files import record_command
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
     from retrieval.measures.metrics import MethodScores

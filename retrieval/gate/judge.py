@@ -16,7 +16,8 @@ from retrieval.gate.baseline import BaselineError
 from retrieval.gate.result import GateResult, accept, run_gate
 from retrieval.gate.verdicts import Verdict, judge
 from retrieval.providers.base import ProviderError
-from retrieval.recording.recorder import CassetteError, Mode
+from retrieval.recording.cassette_files import CassetteError
+from retrieval.recording.recorder import Mode
 
 __all__ = ["KNOWN_ERRORS", "GateOutcome", "judge_run"]
 

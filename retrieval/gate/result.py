@@ -45,14 +45,14 @@ from retrieval.gate.reference import baseline_at
 from retrieval.gate.snapshots import Rankings, load_snapshots, moved, render_snapshots, snapshot_path, top_rankings
 from retrieval.gate.update import ACCEPTED, try_update
 from retrieval.measures.metrics import MethodScores, score_run
-from retrieval.recording.recorder import (
+from retrieval.recording.cassette_files import (
     CassetteError,
-    Mode,
     cassette_digest,
     cassette_digests,
     record_command,
     scan_cassettes,
 )
+from retrieval.recording.recorder import Mode
 from retrieval.run.results import Run
 
 __all__ = [

@@ -33,9 +33,9 @@ import numpy as np
 
 from retrieval.measures.metrics import score_run
 from retrieval.providers.base import ProviderError
+from retrieval.recording.cassette_files import STORE_MANIFEST, CassetteError
 from retrieval.recording.ranking_cassettes import FORMAT as RANKINGS_FORMAT
 from retrieval.recording.ranking_cassettes import SUFFIX as RANKINGS_SUFFIX
-from retrieval.recording.recorder import STORE_MANIFEST, CassetteError
 from retrieval.recording.vector_store import StoreError, VectorStore
 from retrieval.run.results import Run
 

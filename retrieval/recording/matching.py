@@ -20,12 +20,14 @@ from urllib.parse import urlsplit, urlunsplit
 from retrieval.text.redaction import credential_name
 
 __all__ = [
+    "KEPT_REQUEST_HEADERS",
     "LOOPBACK_HOSTS",
     "MATCH_ON",
     "body_difference",
     "index_cassette",
     "loopback_port",
     "match_key",
+    "prepare_request",
     "same_body",
     "without_credentials",
 ]
@@ -203,3 +205,23 @@ def index_cassette(cassette: Any) -> bool:
 
     cassette._responses = responses
     return True
+
+
+# The request headers a cassette keeps. Replay never matches on headers, and a service may take
+# its key in any header (X-Algolia-API-Key, Ocp-Apim-Subscription-Key...): every other one is
+# dropped, so no list of credential headers has to foresee them.
+KEPT_REQUEST_HEADERS = frozenset(
+    {"host", "accept", "accept-encoding", "connection", "user-agent", "content-type", "content-length"}
+)
+
+
+def prepare_request(request: Any) -> Any:
+    """What a cassette keeps of a request (vcrpy passes a copy, and applies this on replay too
+    before matching: it must be idempotent)."""
+    from vcr.filters import replace_headers
+
+    # aiohttp records "post" where httpx records "POST".
+    request.method = request.method.upper()
+    request = replace_headers(request, [(h, None) for h in request.headers if h.lower() not in KEPT_REQUEST_HEADERS])
+    # Query parameters named like a credential, on both sides of a replay match.
+    return without_credentials(request)

@@ -25,7 +25,7 @@ import numpy as np
 from retrieval.config import ConfigError
 from retrieval.data.dataset import Dataset, corpus_fingerprint
 from retrieval.providers.base import ReplayMissError
-from retrieval.recording.recorder import CassetteError, read_committed
+from retrieval.recording.cassette_files import CassetteError, read_committed
 from retrieval.run.ranking import Ranking
 
 __all__ = ["FORMAT", "SUFFIX", "RankingCassetteError", "dump_rankings", "load_rankings", "method_code"]

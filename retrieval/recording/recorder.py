@@ -11,12 +11,11 @@ Three modes:
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,192 +23,37 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.files.atomic import AtomicSetError, recover_directory, replace_files, staging_directory
 from retrieval.providers.base import ReplayMissError
+from retrieval.recording.cassette_files import (
+    META_FILE,
+    STORE_MANIFEST,
+    CassetteError,
+    damaged,
+    large_file_notice,
+    read_cassette,
+    read_committed,
+    record_command,
+)
 from retrieval.recording.matching import (
     MATCH_ON,
-    body_difference,
     index_cassette,
     loopback_port,
+    prepare_request,
     same_body,
-    without_credentials,
 )
+from retrieval.recording.misses import counting_misses, describe_miss
 from retrieval.text.redaction import credential_name, find_secrets
 
 if TYPE_CHECKING:
     from retrieval.recording.vector_store import VectorStore
 
-from retrieval.providers.base import cause_of
 
-__all__ = [
-    "STORE_MANIFEST",
-    "CassetteError",
-    "Mode",
-    "Recorder",
-    "cassette_digest",
-    "cassette_digests",
-    "missed_request",
-    "record_command",
-    "scan_cassettes",
-]
+__all__ = ["Mode", "Recorder"]
 
 Mode = Literal["replay", "live", "record"]
 
-# The request headers a cassette keeps. Replay never matches on headers, and a service may take
-# its key in any header (X-Algolia-API-Key, Ocp-Apim-Subscription-Key...): every other one is
-# dropped, so no list of credential headers has to foresee them.
-KEPT_REQUEST_HEADERS = frozenset(
-    {"host", "accept", "accept-encoding", "connection", "user-agent", "content-type", "content-length"}
-)
 # Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
 # client reads answer headers on replay, but none it needs is named like this.
 _CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
-META_FILE = "recording.json"
-# The corpus vectors' manifest (retrieval.recording.vector_store): a file of the cassette set, so a recording
-# commits it with the cassettes (all or none), the secret scan reads it and the baseline holds its
-# digest; the segments it lists, in `Recorder.vectors`, are new files that no commit rewrites.
-STORE_MANIFEST = "corpus-vectors.json"
-
-
-class CassetteError(RuntimeError):
-    """A cassette is missing, empty or unsafe; the message says which and how to re-record."""
-
-
-# GitHub refuses files over 100 MiB and warns over 50: a corpus cassette passes 50 MiB from
-# about 15,000 documents at 384 dimensions (its texts and vectors), far fewer with Gemini's
-# vectors, which it answers as JSON lists of floats.
-LARGE_FILE = 50 * 2**20
-_LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
-
-
-def read_committed(path: Path) -> bytes:
-    """A committed cassette file's bytes; CassetteError when the checkout holds its Git LFS
-    pointer instead (a clone or a CI checkout without LFS)."""
-    raw = path.read_bytes()
-    if raw.startswith(_LFS_POINTER):
-        raise CassetteError(
-            f"{path} is a Git LFS pointer, not the file: fetch it with `git lfs pull` "
-            "(in GitHub Actions: `lfs: true` on actions/checkout)."
-        )
-    return raw
-
-
-def large_file_notice(name: str, size: int, tracked: str = "cassettes/**/*.json") -> str | None:
-    """One line for a recorded file too large for GitHub without Git LFS, else None; `tracked` is
-    the pattern to give `git lfs track` (the vector segments': "vectors/**/*.npy")."""
-    if size <= LARGE_FILE:
-        return None
-    what = "the cassettes" if tracked.startswith("cassettes") else "the vector segments"
-    return (
-        f"{name} is {size / 2**20:.1f} MiB: GitHub refuses files over 100 MiB and warns over 50 MiB; "
-        f"keep {what} in Git LFS (`git lfs track '{tracked}'`, and `lfs: true` on the "
-        "workflow's actions/checkout)"
-    )
-
-
-def record_command(profile: str, key_variables: tuple[str, ...] = ()) -> str:
-    """The command that re-records a profile's cassettes, with the key it needs, if any."""
-    prefix = f"{key_variables[0]}=... " if key_variables else ""
-    return f"{prefix}pytest --record --retrieval-profile {profile}"
-
-
-def missed_request(exc: BaseException) -> str | None:
-    """The request vcrpy refused in the chain behind `exc`, described in one line for a
-    replay-miss message ("POST http://…/search (…differs in its body)"), or None."""
-    from vcr.errors import CannotOverwriteExistingCassetteException
-
-    miss = cause_of(exc, CannotOverwriteExistingCassetteException)
-    return None if miss is None else _describe_miss(miss.failed_request, miss.cassette)
-
-
-# vcrpy's matcher names (their functions' names), in words.
-_MATCHER_WORDS = {"same_body": "body", "loopback_port": "port", "query": "query string"}
-
-
-def _describe_miss(request: Any, cassette: Any) -> str:
-    """A refused request and how the closest recorded one differs from it."""
-    similar = cassette.find_requests_with_most_matches(request)
-    if not similar:
-        why = "the cassette holds no request like it"
-    elif not similar[0][2]:
-        why = "recorded, but sent more times than when it was recorded"
-    else:
-        differing = [_MATCHER_WORDS.get(name, name) for name, _ in similar[0][2]]
-        why = f"the closest recorded request differs in its {', '.join(dict.fromkeys(differing))}"
-        # vcrpy returns every recorded request equally close by matcher: the body fewest values apart is named.
-        where = body_difference([stored for stored, _, _ in similar], request) if "body" in differing else None
-        if where:  # what the code under test now sends differently: a changed setting, an unstable order
-            why += f", first {where}"
-    # Shown as recorded: without the credentials the URL may carry (the message reaches CI logs).
-    shown = _prepare_request(copy.deepcopy(request))
-    return f"{shown.method} {shown.uri} ({why})"
-
-
-def _counting_misses(cassette: Any) -> list[Any]:
-    """Keep each request a replaying cassette has no answer for, so a miss the calling code
-    catches (a retriever with a fallback) still fails the run."""
-    missed: list[Any] = []
-    can_play = cassette.can_play_response_for
-
-    def counted(request: Any) -> bool:
-        found = bool(can_play(request))
-        if not found:
-            missed.append(request)
-        return found
-
-    cassette.can_play_response_for = counted
-    return missed
-
-
-def scan_cassettes(
-    directory: str | Path, keys: Mapping[str, str] | None = None, variables: Iterable[str] = ()
-) -> list[str]:
-    """Every secret in the cassettes under `directory`, one line each ("<file>: <what>"); a file
-    that cannot be read as UTF-8 is reported too (it cannot be shown to be clean).
-    `keys` defaults to the values of the providers' key variables and of `variables` (the
-    methods' own) in the environment."""
-    if keys is None:
-        from retrieval.providers import PROVIDERS
-
-        names = dict.fromkeys(
-            [*(name for declared in PROVIDERS.values() for name in declared.key_variables), *variables]
-        )
-        keys = {name: os.environ.get(name, "") for name in names}
-    found = []
-    for path in sorted(Path(directory).rglob("*.json")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            found.append(f"{path}: cannot be scanned ({exc}); re-record or delete it")
-            continue
-        found += [f"{path}: {secret}" for secret in find_secrets(text, keys)]
-    return found
-
-
-def _damaged(path: Path, reason: str, profile: str) -> CassetteError:
-    return CassetteError(
-        f"{path}: damaged cassette ({reason}). Restore it with `git checkout -- {path}` "
-        f"or re-record with `{record_command(profile)}`."
-    )
-
-
-def read_cassette(path: Path, profile: str) -> dict[str, Any]:
-    """A cassette file, checked to be vcrpy's JSON shape; CassetteError naming the file otherwise."""
-    try:
-        data = json.loads(read_committed(path).decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise _damaged(path, f"not UTF-8: {exc.reason} at byte {exc.start}", profile) from exc
-    except json.JSONDecodeError as exc:
-        raise _damaged(path, f"invalid JSON at line {exc.lineno}: {exc.msg}", profile) from exc
-    except OSError as exc:
-        raise _damaged(path, f"unreadable: {exc.strerror or exc}", profile) from exc
-    if not isinstance(data, dict):
-        raise _damaged(path, f"expected a JSON object, got {type(data).__name__}", profile)
-    interactions = data.get("interactions")
-    if not isinstance(interactions, list) or not all(
-        isinstance(i, dict) and isinstance(i.get("request"), dict) and isinstance(i.get("response"), dict)
-        for i in interactions
-    ):
-        raise _damaged(path, '"interactions" must be a list of {"request": ..., "response": ...}', profile)
-    return data
 
 
 class _Parsed:
@@ -258,18 +102,6 @@ def _counted_live() -> Iterator[Any]:
     recorder.register_persister(_Unsaved())
     with recorder.use_cassette("live-calls-not-saved") as cassette:
         yield cassette
-
-
-def _prepare_request(request: Any) -> Any:
-    """What a cassette keeps of a request (vcrpy passes a copy, and applies this on replay too
-    before matching: it must be idempotent)."""
-    from vcr.filters import replace_headers
-
-    # aiohttp records "post" where httpx records "POST".
-    request.method = request.method.upper()
-    request = replace_headers(request, [(h, None) for h in request.headers if h.lower() not in KEPT_REQUEST_HEADERS])
-    # Query parameters named like a credential, on both sides of a replay match.
-    return without_credentials(request)
 
 
 VOLATILE_HEADERS = ("date", "server", "x-request-id", "server-timing", "alt-svc")
@@ -412,7 +244,7 @@ class Recorder:
             record_mode=record_mode,
             match_on=MATCH_ON,
             decode_compressed_response=True,
-            before_record_request=_prepare_request,
+            before_record_request=prepare_request,
             before_record_response=_clean_response,
             record_on_exception=False,
         )
@@ -425,13 +257,13 @@ class Recorder:
                 cassette = stack.enter_context(recorder.use_cassette(str(path)))
             except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
                 # Whatever vcrpy's own loader trips on is a damaged file, not a bug to show as a traceback.
-                raise _damaged(path, f"{type(exc).__name__}: {exc}", self.profile) from exc
+                raise damaged(path, f"{type(exc).__name__}: {exc}", self.profile) from exc
             index_cassette(cassette)  # without it (another vcrpy), the same answers, found by a scan
-            missed = _counting_misses(cassette) if self.mode == "replay" else []
+            missed = counting_misses(cassette) if self.mode == "replay" else []
 
             def unanswered(then: str) -> ReplayMissError:
                 more = f" and {len(missed) - 1} more request(s)" if len(missed) > 1 else ""
-                first = _describe_miss(missed[0], cassette)
+                first = describe_miss(missed[0], cassette)
                 return ReplayMissError(f"no recorded answer in {path} for {first}{more}; {then}", "replay miss")
 
             try:
@@ -595,28 +427,3 @@ class Recorder:
         self._staging = None
         self._recorded = []
         self._created = []
-
-
-def cassette_digests(directory: str | Path, names: Iterable[str]) -> dict[str, str]:
-    """sha256 of each named cassette of a profile: the files a run replayed or recorded. The
-    baseline records them, so a hand-edited cassette shows as a changed digest, while a file no
-    gated method reads (an experiment recorded with the CLI, a removed method's) changes nothing."""
-    import hashlib
-
-    folder = Path(directory)
-    return {name: "sha256:" + hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in sorted(names)}
-
-
-def cassette_digest(directory: str | Path) -> str:
-    """sha256 over all of a profile's cassettes (sorted file names and bytes; recording.json
-    excluded, it holds timings): the one digest baselines held before `cassette_digests`."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    folder = Path(directory)
-    files = sorted(p for p in folder.glob("*.json") if p.name != META_FILE) if folder.is_dir() else []
-    for path in files:
-        data = path.read_bytes()
-        digest.update(f"{path.name}\0{len(data)}\0".encode())
-        digest.update(data)
-    return "sha256:" + digest.hexdigest()

@@ -15,6 +15,7 @@ from vcr.matchers import method, uri
 from vcr.request import Request
 
 from retrieval.providers.http import new_client
+from retrieval.recording import misses
 from retrieval.recording import recorder as recording
 from retrieval.recording.matching import index_cassette, match_key, same_body
 
@@ -120,7 +121,7 @@ def test_identical_requests_replay_their_answers_in_recorded_order(
         for _ in range(3):
             client.post(url, content=body)
     client.close()
-    assert recording.missed_request(caught.value) == (
+    assert misses.missed_request(caught.value) == (
         f"POST {url} (recorded, but sent more times than when it was recorded)"
     )
 

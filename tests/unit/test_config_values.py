@@ -16,8 +16,8 @@ from retrieval.config.setting_values import NUMBERS
 from retrieval.config.settings import GROUPS, Settings
 from retrieval.evaluation.evaluate import CORPUS_STAGE, QUESTION_STAGE
 from retrieval.evaluation.pipeline import plan
+from retrieval.recording.cassette_files import META_FILE
 from retrieval.recording.ranking_cassettes import SUFFIX
-from retrieval.recording.recorder import META_FILE
 
 NO_ENV: dict[str, str] = {}
 

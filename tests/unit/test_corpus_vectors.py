@@ -20,7 +20,7 @@ from retrieval.evaluation.corpus_vectors import compact_store, corpus_space
 from retrieval.evaluation.evaluate import evaluate, recorder_for
 from retrieval.files import atomic
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording.recorder import STORE_MANIFEST, CassetteError, scan_cassettes
+from retrieval.recording.cassette_files import STORE_MANIFEST, CassetteError, scan_cassettes
 from retrieval.recording.vector_store import Space, VectorStore
 from retrieval.run.results import Run
 

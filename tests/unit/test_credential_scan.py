@@ -20,7 +20,9 @@ from loopback_http import LoopbackHTTPServer
 from retrieval.config import load_settings
 from retrieval.gate.result import accept, run_gate
 from retrieval.providers.http import new_client
-from retrieval.recording.recorder import CassetteError, Recorder, missed_request
+from retrieval.recording.cassette_files import CassetteError
+from retrieval.recording.misses import missed_request
+from retrieval.recording.recorder import Recorder
 from retrieval.text.redaction import credential_name, find_secrets
 
 # FIXTURE credentials: made up for these tests, valid nowhere.

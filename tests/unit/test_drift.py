@@ -18,6 +18,7 @@ from fake_servers import FakeGeminiServer, clean_gemini_env, gemini_profile
 
 from retrieval.config import Settings
 from retrieval.evaluation.evaluate import evaluate
+from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.drift import (
     CassetteDrift,
     RankingDrift,
@@ -28,7 +29,6 @@ from retrieval.recording.drift import (
     drift_to_dict,
     render_drift,
 )
-from retrieval.recording.recorder import CassetteError
 from retrieval.recording.vector_store import Space, VectorStore
 from retrieval.run.results import MethodResult, QuestionResult, Run
 

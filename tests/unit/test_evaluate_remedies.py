@@ -27,7 +27,7 @@ from retrieval.config import Settings
 from retrieval.data.dataset import Dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.methods.enrich import ENRICHED_EMBEDDINGS, ENRICHMENT
-from retrieval.recording.recorder import CassetteError
+from retrieval.recording.cassette_files import CassetteError
 from retrieval.report.build import build_report
 from retrieval.text.redaction import find_secrets
 

@@ -14,7 +14,7 @@ from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, clean_gemini_env, g
 
 from retrieval.config import Settings
 from retrieval.evaluation.evaluate import evaluate
-from retrieval.recording.recorder import CassetteError
+from retrieval.recording.cassette_files import CassetteError
 from retrieval.report.build import build_report, render_markdown
 from retrieval.text.redaction import find_secrets
 

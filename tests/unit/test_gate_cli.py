@@ -25,7 +25,7 @@ def _another_k(root: Path) -> None:
         f.write("k = 1\n")
 
 
-def _damaged(root: Path) -> None:
+def damaged(root: Path) -> None:
     (root / "baselines" / "metrics.json").write_text('{"format": "retrieval-baseline-1",\n "profiles": {oops}\n')
 
 
@@ -57,7 +57,7 @@ CASES: dict[str, Callable[[Path], None]] = {
     "holds": lambda root: None,
     "worse retriever": _worse,
     "another k": _another_k,
-    "damaged baseline": _damaged,
+    "damaged baseline": damaged,
     "no baseline": _no_baseline,
     "figures not produced": _unproduced,
     "method without baseline": _ungated,

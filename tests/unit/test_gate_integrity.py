@@ -18,7 +18,7 @@ from retrieval.evaluation.evaluate import evaluate
 from retrieval.gate.baseline import BaselineError, Check, update_baseline
 from retrieval.gate.baseline import unproduced as unproduced_figures
 from retrieval.gate.snapshots import load_snapshots, moved, render_snapshots, top_changed, write_snapshots
-from retrieval.recording.recorder import CassetteError, cassette_digest
+from retrieval.recording.cassette_files import CassetteError, cassette_digest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # sha256 of nothing: a profile whose methods call no model has no cassette.

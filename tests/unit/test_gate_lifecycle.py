@@ -17,7 +17,7 @@ from retrieval.data import analyzer
 from retrieval.gate.baseline import BaselineError
 from retrieval.gate.result import BASELINE_PATH, accept, run_gate
 from retrieval.providers.base import ReplayMissError
-from retrieval.recording.recorder import CassetteError, cassette_digest
+from retrieval.recording.cassette_files import CassetteError, cassette_digest
 
 # FIXTURE: the project under test has its own settings, not this repository's [tool.retrieval],
 # and its baseline is made by the fixture, so the committed figures never matter here.

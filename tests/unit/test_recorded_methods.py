@@ -24,7 +24,7 @@ from retrieval.config import ConfigError, Profile, Settings
 from retrieval.data.dataset import Dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.providers.base import ProviderError, ReplayMissError
-from retrieval.recording.recorder import CassetteError
+from retrieval.recording.cassette_files import CassetteError
 
 PROFILE = "fixture"
 

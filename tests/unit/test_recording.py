@@ -16,17 +16,12 @@ from fake_embeddings import FakeEmbeddingsServer, make_profile
 from loopback_http import LoopbackHTTPServer
 
 from retrieval.providers.base import ProviderError, ReplayMissError
-from retrieval.providers.http import RetryPolicy, new_client, post_json
+from retrieval.providers.http import RetryPolicy, is_replay_miss, new_client, post_json
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
-from retrieval.recording.recorder import (
-    KEPT_REQUEST_HEADERS,
-    CassetteError,
-    Recorder,
-    is_replay_miss,
-    missed_request,
-    record_command,
-    scan_cassettes,
-)
+from retrieval.recording.cassette_files import CassetteError, record_command, scan_cassettes
+from retrieval.recording.matching import KEPT_REQUEST_HEADERS
+from retrieval.recording.misses import missed_request
+from retrieval.recording.recorder import Recorder
 from retrieval.text.redaction import find_secrets
 
 REPO = Path(__file__).resolve().parents[2]

@@ -312,7 +312,7 @@ def test_a_commit_without_drift_drops_the_previous_recordings_drift(
 def test_a_recording_too_large_for_github_ends_its_summary_with_a_note(
     tmp_path: Path, small_demo: Dataset, drifting_server: DriftingEmbeddingsServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from retrieval.recording import recorder as recording
+    from retrieval.recording import cassette_files as recording
 
     monkeypatch.setattr(recording, "LARGE_FILE", 1100)
     recorded = evaluate(small_demo, _settings(tmp_path, drifting_server.url), mode="record")

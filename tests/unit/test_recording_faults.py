@@ -18,9 +18,11 @@ from retrieval.files import atomic
 from retrieval.files.atomic import STALE_SECONDS
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
+from retrieval.recording import cassette_files
 from retrieval.recording import recorder as recording
+from retrieval.recording.cassette_files import CassetteError, scan_cassettes
 from retrieval.recording.matching import loopback_port
-from retrieval.recording.recorder import CassetteError, Recorder, scan_cassettes
+from retrieval.recording.recorder import Recorder
 from retrieval.text.redaction import find_secrets
 
 CORPUS, QUESTIONS = "corpus-embeddings", "question-embeddings"
@@ -199,15 +201,15 @@ def test_a_git_lfs_pointer_in_place_of_a_cassette_says_to_fetch_it(tmp_path: Pat
 def test_a_recorded_file_too_large_for_github_is_named_with_the_fix(
     embeddings_server: FakeEmbeddingsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert recording.large_file_notice("c.json", recording.LARGE_FILE) is None
-    assert recording.large_file_notice("c.json", 150 * 2**20) == (
+    assert cassette_files.large_file_notice("c.json", cassette_files.LARGE_FILE) is None
+    assert cassette_files.large_file_notice("c.json", 150 * 2**20) == (
         "c.json is 150.0 MiB: GitHub refuses files over 100 MiB and warns over 50 MiB; keep the cassettes in Git "
         "LFS (`git lfs track 'cassettes/**/*.json'`, and `lfs: true` on the workflow's actions/checkout)"
     )
     directory = tmp_path / "cassettes" / "fixture"
     recorder = _record_set(embeddings_server, directory, ["premier"])
     corpus = len((recorder._staging / f"{CORPUS}.json").read_bytes())  # type: ignore[operator]
-    monkeypatch.setattr(recording, "LARGE_FILE", corpus - 1)
+    monkeypatch.setattr(cassette_files, "LARGE_FILE", corpus - 1)
     recorder.commit({})
     assert [n.split(" is ")[0] for n in recorder.notices] == [f"{CORPUS}.json", f"{QUESTIONS}.json"]
 

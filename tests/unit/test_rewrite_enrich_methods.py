@@ -50,8 +50,8 @@ from retrieval.methods.vector import VectorMethod
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError, normalize
 from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.openai_chat import OpenAIChat
+from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.enrichment_cache import EnrichmentCache
-from retrieval.recording.recorder import CassetteError
 from retrieval.run.cost import Usage
 from retrieval.run.ranking import Ranking, rank_of
 

@@ -36,7 +36,7 @@ def generator_or_unavailable(settings: Settings, replay: bool, method: str, pref
     """The profile's LLM for `method`, or MethodUnavailable saying how to record the method."""
     from retrieval.methods.base import MethodUnavailable
     from retrieval.providers import PROVIDERS, make_generator
-    from retrieval.recording.recorder import record_command
+    from retrieval.recording.cassette_files import record_command
 
     profile = settings.profile
     if not profile.llm.configured:
