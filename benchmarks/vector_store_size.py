@@ -89,7 +89,7 @@ def demo() -> None:
     from retrieval.config import load_settings
     from retrieval.data.dataset import load_dataset
     from retrieval.evaluation.evaluate import evaluate
-    from retrieval.report.build import score_run
+    from retrieval.measures.metrics import score_run
 
     settings = load_settings(ROOT, environ={})
     dataset = load_dataset(settings.dataset)

@@ -30,7 +30,7 @@ _EXPORTS = {
     "Ranking": "retrieval.run.ranking",
     "ranking_from_ids": "retrieval.run.ranking",
     "build_report": "retrieval.report.build",
-    "render_markdown": "retrieval.report.build",
+    "render_markdown": "retrieval.report.sections",
     "Run": "retrieval.run.results",
 }
 
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from retrieval.evaluation.evaluate import evaluate
     from retrieval.measures.metrics import hit_rate_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
     from retrieval.methods.base import Context, Method
-    from retrieval.report.build import build_report, render_markdown
+    from retrieval.report.build import build_report
+    from retrieval.report.sections import render_markdown
     from retrieval.run.ranking import Ranking, ranking_from_ids
     from retrieval.run.results import Run
 

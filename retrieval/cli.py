@@ -10,7 +10,8 @@ from pathlib import Path
 
 from retrieval.config import ConfigError, Settings, load_settings
 from retrieval.data.dataset import DatasetError, load_dataset
-from retrieval.evaluation.evaluate import evaluate, raising_method
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.evaluation.method_run import raising_method
 from retrieval.evaluation.progress import stderr_progress
 from retrieval.files.atomic import atomic_write_text
 from retrieval.gate.baseline import (
@@ -26,7 +27,8 @@ from retrieval.gate.result import BASELINE_PATH, importable, recover
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Mode
-from retrieval.report.build import build_report, render_json, render_markdown
+from retrieval.report.build import build_report, render_json
+from retrieval.report.sections import render_markdown
 from retrieval.run.results import Run, RunLogError, load_run, run_log
 from retrieval.text.markdown import fit
 from retrieval.text.redaction import failure_text, redacted

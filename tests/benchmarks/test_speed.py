@@ -24,7 +24,8 @@ from retrieval.measures.metrics import metric_names, score_method
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import QUESTION_BATCH, BM25Method, RankBM25Index, SparseBM25Index, round_scores
 from retrieval.methods.vector import cosine_rankings
-from retrieval.report.build import build_report, render_markdown
+from retrieval.report.build import build_report
+from retrieval.report.sections import render_markdown
 from retrieval.run.ranking import top_k
 
 pytestmark = pytest.mark.benchmark

@@ -11,7 +11,7 @@ from demo_fixture import DEMO_BASELINE
 from test_baseline import GOOD, TYPES, _run
 
 from retrieval.gate.baseline import FORMAT, BaselineError, compare, entry_for, load_baseline, update_baseline
-from retrieval.report.build import score_run
+from retrieval.measures.metrics import score_run
 from retrieval.run.results import QuestionResult, Run
 
 

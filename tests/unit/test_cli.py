@@ -13,7 +13,7 @@ from retrieval.config import load_settings
 from retrieval.data.dataset import load_dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.gate.result import accept, run_gate
-from retrieval.report.build import score_run
+from retrieval.measures.metrics import score_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

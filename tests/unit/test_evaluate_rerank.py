@@ -15,7 +15,8 @@ from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, clean_gemini_env, g
 from retrieval.config import Settings
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.recording.cassette_files import CassetteError
-from retrieval.report.build import build_report, render_markdown
+from retrieval.report.build import build_report
+from retrieval.report.sections import render_markdown
 from retrieval.text.redaction import find_secrets
 
 

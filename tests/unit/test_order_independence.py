@@ -24,7 +24,7 @@ from fake_embeddings import FakeEmbeddingsServer, make_profile
 from retrieval.config import Settings
 from retrieval.data.dataset import load_dataset
 from retrieval.evaluation.evaluate import evaluate
-from retrieval.report.build import score_run
+from retrieval.measures.metrics import score_run
 from retrieval.run.results import Run, run_log
 
 WORDS = ["sauvegarde", "jeton", "export", "agent", "quota"]

@@ -196,7 +196,7 @@ def test_demo_hybrid_against_vector_from_the_fixture_baseline() -> None:
 def test_a_replayed_run_against_its_baseline_needs_its_rounding() -> None:
 
     from retrieval.evaluation.evaluate import evaluate
-    from retrieval.report.build import score_run
+    from retrieval.measures.metrics import score_run
 
     settings = demo_settings()
     run = evaluate(demo_dataset(), settings, mode="replay", methods=["vector"])

@@ -19,7 +19,6 @@ from retrieval.files.atomic import STALE_SECONDS
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 from retrieval.recording import cassette_files
-from retrieval.recording import recorder as recording
 from retrieval.recording.cassette_files import CassetteError, scan_cassettes
 from retrieval.recording.matching import loopback_port
 from retrieval.recording.recorder import Recorder

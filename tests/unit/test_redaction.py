@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.evaluation.evaluate import raising_method
+from retrieval.evaluation.method_run import raising_method
 from retrieval.text.redaction import declare_key_variables, failure_text, redacted
 
 ENVIRON = {

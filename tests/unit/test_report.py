@@ -12,7 +12,8 @@ import pytest
 from retrieval.data.dataset import Document, Question
 from retrieval.gate.baseline import entry_for
 from retrieval.measures.metrics import score_run
-from retrieval.report.build import Report, build_report, render_json, render_markdown
+from retrieval.report.build import Report, build_report, render_json
+from retrieval.report.sections import render_markdown
 from retrieval.run.cost import Usage
 from retrieval.run.results import MethodResult, QuestionResult, Run
 from retrieval.text.markdown import fit, folded

@@ -21,7 +21,8 @@ from retrieval.evaluation.evaluate import evaluate
 from retrieval.providers.base import ProviderError
 from retrieval.providers.local_server import ensure_server
 from retrieval.providers.server_identity import ServerInfo
-from retrieval.report.build import build_report, render_markdown
+from retrieval.report.build import build_report
+from retrieval.report.sections import render_markdown
 
 MODEL = "multilingual-e5-small-q4"
 
