@@ -33,7 +33,7 @@ from ray import cloudpickle  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import retrieval.ray_executor as ray_executor  # noqa: E402
-from retrieval.bm25_shards import BM25Sharding, IndexedShard  # noqa: E402
+from retrieval.bm25_shards import AnalysedShard, BM25Sharding  # noqa: E402
 from retrieval.embeddings import embed_texts  # noqa: E402
 from retrieval.evaluate import evaluate  # noqa: E402
 from retrieval.methods.base import Context  # noqa: E402
@@ -228,7 +228,7 @@ class NodeLost(BM25Sharding):
     def __getstate__(self) -> dict[str, Any]:
         return {"k1": self.k1, "b": self.b, "folder": self.folder}  # the hook stays on the driver
 
-    def prepare(self, documents: list[str], queries: list[list[str]]) -> IndexedShard:
+    def prepare(self, documents: list[str], queries: list[list[str]]) -> AnalysedShard:
         node = ray.get_runtime_context().get_node_id()
         Path(self.folder, f"{node}-{os.getpid()}-{time.monotonic_ns()}").touch()
         return super().prepare(documents, queries)
