@@ -90,7 +90,9 @@ def _naming_misses(recorder: Recorder, stage: str, context: Context, prefixes: t
         ) from exc
 
 
-def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder, stack: ExitStack) -> None:
+def _embed(
+    context: Context, settings: Settings, mode: Mode, recorder: Recorder, stack: ExitStack, executor: Executor = LOCAL
+) -> None:
     from retrieval.providers import make_embedder
     from retrieval.providers.local_server import ensure_server
 
@@ -129,6 +131,7 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
             recorder,
             cache,
             context.progress,
+            executor,
         )
     context.document_vectors = vectors
     context.usage[INDEXING] = embedder.usage
@@ -412,7 +415,7 @@ def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode
         ExitStack() as stack,
     ):
         if any(d.needs_vectors for d in chosen.declarations.values()):
-            _embed(context, settings, mode, recorder, stack)
+            _embed(context, settings, mode, recorder, stack, executor)
         for method in chosen.methods:
             _run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root, executor)
 

@@ -10,7 +10,7 @@ others (hybrid, rerank, a team's retriever) still run in this process, on the me
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
 from retrieval.config import ConfigError
@@ -19,9 +19,14 @@ __all__ = ["Executor", "LocalExecutor", "open_executor"]
 
 
 class Executor(Protocol):
-    """Runs one method's `rank` for the evaluator."""
+    """Runs one method's `rank` for the evaluator, and says what embeds the corpus."""
 
     def rank(self, method: Any, context: Any) -> object: ...
+
+    def corpus_embeddings(self, embedder: Any, profile: Any) -> AbstractContextManager[Any]:
+        """The provider the corpus texts the vector store lacks are embedded through (an
+        EmbeddingProvider), open for the block; `embedder` is the driver's, for the profile."""
+        ...
 
 
 class LocalExecutor:
@@ -29,6 +34,9 @@ class LocalExecutor:
 
     def rank(self, method: Any, context: Any) -> object:
         return method.rank(context)
+
+    def corpus_embeddings(self, embedder: Any, profile: Any) -> AbstractContextManager[Any]:
+        return nullcontext(embedder)
 
 
 @contextmanager
