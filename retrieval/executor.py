@@ -5,6 +5,8 @@ through it. The local executor calls `method.rank` and nothing else: Ray is impo
 `executor = "ray"`, so a default run neither needs nor loads it. The Ray executor runs the
 methods that declare a sharded search (retrieval.sharding) shard by shard on the cluster; the
 others (hybrid, rerank, a team's retriever) still run in this process, on the merged rankings.
+An executor also says what embeds the corpus texts the vector store lacks (`corpus_embeddings`):
+this process's provider, or actors on the cluster; the store is written in this process either way.
 """
 
 from __future__ import annotations

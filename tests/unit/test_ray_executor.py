@@ -366,10 +366,14 @@ def test_a_recording_on_the_cluster_writes_the_store_one_process_writes(
 
     monkeypatch.setattr(OpenAIEmbeddings, "embed", on_the_driver)
     on_cluster = evaluate(dataset, _recording_settings(tmp_path / "ray", url, "ray"), mode="record")
+    # A live run without a store embeds the corpus on the cluster too, through the `.cache/` store.
+    live_settings = _recording_settings(tmp_path / "live", url, "ray")
+    live = evaluate(dataset, live_settings, mode="live")
     monkeypatch.undo()
+    assert len(list((tmp_path / "live" / "cache").rglob("*"))) > 0
 
     assert set(driver_kinds) == {"query"}
-    assert len(cluster_embeddings_server.posts) == 2 * sent_locally  # the same calls, none repeated
+    assert len(cluster_embeddings_server.posts) == 3 * sent_locally  # the same calls, none repeated
     vectors = _files(tmp_path / "ray" / "vectors")
     assert [name.split(".", 1)[1] for name in vectors] == ["keys.npy", "vectors.npy"]  # one segment
     assert vectors == _files(tmp_path / "local" / "vectors")  # the same segment, byte for byte
@@ -377,7 +381,7 @@ def test_a_recording_on_the_cluster_writes_the_store_one_process_writes(
     assert _files(tmp_path / "ray" / "cassettes")[manifest] == _files(tmp_path / "local" / "cassettes")[manifest]
     assert _counted(on_cluster) == _counted(local)  # the actors' calls and tokens counted on the driver
     for method in local.methods:
-        assert _top10(on_cluster, method) == _top10(local, method), method
+        assert _top10(on_cluster, method) == _top10(local, method) == _top10(live, method), method
 
 
 def test_a_corpus_batch_that_keeps_failing_on_the_cluster_replaces_nothing(
