@@ -125,6 +125,7 @@ def _build_profile(name: str, values: _Values, spelled: Mapping[tuple[str, str],
     # Settings no provider owns: how many LLM calls run at once, how live calls retry.
     generic = [
         ("llm", "workers", profile.llm.workers >= 1, "must be at least 1"),
+        ("embeddings", "workers", profile.embeddings.workers >= 1, "must be at least 1"),
         ("retries", "attempts", profile.retries.attempts >= 1, "must be at least 1"),
         ("retries", "timeout", profile.retries.timeout > 0, "must be positive"),
         ("retries", "backoff", profile.retries.backoff > 0, "must be positive"),

@@ -69,6 +69,9 @@ class EmbeddingSettings:
     # the usage) or refused naming the text ("refuse"). A character count, not tokens: see defaults.toml.
     max_input_chars: int = 0
     long_inputs: str = "truncate"
+    # Calls at once to the provider when the corpus is embedded on a cluster (executor = "ray"):
+    # one actor, one provider and one batch in flight each. In-process embedding sends one at a time.
+    workers: int = 4
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,7 @@ FLAT_KEYS: dict[str, tuple[str, str]] = {
     "encoding_format": ("embeddings", "encoding_format"),
     "max_input_chars": ("embeddings", "max_input_chars"),
     "long_inputs": ("embeddings", "long_inputs"),
+    "embedding_workers": ("embeddings", "workers"),
     "rerank_provider": ("llm", "provider"),
     "rerank_model": ("llm", "model"),
     "rerank_base_url": ("llm", "base_url"),

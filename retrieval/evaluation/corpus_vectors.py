@@ -21,6 +21,7 @@ import numpy as np
 from retrieval.config import EmbeddingSettings, Settings
 from retrieval.data.dataset import Dataset
 from retrieval.evaluation.embeddings import embed_texts
+from retrieval.executors.executor import Executor, LocalExecutor
 from retrieval.files.atomic import replace_files
 from retrieval.methods.base import ProgressFactory
 from retrieval.providers.base import EmbeddingProvider, ReplayMissError
@@ -39,6 +40,8 @@ __all__ = [
     "vectors_root",
 ]
 
+# Where the corpus is embedded unless the caller says otherwise: in this process.
+LOCAL = LocalExecutor()
 # The corpus cassette of recordings made before the store.
 LEGACY_STAGE = "corpus-embeddings"
 
@@ -101,8 +104,13 @@ def corpus_vectors(
     recorder: Recorder,
     cache: EmbeddingCache | None,
     progress: ProgressFactory | None = None,
+    executor: Executor = LOCAL,
 ) -> np.ndarray:
-    """The corpus's vectors (float32, rounded to `settings.vector_precision`), one row per document."""
+    """The corpus's vectors (float32, rounded to `settings.vector_precision`), one row per document.
+
+    The texts the store lacks are embedded through `executor.corpus_embeddings` (in this process,
+    or on a Ray cluster); the store's segment is written here, by this process, once they all are.
+    """
     precision = settings.vector_precision
     space = corpus_space(embedder, settings.profile.embeddings)
     store = recorder.committed_store()
@@ -122,15 +130,16 @@ def corpus_vectors(
             recorder.stage_vectors(store, [])
         return np.asarray(vectors)
     texts = [documents[i] for i in missing]
-    new = embed_texts(embedder, texts, "document", cache if mode == "live" else None, progress)
-    if cache is not None and mode == "record":
-        cache.store(texts, new)
-        cache.save()
-    if found.any() and new.shape[1] != vectors.shape[1]:
-        # The server changed its vector size (a profile without `dimensions`): stored vectors cannot
-        # be mixed with the new ones; everything is embedded again, at the new size.
-        missing, texts = list(range(len(documents))), list(documents)
-        new = embed_texts(embedder, texts, "document", None, progress)
+    with executor.corpus_embeddings(embedder, settings.profile) as provider:
+        new = embed_texts(provider, texts, "document", cache if mode == "live" else None, progress)
+        if cache is not None and mode == "record":
+            cache.store(texts, new)
+            cache.save()
+        if found.any() and new.shape[1] != vectors.shape[1]:
+            # The server changed its vector size (a profile without `dimensions`): stored vectors
+            # cannot be mixed with the new ones; everything is embedded again, at the new size.
+            missing, texts = list(range(len(documents))), list(documents)
+            new = embed_texts(provider, texts, "document", None, progress)
     if mode == "record":
         before = set(store.folder.glob("seg-*")) if store.folder.is_dir() else set()
         store.add(store.write_segment(space, texts, new, precision))

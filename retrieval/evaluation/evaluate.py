@@ -19,9 +19,9 @@ from retrieval.config import ConfigError, Settings
 from retrieval.data.dataset import Dataset, corpus_fingerprint
 from retrieval.evaluation.corpus_vectors import corpus_vectors, embedding_variant, vectors_root
 from retrieval.evaluation.embeddings import embed_texts
-from retrieval.evaluation.method_run import run_method, timed
+from retrieval.evaluation.method_run import LOCAL, run_method, timed
 from retrieval.evaluation.pipeline import Plan, plan
-from retrieval.executors.executor import open_executor
+from retrieval.executors.executor import Executor, open_executor
 from retrieval.measures.metrics import MRR_DEPTH
 from retrieval.measures.refusion import keep_depths
 from retrieval.measures.ties import tie_summary
@@ -76,7 +76,9 @@ def _naming_misses(recorder: Recorder, stage: str, context: Context, prefixes: t
         ) from exc
 
 
-def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder, stack: ExitStack) -> None:
+def _embed(
+    context: Context, settings: Settings, mode: Mode, recorder: Recorder, stack: ExitStack, executor: Executor = LOCAL
+) -> None:
     from retrieval.providers import make_embedder
     from retrieval.providers.local_server import ensure_server
 
@@ -115,6 +117,7 @@ def _embed(context: Context, settings: Settings, mode: Mode, recorder: Recorder,
             recorder,
             cache,
             context.progress,
+            executor,
         )
     context.document_vectors = vectors
     context.usage[INDEXING] = embedder.usage
@@ -265,7 +268,7 @@ def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode
         ExitStack() as stack,
     ):
         if any(d.needs_vectors for d in chosen.declarations.values()):
-            _embed(context, settings, mode, recorder, stack)
+            _embed(context, settings, mode, recorder, stack, executor)
         for method in chosen.methods:
             run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root, executor)
 

@@ -5,12 +5,14 @@ through it. The local executor calls `method.rank` and nothing else: Ray is impo
 `executor = "ray"`, so a default run neither needs nor loads it. The Ray executor runs the
 methods that declare a sharded search (retrieval.methods.support.sharding) shard by shard on the cluster; the
 others (hybrid, rerank, a team's retriever) still run in this process, on the merged rankings.
+An executor also says what embeds the corpus texts the vector store lacks (`corpus_embeddings`):
+this process's provider, or actors on the cluster; the store is written in this process either way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
 from retrieval.config import ConfigError
@@ -19,9 +21,14 @@ __all__ = ["Executor", "LocalExecutor", "open_executor"]
 
 
 class Executor(Protocol):
-    """Runs one method's `rank` for the evaluator."""
+    """Runs one method's `rank` for the evaluator, and says what embeds the corpus."""
 
     def rank(self, method: Any, context: Any) -> object: ...
+
+    def corpus_embeddings(self, embedder: Any, profile: Any) -> AbstractContextManager[Any]:
+        """The provider the corpus texts the vector store lacks are embedded through (an
+        EmbeddingProvider), open for the block; `embedder` is the driver's, for the profile."""
+        ...
 
 
 class LocalExecutor:
@@ -29,6 +36,9 @@ class LocalExecutor:
 
     def rank(self, method: Any, context: Any) -> object:
         return method.rank(context)
+
+    def corpus_embeddings(self, embedder: Any, profile: Any) -> AbstractContextManager[Any]:
+        return nullcontext(embedder)
 
 
 @contextmanager

@@ -12,6 +12,7 @@ it ends the run as it would in one process. The driver writes nothing until ever
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +27,14 @@ from retrieval.methods.support.sharding import ShardedSearch, merge, shard_bound
 from retrieval.providers.base import Kind
 from retrieval.run.ranking import Ranking
 
-__all__ = ["SHARD_DOCUMENTS", "TASK_RETRIES", "RayExecutor", "embed_on_cluster", "search_on_cluster"]
+__all__ = [
+    "SHARD_DOCUMENTS",
+    "TASK_RETRIES",
+    "ClusterEmbeddings",
+    "RayExecutor",
+    "embed_on_cluster",
+    "search_on_cluster",
+]
 
 # Documents per shard at most (the size measured per shard in docs/performance.md, "On a Ray
 # cluster"); a smaller corpus gets one shard per CPU of the cluster.
@@ -97,11 +105,38 @@ class RayExecutor:
             return method.rank(context)
         return search_on_cluster(search, context, self.n_shards)
 
+    @contextmanager
+    def corpus_embeddings(self, embedder: Any, profile: Any) -> Iterator[ClusterEmbeddings]:
+        """The corpus embedded on the cluster: `profile.embeddings.workers` actors, each holding
+        the profile's provider (built on its node: the embedding server must be reachable from
+        every node), sending batches of the driver's provider's size. Questions and LLM calls
+        stay on the driver, inside its cassettes."""
+        from retrieval.providers import make_embedder
+
+        cluster = ClusterEmbeddings(
+            functools.partial(make_embedder, profile, replay=False),
+            embedder.batch_size,
+            profile.embeddings.workers,
+            embedder.dimensions,
+            embedder.usage,
+        )
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+
 
 class Embeds(Protocol):
     """What the cluster needs of a provider (retrieval.providers.base.EmbeddingProvider has it)."""
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray: ...
+
+
+# Counters a call adds to the provider's Usage (retrieval.run.cost), sent back to the driver's.
+_COUNTERS = ("calls", "input_tokens", "output_tokens", "truncated")
+# Batches per worker in one call of ClusterEmbeddings.embed: the driver's cache and progress bar
+# advance between calls, the workers stay busy within one.
+ROUNDS = 4
 
 
 @ray.remote(max_restarts=TASK_RETRIES, max_task_retries=TASK_RETRIES)
@@ -111,8 +146,61 @@ class _EmbeddingWorker:
     def __init__(self, make_provider: Callable[[], Embeds]) -> None:
         self.provider = make_provider()
 
-    def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
-        return np.asarray(self.provider.embed(texts, kind), dtype=np.float32)
+    def embed(self, texts: list[str], kind: Kind) -> tuple[np.ndarray, dict[str, int]]:
+        usage = getattr(self.provider, "usage", None)
+        before = {c: getattr(usage, c, 0) for c in _COUNTERS}
+        vectors = np.asarray(self.provider.embed(texts, kind), dtype=np.float32)
+        return vectors, {c: getattr(usage, c, 0) - before[c] for c in _COUNTERS}
+
+
+class ClusterEmbeddings:
+    """A provider whose `embed` spreads its texts over `concurrency` actors, in batches of
+    `batch_size`: what retrieval.embeddings.embed_texts embeds the corpus through on a cluster.
+
+    Each actor holds one provider (`make_provider()`, built once) and has one batch in flight, so
+    at most `concurrency` calls reach the provider at once; each call keeps the provider's own
+    retry rules, and a batch whose worker died is sent again by Ray. A batch that still fails
+    raises from `embed`. The actors' usage counters are added to `usage` (the driver's provider's).
+    """
+
+    def __init__(
+        self,
+        make_provider: Callable[[], Embeds],
+        batch_size: int,
+        concurrency: int,
+        dimensions: int = 0,
+        usage: Any = None,
+    ) -> None:
+        if batch_size < 1 or concurrency < 1:
+            raise ValueError(f"batch_size and concurrency must be at least 1, got {batch_size} and {concurrency}")
+        self.make_provider, self.concurrency = make_provider, concurrency
+        self.calls_batch_size = batch_size
+        self.batch_size = batch_size * concurrency * ROUNDS
+        self.dimensions = dimensions
+        self.usage = usage
+        self._workers: list[Any] = []
+
+    def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        """`texts`' vectors in input order (float32)."""
+        size = self.calls_batch_size
+        batches = [list(texts[start : start + size]) for start in range(0, len(texts), size)]
+        if not batches:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        while len(self._workers) < min(self.concurrency, len(batches)):
+            self._workers.append(_EmbeddingWorker.remote(self.make_provider))  # type: ignore[attr-defined]
+        pool = ActorPool(self._workers[: len(batches)])
+        # map keeps the batches' order whatever order they finish in.
+        answers = list(pool.map(lambda worker, batch: worker.embed.remote(batch, kind), batches))
+        if self.usage is not None:
+            for _, counted in answers:
+                self.usage.add(**counted)
+        return np.concatenate([vectors for vectors, _ in answers])
+
+    def close(self) -> None:
+        """End the actors (and the providers they hold)."""
+        for worker in self._workers:
+            ray.kill(worker)
+        self._workers = []
 
 
 def embed_on_cluster(
@@ -122,24 +210,11 @@ def embed_on_cluster(
     batch_size: int,
     concurrency: int,
 ) -> np.ndarray:
-    """Embed `texts` with the provider `make_provider` builds, on the cluster: vectors in input order.
-
-    `concurrency` actors each hold one provider and send one batch at a time, so at most that
-    many calls reach the provider at once; each call keeps the provider's own retry rules, and a
-    batch whose worker died is sent again by Ray. Any batch that still fails raises here, before
-    the caller has written anything: a recording that fails replaces nothing.
-    """
-    if batch_size < 1 or concurrency < 1:
-        raise ValueError(f"batch_size and concurrency must be at least 1, got {batch_size} and {concurrency}")
-    batches = [list(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
-    if not batches:
-        return np.zeros((0, 0), dtype=np.float32)
-    workers = [_EmbeddingWorker.remote(make_provider) for _ in range(min(concurrency, len(batches)))]  # type: ignore[attr-defined]
+    """Embed `texts` with the provider `make_provider` builds, on the cluster (ClusterEmbeddings):
+    vectors in input order. Any batch that still fails raises here, before the caller has written
+    anything: a recording that fails replaces nothing."""
+    embeddings = ClusterEmbeddings(make_provider, batch_size, concurrency)
     try:
-        pool = ActorPool(workers)
-        # map keeps the batches' order whatever order they finish in.
-        parts = list(pool.map(lambda worker, batch: worker.embed.remote(batch, kind), batches))
+        return embeddings.embed(texts, kind)
     finally:
-        for worker in workers:
-            ray.kill(worker)
-    return np.concatenate(parts)
+        embeddings.close()

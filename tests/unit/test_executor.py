@@ -123,3 +123,14 @@ def test_a_wrong_executor_flag_is_one_line_and_exit_2(capsys: pytest.CaptureFixt
 
     assert main(["--dataset", str(HERE / "fixtures" / "fixture_native"), "--executor", "spark"]) == 2
     assert capsys.readouterr().err == "error: --executor must be one of local, ray, got 'spark'.\n"
+
+
+def test_embedding_workers_is_read_and_must_be_at_least_1(tmp_path: Path) -> None:
+    # How many calls at once the cluster sends to the embedding provider (executor = "ray").
+    path = tmp_path / "retrieval.toml"
+    path.write_text("[profiles.local.embeddings]\nworkers = 2\n", encoding="utf-8")
+    assert load_settings(tmp_path, environ={}).profile.embeddings.workers == 2
+    path.write_text("[profiles.local]\nembedding_workers = 0\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, environ={})
+    assert str(caught.value) == f"{path}, line 2: profile 'local': embedding_workers must be at least 1, got 0."

@@ -38,6 +38,7 @@ document_prefix = "passage: "
 encoding_format = "base64"
 max_input_chars = 4000
 long_inputs = "refuse"
+embedding_workers = 3
 rerank_provider = "openai"
 rerank_model = "qwen2.5:7b-instruct"
 rerank_base_url = "http://127.0.0.1:11434/v1"
@@ -67,6 +68,7 @@ document_prefix = "passage: "
 encoding_format = "base64"
 max_input_chars = 4000
 long_inputs = "refuse"
+workers = 3
 
 [profiles.x.llm]
 provider = "openai"
@@ -95,6 +97,7 @@ EXPECTED = Profile(
         encoding_format="base64",
         max_input_chars=4000,
         long_inputs="refuse",
+        workers=3,
     ),
     llm=LLMSettings(
         provider="openai",
@@ -128,7 +131,7 @@ def _error(tmp_path: Path, text: str) -> str:
 
 
 def test_the_flat_and_the_grouped_forms_give_the_same_profile(tmp_path: Path) -> None:
-    assert FLAT.count("=") == len(FLAT_KEYS) == 21  # every flat key is exercised
+    assert FLAT.count("=") == len(FLAT_KEYS) == 22  # every flat key is exercised
     assert _profile(tmp_path, FLAT) == EXPECTED
     assert _profile(tmp_path, GROUPED) == EXPECTED
     # The fixture builders' flat keywords build the same grouped profile.

@@ -1,6 +1,7 @@
 """`executor = "ray"` on a real 2-node Ray cluster (ray.cluster_utils.Cluster, started once for the
 module: about 8 s on an idle 2-core machine, up to 25 s loaded): the sharded run must give the
-single-process run's figures, top 10 and report, and survive a killed worker and a lost node.
+single-process run's figures, top 10 and report, and survive a killed worker and a lost node; a
+recording embeds the corpus on the cluster and writes the same vector store as one process.
 
 Ray writes only under a temporary folder of its own (RAY_TMPDIR), binds to loopback, starts no
 dashboard and sends no usage statistics; the module's teardown checks that no Ray process is left.
@@ -33,6 +34,7 @@ from ray import cloudpickle  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import retrieval.executors.ray_cluster as ray_executor  # noqa: E402
+from retrieval.config import Settings  # noqa: E402
 from retrieval.evaluation.embeddings import embed_texts  # noqa: E402
 from retrieval.evaluation.evaluate import evaluate  # noqa: E402
 from retrieval.executors.ray_cluster import embed_on_cluster, search_on_cluster  # noqa: E402
@@ -40,10 +42,11 @@ from retrieval.measures.metrics import metric_names, score_method  # noqa: E402
 from retrieval.methods.base import Context  # noqa: E402
 from retrieval.methods.bm25 import BM25Method  # noqa: E402
 from retrieval.methods.hybrid import HybridMethod  # noqa: E402
-from retrieval.methods.support.bm25_shards import BM25Sharding, IndexedShard  # noqa: E402
+from retrieval.methods.support.bm25_shards import AnalysedShard, BM25Sharding  # noqa: E402
 from retrieval.methods.vector import SCORE_DECIMALS, VectorMethod  # noqa: E402
 from retrieval.providers.base import ProviderError  # noqa: E402
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings  # noqa: E402
+from retrieval.recording.cassette_files import STORE_MANIFEST  # noqa: E402
 from retrieval.report.build import build_report, render_json  # noqa: E402
 from retrieval.run.ranking import Ranking  # noqa: E402
 from retrieval.run.results import Run  # noqa: E402
@@ -228,7 +231,7 @@ class NodeLost(BM25Sharding):
     def __getstate__(self) -> dict[str, Any]:
         return {"k1": self.k1, "b": self.b, "folder": self.folder}  # the hook stays on the driver
 
-    def prepare(self, documents: list[str], queries: list[list[str]]) -> IndexedShard:
+    def prepare(self, documents: list[str], queries: list[list[str]]) -> AnalysedShard:
         node = ray.get_runtime_context().get_node_id()
         Path(self.folder, f"{node}-{os.getpid()}-{time.monotonic_ns()}").touch()
         return super().prepare(documents, queries)
@@ -300,3 +303,100 @@ def test_corpus_embedding_on_the_cluster_gives_the_vectors_in_input_order(lab: L
 def test_a_batch_that_keeps_failing_fails_the_recording(lab: Lab) -> None:
     with pytest.raises(ProviderError, match="the model refused the batch"):
         embed_on_cluster(Refuses, ["a", "b", "c"], "document", batch_size=2, concurrency=2)
+
+
+class RefusingEmbeddingsServer(FakeEmbeddingsServer):
+    """FIXTURE: the fake embeddings server, answering 503 to every batch with a text holding one of `refused`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: set[str] = set()
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        if any(part in text for part in self.refused for text in body["input"]):
+            return 503, b'{"error": "overloaded (fixture)"}'
+        return super().answer(body)
+
+
+@pytest.fixture
+def cluster_embeddings_server() -> Iterator[RefusingEmbeddingsServer]:
+    """The fixture embeddings server on a free port of 127.0.0.1 of its own, stopped after the test."""
+    server = RefusingEmbeddingsServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _recording_settings(folder: Path, url: str, executor: str) -> Settings:
+    # batch_size 3 and 2 workers: the demo's 60 documents are 20 batches spread over 2 actors.
+    return Settings(
+        profile=make_profile(url, embedding_workers=2, retry_attempts=2, retry_backoff=0.01),
+        methods=("bm25", "vector", "hybrid"),
+        cassettes=str(folder / "cassettes"),
+        cache=str(folder / "cache"),
+        executor=executor,
+    )
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _counted(run: Run) -> dict[str, dict[str, float | int]]:
+    return {stage: {k: v for k, v in u.as_dict().items() if k != "seconds"} for stage, u in run.usage.items()}
+
+
+def test_a_recording_on_the_cluster_writes_the_store_one_process_writes(
+    lab: Lab, tmp_path: Path, cluster_embeddings_server: RefusingEmbeddingsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dataset = demo_dataset()
+    url = cluster_embeddings_server.url
+    local = evaluate(dataset, _recording_settings(tmp_path / "local", url, "local"), mode="record")
+    sent_locally = len(cluster_embeddings_server.posts)
+
+    # On the driver, only the questions may be embedded: the documents go to the actors, whose
+    # providers are built in their own processes (this patch does not reach them).
+    driver_kinds: list[str] = []
+    real_embed = OpenAIEmbeddings.embed
+
+    def on_the_driver(self: OpenAIEmbeddings, texts: Sequence[str], kind: Any) -> np.ndarray:
+        driver_kinds.append(kind)
+        return real_embed(self, texts, kind)
+
+    monkeypatch.setattr(OpenAIEmbeddings, "embed", on_the_driver)
+    on_cluster = evaluate(dataset, _recording_settings(tmp_path / "ray", url, "ray"), mode="record")
+    # A live run without a store embeds the corpus on the cluster too, through the `.cache/` store.
+    live_settings = _recording_settings(tmp_path / "live", url, "ray")
+    live = evaluate(dataset, live_settings, mode="live")
+    monkeypatch.undo()
+    assert len(list((tmp_path / "live" / "cache").rglob("*"))) > 0
+
+    assert set(driver_kinds) == {"query"}
+    assert len(cluster_embeddings_server.posts) == 3 * sent_locally  # the same calls, none repeated
+    vectors = _files(tmp_path / "ray" / "vectors")
+    assert [name.split(".", 1)[1] for name in vectors] == ["keys.npy", "vectors.npy"]  # one segment
+    assert vectors == _files(tmp_path / "local" / "vectors")  # the same segment, byte for byte
+    manifest = f"fixture/{STORE_MANIFEST}"
+    assert _files(tmp_path / "ray" / "cassettes")[manifest] == _files(tmp_path / "local" / "cassettes")[manifest]
+    assert _counted(on_cluster) == _counted(local)  # the actors' calls and tokens counted on the driver
+    for method in local.methods:
+        assert _top10(on_cluster, method) == _top10(local, method) == _top10(live, method), method
+
+
+def test_a_corpus_batch_that_keeps_failing_on_the_cluster_replaces_nothing(
+    lab: Lab, tmp_path: Path, cluster_embeddings_server: RefusingEmbeddingsServer
+) -> None:
+    dataset = demo_dataset()
+    settings = _recording_settings(tmp_path, cluster_embeddings_server.url, "ray")
+    first = evaluate(dataset, settings, mode="record")
+    before = _files(tmp_path / "cassettes"), _files(tmp_path / "vectors")
+    changed = "Un texte que le serveur refuse toujours."
+    edited = replace(dataset, documents=(replace(dataset.documents[0], text=changed), *dataset.documents[1:]))
+    cluster_embeddings_server.refused.add(changed)
+    with pytest.raises(ProviderError, match="503"):
+        evaluate(edited, settings, mode="record")
+    refused = [p for p in cluster_embeddings_server.posts if changed.encode() in p["raw"]]
+    assert len(refused) == 2  # the profile's two attempts, each refused; no third from Ray
+    assert (_files(tmp_path / "cassettes"), _files(tmp_path / "vectors")) == before
+    assert _top10(evaluate(dataset, settings, mode="replay"), "vector") == _top10(first, "vector")
