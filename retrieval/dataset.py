@@ -105,11 +105,17 @@ def load_dataset(path: str | Path) -> Dataset:
         questions, dropped = _load_beir_questions(root, documents)
     else:
         raise DatasetError(f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/test.tsv (BEIR).")
+    # The corpus digest is the fingerprint's first part (documents sorted by id in both): hashed
+    # once, and carried by the documents for corpus_fingerprint (a second pass over the corpus).
+    digest = hashlib.sha256()
+    _hash_documents(digest, documents.values())
+    corpus = _Documents(documents.values())
+    corpus.corpus_fingerprint = "sha256:" + digest.hexdigest()[:16]
     return Dataset(
         name=root.name,
-        documents=tuple(documents.values()),
+        documents=corpus,
         questions=tuple(questions),
-        fingerprint=_fingerprint(documents.values(), questions),
+        fingerprint=_fingerprint(digest, questions),
         dropped_questions=dropped,
     )
 
@@ -337,9 +343,15 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[li
     return questions, len(judged - set(relevant))
 
 
-def _fingerprint(documents: Any, questions: list[Question]) -> str:
-    digest = hashlib.sha256()
-    _hash_documents(digest, documents)
+class _Documents(tuple[Document, ...]):
+    """A loaded corpus (sorted by id) that carries its corpus_fingerprint, computed when loading."""
+
+    corpus_fingerprint: str
+
+
+def _fingerprint(documents_digest: Any, questions: list[Question]) -> str:
+    """The dataset's fingerprint, from the digest of its sorted documents (_hash_documents) on."""
+    digest = documents_digest.copy()
     digest.update(b"\x00questions\x00")
     for q in questions:
         digest.update(json.dumps([q.id, q.text, q.type, list(q.relevant)], ensure_ascii=False).encode())
@@ -349,6 +361,8 @@ def _fingerprint(documents: Any, questions: list[Question]) -> str:
 def corpus_fingerprint(documents: Iterable[Document]) -> str:
     """A digest of the corpus alone (ids, titles, texts): what a ranking cassette is keyed by,
     so that editing a question does not invalidate the other questions' recorded rankings."""
+    if isinstance(documents, _Documents):  # load_dataset's corpus: its digest is known
+        return documents.corpus_fingerprint
     digest = hashlib.sha256()
     _hash_documents(digest, sorted(documents, key=lambda d: d.id))
     return "sha256:" + digest.hexdigest()[:16]

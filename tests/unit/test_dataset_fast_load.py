@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,14 @@ def test_records_the_fast_path_leaves_to_the_checks_still_load(tmp_path: Path) -
     dataset = load_dataset(tmp_path / "data")
     assert dataset.documents == (Document("12", "3", "int id"), Document("a", "", "first"), Document("c", "", "beir"))
     assert dataset.fingerprint == _old_fingerprint(dataset.documents, list(dataset.questions))
+
+
+def test_carried_corpus_fingerprint_survives_pickling_and_is_dropped_by_a_slice(tmp_path: Path) -> None:
+    _write_corpus(tmp_path / "data", 300, seed=6)
+    documents = load_dataset(tmp_path / "data").documents
+    expected = _old_corpus_fingerprint(documents)
+    assert corpus_fingerprint(documents) == expected
+    copied = pickle.loads(pickle.dumps(documents))
+    assert copied == documents and corpus_fingerprint(copied) == expected
+    # Another corpus made from it is hashed afresh, never given the loaded corpus's digest.
+    assert corpus_fingerprint(documents[:-1]) == _old_corpus_fingerprint(documents[:-1]) != expected
