@@ -265,11 +265,16 @@ def _max_rss() -> int:
     return rss if sys.platform == "darwin" else rss * 1024
 
 
-def _cpu_seconds() -> float:
-    """CPU seconds of this process (all threads) and of its finished child processes (BM25's
-    analysis workers, joined within their stage)."""
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished child processes (BM25's analysis workers, joined
+    within their stage)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
+    return children.ru_utime + children.ru_stime
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process (all threads) and of its finished child processes."""
+    return time.process_time() + _children_cpu()
 
 
 @dataclass
@@ -297,13 +302,14 @@ class Recorder:
             _reset_hwm()
         if self.trace:
             tracemalloc.reset_peak()
-        start, cpu = time.perf_counter(), _cpu_seconds()
+        start, cpu, workers = time.perf_counter(), _cpu_seconds(), _children_cpu()
         yield
-        seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+        seconds, cpu, workers = time.perf_counter() - start, _cpu_seconds() - cpu, _children_cpu() - workers
         traced = tracemalloc.get_traced_memory()[1] if self.trace else None
         rss = _read_hwm() if self.per_stage_rss else None
         self.stages.append(Stage(name, seconds, cpu, rss or _max_rss(), traced, counted))
-        print(f"  {name}: {seconds:.2f} s ({cpu:.2f} s CPU)", file=sys.stderr, flush=True)
+        of_workers = f", {workers:.2f} s of it in worker processes" if workers else ""
+        print(f"  {name}: {seconds:.2f} s ({cpu:.2f} s CPU{of_workers})", file=sys.stderr, flush=True)
 
 
 def _ids(rankings: list[Ranking], doc_ids: list[str]) -> dict[int, list[str]]:
