@@ -308,7 +308,13 @@ class Recorder:
         traced = tracemalloc.get_traced_memory()[1] if self.trace else None
         rss = _read_hwm() if self.per_stage_rss else None
         self.stages.append(Stage(name, seconds, cpu, rss or _max_rss(), traced, counted))
-        of_workers = f", {workers:.2f} s of it in worker processes" if workers else ""
+        # A worker's peak RSS counts the pages it shares with this process since the fork.
+        worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+        of_workers = (
+            f", {workers:.2f} s of it in worker processes; largest worker peak RSS {worker_peak / MIB:,.0f} MiB"
+            if workers
+            else ""
+        )
         print(f"  {name}: {seconds:.2f} s ({cpu:.2f} s CPU{of_workers})", file=sys.stderr, flush=True)
 
 
