@@ -4,6 +4,7 @@
     python benchmarks/scale.py --documents 1000000 --timeout 3300   # a million (issue 26)
     python benchmarks/scale.py --documents 10000 --questions 100 --engine rank-bm25
     python benchmarks/scale.py --documents 100000 --project kb100k  # a project, to time the gate
+    python benchmarks/scale.py --project kb100kv --fixture-embeddings http://127.0.0.1:18931/v1
 
 Generates French-like documents (Zipfian vocabulary, elisions, accents, identifiers such
 as HEL-1234), questions with 1 or 2 relevant documents each, and random float32 unit
@@ -264,11 +265,23 @@ def _max_rss() -> int:
     return rss if sys.platform == "darwin" else rss * 1024
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished child processes (BM25's analysis workers, joined
+    within their stage)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process (all threads) and of its finished child processes."""
+    return time.process_time() + _children_cpu()
+
+
 @dataclass
 class Stage:
     name: str
     seconds: float
-    cpu: float  # CPU seconds of the process (all threads): what load on a shared machine does not add
+    cpu: float  # CPU seconds of the process and its workers: what load on a shared machine does not add
     peak_rss: int
     peak_traced: int | None
     counted: bool  # part of the target (evaluation), not of the set-up
@@ -289,13 +302,20 @@ class Recorder:
             _reset_hwm()
         if self.trace:
             tracemalloc.reset_peak()
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, workers = time.perf_counter(), _cpu_seconds(), _children_cpu()
         yield
-        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        seconds, cpu, workers = time.perf_counter() - start, _cpu_seconds() - cpu, _children_cpu() - workers
         traced = tracemalloc.get_traced_memory()[1] if self.trace else None
         rss = _read_hwm() if self.per_stage_rss else None
         self.stages.append(Stage(name, seconds, cpu, rss or _max_rss(), traced, counted))
-        print(f"  {name}: {seconds:.2f} s ({cpu:.2f} s CPU)", file=sys.stderr, flush=True)
+        # A worker's peak RSS counts the pages it shares with this process since the fork.
+        worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+        of_workers = (
+            f", {workers:.2f} s of it in worker processes; largest worker peak RSS {worker_peak / MIB:,.0f} MiB"
+            if workers
+            else ""
+        )
+        print(f"  {name}: {seconds:.2f} s ({cpu:.2f} s CPU{of_workers})", file=sys.stderr, flush=True)
 
 
 def _ids(rankings: list[Ranking], doc_ids: list[str]) -> dict[int, list[str]]:
@@ -421,6 +441,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--project", type=Path, help="write a project (dataset + retrieval.toml) to this new folder and stop"
     )
+    parser.add_argument(
+        "--fixture-embeddings",
+        metavar="URL",
+        help="with --project: also vector and hybrid, embedded by the FIXTURE server at URL "
+        "(benchmarks/fixture_embeddings_server.py, e.g. http://127.0.0.1:18931/v1)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.documents <= MAX_DOCUMENTS:
         parser.error(f"--documents must be between 1 and {MAX_DOCUMENTS:,}")
@@ -480,8 +506,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_project(args: argparse.Namespace) -> int:
     """A project of the synthetic corpus, to measure the gate at scale: data/corpus.jsonl,
-    data/questions.jsonl and retrieval.toml (methods that need no recorded embeddings until the
-    vector store lands: bm25). Written to a temporary folder beside it, then renamed."""
+    data/questions.jsonl and retrieval.toml (bm25; with --fixture-embeddings also vector and
+    hybrid, whose vectors the FIXTURE server gives when recording). Written to a temporary
+    folder beside it, then renamed."""
     folder: Path = args.project
     if folder.exists():
         print(f"error: {folder} exists: give a new folder for --project", file=sys.stderr)
@@ -496,12 +523,21 @@ def write_project(args: argparse.Namespace) -> int:
         for q in dataset.questions:
             row = {"id": q.id, "text": q.text, "type": q.type, "relevant": list(q.relevant)}
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    (partial / "retrieval.toml").write_text('dataset = "data"\nprofile = "local"\nmethods = ["bm25"]\n')
+    if args.fixture_embeddings is None:
+        (partial / "retrieval.toml").write_text('dataset = "data"\nprofile = "local"\nmethods = ["bm25"]\n')
+    else:
+        # Vector and hybrid too, embedded by the FIXTURE server (benchmarks/fixture_embeddings_server.py).
+        (partial / "retrieval.toml").write_text(
+            'dataset = "data"\nprofile = "fixture"\nmethods = ["bm25", "vector", "hybrid"]\n\n'
+            '[profiles.fixture]\nembedding_provider = "openai"\nembedding_model = "fixture-random"\n'
+            f'embedding_base_url = "{args.fixture_embeddings}"\ndimensions = {args.dim}\n'
+        )
     # The project's own pytest root, as an adopting repository has.
     (partial / "pytest.ini").write_text("[pytest]\n")
     partial.rename(folder)
     print(f"Wrote {folder}: {args.documents:,} documents, {args.questions:,} questions. Then:")
-    print(f"  cd {folder} && pytest --update-baseline && /usr/bin/time -v pytest")
+    record = " --record" if args.fixture_embeddings else ""
+    print(f"  cd {folder} && pytest{record} --update-baseline && /usr/bin/time -v pytest")
     return 0
 
 

@@ -19,9 +19,11 @@ import hashlib
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from json.encoder import encode_basestring
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -103,11 +105,17 @@ def load_dataset(path: str | Path) -> Dataset:
         questions, dropped = _load_beir_questions(root, documents)
     else:
         raise DatasetError(f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/test.tsv (BEIR).")
+    # The corpus digest is the fingerprint's first part (documents sorted by id in both): hashed
+    # once, and carried by the documents for corpus_fingerprint (a second pass over the corpus).
+    digest = hashlib.sha256()
+    _hash_documents(digest, documents.values())
+    corpus = _Documents(documents.values())
+    corpus.corpus_fingerprint = "sha256:" + digest.hexdigest()[:16]
     return Dataset(
         name=root.name,
-        documents=tuple(documents.values()),
+        documents=corpus,
         questions=tuple(questions),
-        fingerprint=_fingerprint(documents.values(), questions),
+        fingerprint=_fingerprint(digest, questions),
         dropped_questions=dropped,
     )
 
@@ -123,22 +131,38 @@ def _read_text(path: Path) -> str:
         ) from exc
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    lines = _read_text(path).splitlines()
+def _jsonl(path: Path, text: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSON-lines file (its `text` when already read), with their line numbers."""
+    lines = (_read_text(path) if text is None else text).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(
-                f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno}). Each line must be one JSON object."
-            ) from exc
+            # The decoder's own step without json.loads's wrapping; a line with whitespace around the
+            # object, or anything else, is decoded again by json.loads for its exact result or error.
+            record, end = _RAW_DECODE(line)
+            if end != len(line):
+                record = json.loads(line)
+        except json.JSONDecodeError:
+            record = _loads_or_raise(line, path, number)
         if not isinstance(record, dict):
             raise DatasetError(
                 f"{path}:{number}: expected a JSON object, got {type(record).__name__}. Write one JSON object per line."
             )
         yield number, record
+
+
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
+
+def _loads_or_raise(line: str, path: Path, number: int) -> Any:
+    """json.loads of one line, its error as a DatasetError naming the file and the line."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(
+            f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno}). Each line must be one JSON object."
+        ) from exc
 
 
 def _text_field(record: dict[str, Any], key: str, where: str, *, required: bool = True) -> str:
@@ -187,7 +211,23 @@ def _record_id_and_text(
 def _load_corpus(path: Path) -> dict[str, Document]:
     documents: dict[str, Document] = {}
     first_line: dict[str, int] = {}
-    for number, record in _jsonl(path):
+    content = _read_text(path)
+    # Only a \\uD8xx-\\uDFxx escape makes a lone surrogate (the file itself is valid UTF-8): without one
+    # in the file, no field needs the per-field check (a valid escaped pair merely takes the slow path).
+    surrogates_possible = _SURROGATE_ESCAPE.search(content) is not None
+    for number, record in _jsonl(path, content):
+        if not surrogates_possible:
+            # The common record (string id, text and title, new id, metadata an object) is accepted here
+            # without the checks' function calls; anything else goes through them for the exact error.
+            key = "_id" if "_id" in record else "id"
+            raw_id, text, title = record.get(key), record.get("text"), record.get("title")
+            if type(raw_id) is str and type(text) is str and (title is None or type(title) is str):
+                doc_id = raw_id.strip()
+                metadata = record.get("metadata") or {}
+                if doc_id and doc_id not in first_line and text.strip() and type(metadata) is dict:
+                    first_line[doc_id] = number
+                    documents[doc_id] = Document(doc_id, title or "", text, metadata)
+                    continue
         where = f"{path}:{number}"
         doc_id, text = _record_id_and_text(record, where, number, "document", first_line)
         metadata = record.get("metadata") or {}
@@ -303,10 +343,15 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[li
     return questions, len(judged - set(relevant))
 
 
-def _fingerprint(documents: Any, questions: list[Question]) -> str:
-    digest = hashlib.sha256()
-    for doc in documents:
-        digest.update(json.dumps([doc.id, doc.title, doc.text], ensure_ascii=False).encode())
+class _Documents(tuple[Document, ...]):
+    """A loaded corpus (sorted by id) that carries its corpus_fingerprint, computed when loading."""
+
+    corpus_fingerprint: str
+
+
+def _fingerprint(documents_digest: Any, questions: list[Question]) -> str:
+    """The dataset's fingerprint, from the digest of its sorted documents (_hash_documents) on."""
+    digest = documents_digest.copy()
     digest.update(b"\x00questions\x00")
     for q in questions:
         digest.update(json.dumps([q.id, q.text, q.type, list(q.relevant)], ensure_ascii=False).encode())
@@ -316,7 +361,32 @@ def _fingerprint(documents: Any, questions: list[Question]) -> str:
 def corpus_fingerprint(documents: Iterable[Document]) -> str:
     """A digest of the corpus alone (ids, titles, texts): what a ranking cassette is keyed by,
     so that editing a question does not invalidate the other questions' recorded rankings."""
+    if isinstance(documents, _Documents):  # load_dataset's corpus: its digest is known
+        return documents.corpus_fingerprint
     digest = hashlib.sha256()
-    for doc in sorted(documents, key=lambda d: d.id):
-        digest.update(json.dumps([doc.id, doc.title, doc.text], ensure_ascii=False).encode())
+    _hash_documents(digest, sorted(documents, key=lambda d: d.id))
     return "sha256:" + digest.hexdigest()[:16]
+
+
+# A JSON escape that can decode to a surrogate code point (lone or paired): \\uD800 to \\uDFFF.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# Documents hashed per block: one string, one encode and one digest update per block instead of per document.
+_HASH_BLOCK = 4096
+
+
+def _hash_documents(digest: Any, documents: Iterable[Document]) -> None:
+    """Feed `digest` what `json.dumps([id, title, text], ensure_ascii=False).encode()` gives for each
+    document, in order: the same bytes (a digest of the concatenation is the digest of the updates),
+    built with the C string encoder json.dumps itself uses, a block of documents at a time."""
+    block: list[str] = []
+    for doc in documents:
+        if type(doc.id) is str and type(doc.title) is str and type(doc.text) is str:
+            block.append(
+                f"[{encode_basestring(doc.id)}, {encode_basestring(doc.title)}, {encode_basestring(doc.text)}]"
+            )
+        else:  # not strings (a Document built by hand): json.dumps decides how they are written
+            block.append(json.dumps([doc.id, doc.title, doc.text], ensure_ascii=False))
+        if len(block) == _HASH_BLOCK:
+            digest.update("".join(block).encode())
+            block.clear()
+    digest.update("".join(block).encode())

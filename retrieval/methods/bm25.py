@@ -46,7 +46,8 @@ import scipy.sparse as sp
 from rank_bm25 import BM25Plus
 
 from retrieval.config import Settings
-from retrieval.data.analyzer import AnalysedCorpus, analyze, analyze_corpus
+from retrieval.data.analyzer import AnalysedCorpus, analyze
+from retrieval.data.corpus_parts import analyze_documents
 from retrieval.methods.base import Context
 from retrieval.methods.support.sharding import ShardedSearch
 from retrieval.run.ranking import Ranking, top_k
@@ -375,7 +376,8 @@ class BM25Method:
         out, as a BM25 search engine returns only the documents that match.
         """
         # The index is built once per corpus, then questions are scored in batches.
-        index = self.build_index(analyze_corpus(d.content for d in context.dataset.documents))
+        # A large corpus is analysed in several processes, into the same ids (corpus_parts).
+        index = self.build_index(analyze_documents(context.dataset.documents))
         queries = [analyze(q.text) for q in context.dataset.questions]
         rankings: list[Ranking] = []
         for start in range(0, len(queries), QUESTION_BATCH):
