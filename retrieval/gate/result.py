@@ -28,25 +28,20 @@ from retrieval.gate.baseline import (
     compare,
     config_changes,
     entry_for,
-    first_of,
     incompatibility,
-    judgments,
     load_baseline,
     on_questions,
-    question_digests,
     rejudged,
     run_data_changes,
     ungated_types,
     unproduced,
-    update_baseline,
 )
 from retrieval.gate.baseline_set import baseline_lock_of, recover
 from retrieval.gate.reference import baseline_at
-from retrieval.gate.snapshots import Rankings, load_snapshots, moved, render_snapshots, snapshot_path, top_rankings
-from retrieval.gate.update import ACCEPTED, try_update
+from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path
+from retrieval.gate.update import ACCEPTED
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.recording.cassette_files import (
-    CassetteError,
     cassette_digest,
     cassette_digests,
     record_command,
@@ -58,8 +53,9 @@ from retrieval.run.results import Run
 __all__ = [
     "BASELINE_PATH",
     "GateResult",
-    "accept",
     "baseline_lock_of",
+    "check_all",
+    "compare_with_ref",
     "importable",
     "recover",
     "run_gate",
@@ -287,7 +283,7 @@ def _compared(
         result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
         result.changed_config = config_changes(entry, run)
         result.changed_data = run_data_changes(entry, run)
-        result.checks, result.compared = _checks(result, entry, result.changed_data)
+        result.checks, result.compared = check_all(result, entry, result.changed_data)
         missing = ungated_types(result.compared or entry, result.scores if result.compared is None else {}, settings.k)
         if missing:
             result.problem = (
@@ -311,14 +307,14 @@ def _against_ref(result: GateResult, ref: str) -> None:
     if incompatibility(theirs, result.run, result.profile) is not None:
         result.reference_note = f"{ref}'s baseline is of another dataset: this one is a new baseline"
         return
-    _compare_with_ref(result, ref, theirs)
+    compare_with_ref(result, ref, theirs)
 
 
-def _compare_with_ref(result: GateResult, ref: str, theirs: dict[str, Any]) -> None:
+def compare_with_ref(result: GateResult, ref: str, theirs: dict[str, Any]) -> None:
     """Add the checks against `theirs` (the ref's entry), each drop passed by an acceptance of ours."""
     result.reference_entry = theirs
     changes = run_data_changes(theirs, result.run)
-    checks, compared = _checks(result, theirs, changes)
+    checks, compared = check_all(result, theirs, changes)
     for check in checks:
         reason = None if check.held else accepted_drop(result.entry, check.name, check.baseline, check.current)
         result.checks.append(replace(check, reference=ref, accepted=reason))
@@ -337,7 +333,7 @@ def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path) 
     return [name for name, digest in digests.items() if recorded.get(name) != digest]
 
 
-def _checks(
+def check_all(
     result: GateResult, entry: Mapping[str, Any], changes: DataChanges | None
 ) -> tuple[list[Check], dict[str, Any] | None]:
     """Every figure compare() gates for this run against `entry`: metrics per method and type,
@@ -364,79 +360,3 @@ def _checks(
     why = where_relevant(judged, result.settings.candidates)
     checks = compare(entry, scores, k, types, degraded, source=source, why=why, tolerance=result.tolerance)
     return checks, compared
-
-
-def _judge_again(result: GateResult) -> Any:
-    """For an update after questions were edited: the run's entry with each edited question
-    scored under the judgments the old entry kept for it."""
-    run, k = result.run, result.settings.k
-    digests, texts = question_digests(run), judgments(run)
-
-    def judge(old: Mapping[str, Any]) -> dict[str, Any]:
-        kept, before = old.get("judgments", {}), old.get("questions", {})
-        edited = [
-            q
-            for q, d in digests.items()
-            if q in kept and q in before and before[q] != d and kept[q].get("text") == texts[q]["text"]
-        ]
-        judged = rejudged(run, old, edited)
-        return entry_for(judged, score_run(judged, k), k)
-
-    return judge
-
-
-def accept(result: GateResult, *, allow_regression: bool | str = False, write: bool = True) -> str:
-    """Make the result the profile's new baseline and ranking snapshots, written as one set under
-    the baseline's lock; returns the diff.
-
-    Refuses to lower a figure unless `allow_regression` is the reason (raises BaselineError): then
-    neither the baseline nor the snapshots are written; the reason is recorded in the entry. Run
-    with a ref (`run_gate(..., baseline_ref=)`), a drop against the ref's baseline counts too.
-    Only this profile's entry and snapshot file change. Cassettes holding a credential are never
-    accepted (raises CassetteError). With `write=False` nothing is written: the update is tried
-    under the same lock on the same file (`baseline_update.try_update`: same diff, same refusal)
-    and `result` is left as the written update would leave it; the pytest plugin writes at
-    session finish, once every gate item ran and held.
-    """
-    if result.secrets:
-        raise CassetteError(result.problem or "the cassettes hold what looks like a credential")
-    entry = entry_for(result.run, result.scores, result.settings.k, cassettes=result.digests)
-    current = top_rankings(result.run)
-    types = {q.id: q.type for q in result.dataset.questions}
-    options: dict[str, Any] = {
-        "allow_regression": allow_regression,
-        "types": types,
-        "judge_again": _judge_again(result),
-        "lock": baseline_lock_of(result.settings),
-        "reference": result.reference_entry,
-    }
-    if write:
-        also = {result.snapshot_path: render_snapshots(result.profile, current)} if current != result.snapshots else {}
-        diff = update_baseline(result.baseline_path, result.profile, entry, also=also, **options)
-        accepted = load_baseline(result.baseline_path)["profiles"][result.profile]
-    else:
-        diff, accepted = try_update(result.baseline_path, result.profile, entry, **options)
-    # The diff names the file as the project sees it, whatever the working directory.
-    diff = diff.replace(str(result.baseline_path), shown_path(result.baseline_path, result.settings.root), 1)
-    shown = shown_path(result.snapshot_path, result.settings.root)
-    moves = [
-        line
-        for m in sorted(current)
-        for line in (
-            [f"  {m} {change}" for change in first_of(moved(result.snapshots[m], current[m]), f"`git diff {shown}`")]
-            if m in result.snapshots
-            else [f"  {m}: new ({len(current[m])} questions)"]
-        )
-    ]
-    diff += f"\nrankings {shown}:\n" + ("\n".join(moves) if moves else "  no top 10 moved")
-    result.entry = accepted
-    result.snapshots = current
-    result.problem = None
-    result.changed_cassettes, result.changed_config, result.changed_data = [], [], None
-    result.checks, result.compared = _checks(result, result.entry, None)
-    result.reference_unproduced = []
-    if result.reference is not None and result.reference_entry is not None:
-        # Judged against the ref again, under the acceptances just recorded: the gate's items
-        # against the ref (named at collection) say what the update accepted.
-        _compare_with_ref(result, result.reference, result.reference_entry)
-    return diff

@@ -209,8 +209,8 @@ class GateSession:
             if held is not None:
                 problems.append(f"--update-baseline wrote nothing: {held}.")
                 return problems
+            from retrieval.gate.accept import accept
             from retrieval.gate.judge import KNOWN_ERRORS
-            from retrieval.gate.result import accept
 
             try:
                 outcome.diff = accept(outcome.pending, allow_regression=allow_regression or False)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from trust_project import GOOD, failing, gate, make_project, write_ranks
 
+from retrieval.gate.accept import accept
 from retrieval.gate.baseline import BaselineError, load_baseline, update_baseline
-from retrieval.gate.result import accept
 
 BASELINE = Path("baselines/metrics.json")
 SNAPSHOTS = Path("baselines/rankings/local.json")

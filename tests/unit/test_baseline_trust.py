@@ -15,8 +15,8 @@ from trust_project import QUESTIONS, failing, gate, make_project, write_question
 
 from retrieval.cli import main
 from retrieval.config import ConfigError
+from retrieval.gate.accept import accept
 from retrieval.gate.baseline import BaselineError, load_baseline
-from retrieval.gate.result import accept
 
 BASELINE = Path("baselines/metrics.json")
 

@@ -12,7 +12,8 @@ from retrieval.cli import main
 from retrieval.config import load_settings
 from retrieval.data.dataset import load_dataset
 from retrieval.evaluation.evaluate import evaluate
-from retrieval.gate.result import accept, run_gate
+from retrieval.gate.accept import accept
+from retrieval.gate.result import run_gate
 from retrieval.measures.metrics import score_run
 
 FIXTURES = Path(__file__).parent / "fixtures"

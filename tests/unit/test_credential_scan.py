@@ -18,7 +18,8 @@ from demo_fixture import DEMO_PROJECT
 from loopback_http import LoopbackHTTPServer
 
 from retrieval.config import load_settings
-from retrieval.gate.result import accept, run_gate
+from retrieval.gate.accept import accept
+from retrieval.gate.result import run_gate
 from retrieval.providers.http import new_client
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.misses import missed_request

@@ -18,8 +18,8 @@ import pytest
 from test_baseline_trust import _git
 from trust_project import GOOD, failing, gate, make_project, write_ranks
 
+from retrieval.gate.accept import accept
 from retrieval.gate.baseline import BaselineError, load_baseline
-from retrieval.gate.result import accept
 
 PLAIN = ("-p", "no:cacheprovider", "-p", "no:randomly", "-m", "regression")
 QUIET = ("-vv", *PLAIN)  # -vv: the failure lines in full

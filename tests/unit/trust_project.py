@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from retrieval.config import Settings, load_settings
-from retrieval.gate.result import GateResult, accept, run_gate
+from retrieval.gate.accept import accept
+from retrieval.gate.result import GateResult, run_gate
 
 DOCUMENTS = [
     ("d1", "Restaurer une sauvegarde", "Ouvrez la console et lancez la restauration."),
