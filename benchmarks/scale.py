@@ -54,8 +54,9 @@ from retrieval.data.analyzer import analyze, analyze_corpus, forget_documents
 from retrieval.data.dataset import Dataset, Document, Question
 from retrieval.measures.metrics import metric_names, score_method
 from retrieval.methods.base import Context
-from retrieval.methods.bm25 import QUESTION_BATCH, BM25Method
+from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.hybrid import HybridMethod
+from retrieval.methods.support.bm25_engine import QUESTION_BATCH
 from retrieval.methods.vector import VectorMethod
 from retrieval.run.ranking import Ranking
 

@@ -4,7 +4,7 @@
     python scripts/bm25_grid.py --dataset data/other --k1 1.2 1.5 --b 0.75
 
 Runs the project's own BM25Method (no model, no cassette) and prints a Markdown table; the
-row of the defaults (retrieval.methods.bm25.K1, B) is marked.
+row of the defaults (retrieval.methods.support.bm25_engine.K1, B) is marked.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from retrieval.data.dataset import load_dataset
 from retrieval.measures.metrics import score_method
 from retrieval.methods.base import Context
-from retrieval.methods.bm25 import K1, B, BM25Method
+from retrieval.methods.bm25 import BM25Method
+from retrieval.methods.support.bm25_engine import K1, B
 
 
 def grid(dataset_path: str, k1s: list[float], bs: list[float], k: int) -> list[str]:

@@ -130,7 +130,7 @@ class Settings:
     candidates: int = 20
     depth: int = 1000
     # BM25Plus term-frequency saturation and length normalisation: the defaults are
-    # retrieval.methods.bm25.K1 and B (a test keeps them equal; config stays free of numpy).
+    # retrieval.methods.support.bm25_engine.K1 and B (a test keeps them equal; config stays free of numpy).
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     # Where shardable methods run: "local" (this process) or "ray" (retrieval.executors.executor).

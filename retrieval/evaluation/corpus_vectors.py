@@ -24,6 +24,7 @@ from retrieval.evaluation.embeddings import embed_texts
 from retrieval.executors.executor import Executor, LocalExecutor
 from retrieval.files.atomic import replace_files
 from retrieval.methods.base import ProgressFactory
+from retrieval.providers import credentials
 from retrieval.providers.base import EmbeddingProvider, ReplayMissError
 from retrieval.recording.cache import EmbeddingCache
 from retrieval.recording.cassette_files import STORE_MANIFEST, CassetteError
@@ -36,6 +37,7 @@ __all__ = [
     "convert_corpus_cassette",
     "corpus_space",
     "corpus_vectors",
+    "recorder_for",
     "store_command",
     "vectors_root",
 ]
@@ -187,7 +189,6 @@ def convert_corpus_cassette(
 def store_command(settings: Settings, dataset: Dataset, action: str) -> str:
     """`python -m retrieval --compact-store` / `--convert-corpus-cassette` on the profile's store:
     what was done, in one line."""
-    from retrieval.evaluation.evaluate import recorder_for
     from retrieval.providers import make_embedder
     from retrieval.recording.network import closed_network
 
@@ -204,3 +205,17 @@ def store_command(settings: Settings, dataset: Dataset, action: str) -> str:
     finally:
         if hasattr(embedder, "close"):
             embedder.close()
+
+
+def recorder_for(settings: Settings, mode: Mode) -> Recorder:
+    """The profile's cassettes, with what its providers declare about their credentials."""
+    profile = settings.profile
+    declared = credentials(profile)
+    return Recorder(
+        mode,
+        Path(settings.cassettes) / profile.name,
+        profile.name,
+        declared.key_variables,
+        declared.needed,
+        vectors=vectors_root(settings) / profile.name,
+    )

@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval.config import ConfigError, Settings
 from retrieval.data.dataset import Dataset, corpus_fingerprint
-from retrieval.evaluation.corpus_vectors import corpus_vectors, embedding_variant, vectors_root
+from retrieval.evaluation.corpus_vectors import corpus_vectors, embedding_variant, recorder_for
 from retrieval.evaluation.embeddings import embed_texts
 from retrieval.evaluation.method_run import LOCAL, run_method, timed
 from retrieval.evaluation.pipeline import Plan, plan
@@ -26,7 +26,6 @@ from retrieval.measures.metrics import MRR_DEPTH
 from retrieval.measures.refusion import keep_depths
 from retrieval.measures.ties import tie_summary
 from retrieval.methods.base import UNRECORDED_REASONS, Context, Embed, Method, ProgressFactory, Rankings
-from retrieval.providers import credentials
 from retrieval.providers.base import EmbeddingProvider, Kind, ReplayMissError
 from retrieval.recording.cache import EmbeddingCache
 from retrieval.recording.cassette_files import CassetteError
@@ -242,20 +241,6 @@ def _pipelines(chosen: Plan) -> dict[str, list[str]]:
             stages.insert(0, QUERY_EMBEDDINGS)
         pipelines[name] = stages
     return pipelines
-
-
-def recorder_for(settings: Settings, mode: Mode) -> Recorder:
-    """The profile's cassettes, with what its providers declare about their credentials."""
-    profile = settings.profile
-    declared = credentials(profile)
-    return Recorder(
-        mode,
-        Path(settings.cassettes) / profile.name,
-        profile.name,
-        declared.key_variables,
-        declared.needed,
-        vectors=vectors_root(settings) / profile.name,
-    )
 
 
 def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode, recorder: Recorder) -> None:

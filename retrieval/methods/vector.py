@@ -9,12 +9,14 @@ order of the lines in corpus.jsonl.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from retrieval.config import Settings
 from retrieval.methods.base import Context
-from retrieval.methods.support.sharding import ShardedSearch
+from retrieval.methods.support.sharding import Shard, ShardedSearch
 from retrieval.run.ranking import Ranking, top_k
 
 __all__ = ["VectorMethod", "cosine_rankings"]
@@ -125,11 +127,36 @@ class VectorMethod:
 
     def sharding(self) -> ShardedSearch:
         """The same search split by corpus shard, for a cluster executor (retrieval.methods.support.sharding)."""
-        from retrieval.methods.support.vector_shards import VectorSharding
-
         return VectorSharding()
 
 
 def factory(settings: Settings, *, replay: bool = False) -> VectorMethod:
     """The built-in vector method over the profile's embeddings."""
     return VectorMethod(cost_model=settings.profile.embeddings.model or None)
+
+
+class VectorSharding:
+    """The vector search split by corpus shard: no corpus statistics, a shard needs only its
+    vectors and the question vectors, and ranks them with `cosine_rankings` (same float64 product,
+    same rounding, same tie rule). A product over another shape may round a cosine's last bit
+    differently: retrieval.executors.ray_cluster counts the pairs whose order depends on it."""
+
+    def queries(self, context: Any) -> np.ndarray:
+        if context.question_vectors is None or context.document_vectors is None:
+            raise RuntimeError("vector method run without embeddings: the evaluator must embed first")
+        return np.asarray(context.question_vectors)
+
+    def documents(self, context: Any, shard: Shard) -> np.ndarray:
+        return np.asarray(context.document_vectors[shard.start : shard.stop])
+
+    def prepare(self, documents: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        return documents
+
+    def summarize(self, prepared: np.ndarray, queries: np.ndarray) -> None:
+        return None
+
+    def combine(self, summaries: Sequence[None]) -> None:
+        return None
+
+    def score(self, prepared: np.ndarray, queries: np.ndarray, statistics: None, depth: int) -> list[Ranking]:
+        return cosine_rankings(queries, prepared, depth)

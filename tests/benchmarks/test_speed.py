@@ -22,7 +22,8 @@ from retrieval.evaluation.evaluate import evaluate
 from retrieval.measures.fusion import reciprocal_rank_fusion
 from retrieval.measures.metrics import metric_names, score_method
 from retrieval.methods.base import Context
-from retrieval.methods.bm25 import QUESTION_BATCH, BM25Method, RankBM25Index, SparseBM25Index, round_scores
+from retrieval.methods.bm25 import BM25Method
+from retrieval.methods.support.bm25_engine import QUESTION_BATCH, RankBM25Index, SparseBM25Index, round_scores
 from retrieval.methods.vector import cosine_rankings
 from retrieval.report.build import build_report
 from retrieval.report.sections import render_markdown

@@ -9,7 +9,8 @@ from demo_fixture import demo_dataset
 from retrieval.data.analyzer import analyze
 from retrieval.data.dataset import Dataset, Document, Question
 from retrieval.methods.base import Context
-from retrieval.methods.bm25 import BM25Method, RankBM25Index, SparseBM25Index, round_scores
+from retrieval.methods.bm25 import BM25Method
+from retrieval.methods.support.bm25_engine import RankBM25Index, SparseBM25Index, round_scores
 from retrieval.run.ranking import Ranking
 
 

@@ -14,13 +14,8 @@ from test_bm25_engines import random_dataset
 
 from retrieval.data.analyzer import AnalysedCorpus, analyze, analyze_corpus
 from retrieval.methods.base import Context
-from retrieval.methods.bm25 import (
-    BM25Method,
-    RankBM25Index,
-    SparseBM25Index,
-    corpus_statistics,
-    merge_statistics,
-)
+from retrieval.methods.bm25 import BM25Method
+from retrieval.methods.support.bm25_engine import RankBM25Index, SparseBM25Index, corpus_statistics, merge_statistics
 
 
 def shards(texts: list[str], cuts: list[int]) -> list[AnalysedCorpus]:
@@ -85,7 +80,7 @@ def test_sparse_rankings_equal_the_dense_path(depth: int) -> None:
 
 
 def test_weights_computed_in_slices_equal_those_computed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from retrieval.methods import bm25
+    from retrieval.methods.support import bm25_engine as bm25
 
     dataset = random_dataset(5, n_documents=150, n_questions=5)
     corpus = analyze_corpus([d.content for d in dataset.documents])

@@ -246,7 +246,7 @@ def test_profile_values_are_checked(tmp_path: Path, line: str, expected: str) ->
 
 
 def test_bm25_parameters_default_to_the_method_constants_and_are_recorded(tmp_path: Path) -> None:
-    from retrieval.methods.bm25 import K1, B
+    from retrieval.methods.support.bm25_engine import K1, B
 
     settings = load_settings(tmp_path, environ=NO_ENV)
     assert (settings.bm25_k1, settings.bm25_b) == (K1, B) == (1.5, 0.75)

@@ -16,8 +16,8 @@ from fake_embeddings import FakeEmbeddingsServer, make_profile
 
 from retrieval.config import Settings
 from retrieval.data.dataset import Dataset
-from retrieval.evaluation.corpus_vectors import compact_store, corpus_space
-from retrieval.evaluation.evaluate import evaluate, recorder_for
+from retrieval.evaluation.corpus_vectors import compact_store, corpus_space, recorder_for
+from retrieval.evaluation.evaluate import evaluate
 from retrieval.files import atomic
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 from retrieval.recording.cassette_files import STORE_MANIFEST, CassetteError, scan_cassettes

@@ -1,5 +1,5 @@
 """The executor setting and the sharded search without Ray: the shards' merge must give the
-single-process rankings exactly (retrieval.methods.support: sharding, bm25_shards, vector_shards)."""
+single-process rankings exactly (retrieval.methods.support: sharding, bm25_shards; retrieval.methods.vector)."""
 
 from __future__ import annotations
 

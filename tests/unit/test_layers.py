@@ -51,3 +51,49 @@ def test_no_module_holds_more_than_one_jobs_worth_of_lines() -> None:
         for path in (ROOT / "retrieval").rglob("*.py")
     }
     assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_two_modules_import_each_other_even_lazily() -> None:
+    # The layers contract keeps packages in order; within a package, a cycle (often a lazy import
+    # inside a function) is a module split in the wrong place.
+    import grimp
+
+    built = grimp.build_graph("retrieval")
+    graph = {m: set(built.find_modules_directly_imported_by(m)) & built.modules for m in built.modules}
+    assert _cycles(graph) == []
+    graph["retrieval.measures.fusion"].add("retrieval.measures.refusion")  # the check must be able to fail
+    assert _cycles(
+        {**graph, "retrieval.measures.refusion": graph["retrieval.measures.refusion"] | {"retrieval.measures.fusion"}}
+    ) == [["retrieval.measures.fusion", "retrieval.measures.refusion"]]

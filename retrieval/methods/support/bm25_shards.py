@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.data.analyzer import AnalysedCorpus, analyze, analyze_corpus
-from retrieval.methods.bm25 import (
+from retrieval.methods.support.bm25_engine import (
     QUESTION_BATCH,
     BM25Statistics,
     SparseBM25Index,
