@@ -6,12 +6,21 @@ fails there unless the pull request's baseline records its acceptance, with a re
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from trust_project import QUESTIONS, failing, gate, make_project, write_questions, write_ranks
+from trust_project import (
+    QUESTIONS,
+    commit_on_main,
+    failing,
+    gate,
+    git,
+    make_project,
+    worse,
+    write_questions,
+    write_ranks,
+)
 
 from retrieval.cli import main
 from retrieval.config import ConfigError
@@ -182,36 +191,18 @@ def test_the_tolerance_is_the_project_files_bounded_and_never_the_baselines(proj
 # --- 3. the base branch as the reference ----------------------------------------------------------
 
 
-def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
-
-
 @pytest.fixture
 def repository(project: Path) -> Path:
     """The project committed on `main`, checked out on a pull request's branch `pr`."""
-    (project / ".gitignore").write_text(".cache/\n__pycache__/\n")
-    _git(project, "init", "-q", "-b", "main")
-    _git(project, "add", "-A")
-    _git(project, "commit", "-qm", "base")
-    _git(project, "checkout", "-qb", "pr")
+    commit_on_main(project)
+    git(project, "checkout", "-qb", "pr")
     return project
-
-
-def _worse(root: Path) -> None:
-    write_ranks(root, {**json.loads((root / "ranks.json").read_text()), "q2": ["d5", "d1"]})
 
 
 def test_a_pull_request_that_lowers_a_figure_fails_against_the_base_branch_without_a_recorded_acceptance(
     repository: Path,
 ) -> None:
-    _worse(repository)
+    worse(repository)
     accept(gate(repository), allow_regression="q2 is out of scope")
     _edit(repository, lambda e: e.pop("accepted"))  # the acceptance removed: a lowered bar, unseen
     result = gate(repository, ref="main")
@@ -229,7 +220,7 @@ def test_a_pull_request_that_lowers_a_figure_fails_against_the_base_branch_witho
 def test_a_recorded_acceptance_passes_against_the_base_branch_and_the_pr_summary_shows_its_reason(
     repository: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _worse(repository)
+    worse(repository)
     accept(gate(repository), allow_regression="q2 is out of scope")
     result = gate(repository, ref="main")
     assert failing(result) == []
@@ -252,7 +243,7 @@ def test_a_recorded_acceptance_passes_against_the_base_branch_and_the_pr_summary
 def test_an_acceptance_stays_while_the_figure_is_below_its_base_value_and_goes_when_it_recovers(
     repository: Path,
 ) -> None:
-    _worse(repository)
+    worse(repository)
     accept(gate(repository), allow_regression="q2 is out of scope")
     # Partly recovered (q2's document back to rank 2): no drop against the file, no reason needed.
     write_ranks(repository, {**json.loads((repository / "ranks.json").read_text()), "q2": ["d5", "d2"]})
@@ -267,7 +258,7 @@ def test_an_acceptance_stays_while_the_figure_is_below_its_base_value_and_goes_w
 
 
 def test_an_acceptance_recorded_for_another_base_value_does_not_pass(repository: Path) -> None:
-    _worse(repository)
+    worse(repository)
     accept(gate(repository), allow_regression="q2 is out of scope")
     # Stale: recorded against a base whose mrr was 0.9, not main's 1.0.
     _edit(repository, lambda e: e["accepted"]["figures"]["table mrr"].update({"from": 0.9}))
@@ -275,7 +266,7 @@ def test_an_acceptance_recorded_for_another_base_value_does_not_pass(repository:
 
 
 def test_the_ref_is_read_with_git_show_and_a_missing_one_is_one_line(repository: Path) -> None:
-    status = _git(repository, "status", "--porcelain")
+    status = git(repository, "status", "--porcelain")
     with pytest.raises(BaselineError) as caught:
         gate(repository, ref="origin/main")
     assert str(caught.value) == (
@@ -283,14 +274,14 @@ def test_the_ref_is_read_with_git_show_and_a_missing_one_is_one_line(repository:
         "fetch it first: `git fetch --depth=1 origin main`)."
     )
     # A ref without a baseline yet: nothing to lower, said in the result.
-    _git(repository, "checkout", "-q", "--orphan", "empty")
-    _git(repository, "rm", "-rq", "--cached", ".")
-    _git(repository, "commit", "-q", "--allow-empty", "-m", "empty")
-    _git(repository, "checkout", "-q", "-f", "pr")
+    git(repository, "checkout", "-q", "--orphan", "empty")
+    git(repository, "rm", "-rq", "--cached", ".")
+    git(repository, "commit", "-q", "--allow-empty", "-m", "empty")
+    git(repository, "checkout", "-q", "-f", "pr")
     result = gate(repository, ref="empty")
     assert failing(result) == []
     assert result.reference_note == "empty has no baseline for profile 'local': nothing to lower"
-    assert _git(repository, "status", "--porcelain") == status  # never a checkout of the ref
+    assert git(repository, "status", "--porcelain") == status  # never a checkout of the ref
 
 
 def test_pytest_fails_a_pull_request_against_the_base_branch_and_passes_it_with_a_reason(
@@ -299,11 +290,8 @@ def test_pytest_fails_a_pull_request_against_the_base_branch_and_passes_it_with_
     root = pytester.path
     monkeypatch.chdir(root)
     make_project(root)
-    (root / ".gitignore").write_text(".cache/\n__pycache__/\n")
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "base")
-    _worse(root)
+    commit_on_main(root)
+    worse(root)
     quiet = ("-vv", "-p", "no:cacheprovider", "-p", "no:randomly", "-m", "regression")
     refused = pytester.runpytest_inprocess(*quiet, "--update-baseline", "--allow-regression")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR  # the reason is required

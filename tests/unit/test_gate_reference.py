@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_baseline_trust import _git
-from trust_project import GOOD, failing, gate, make_project, write_ranks
+from trust_project import commit_on_main, failing, gate, make_project, worse
 
 from retrieval.gate.accept import accept
 from retrieval.gate.baseline import BaselineError, load_baseline
@@ -44,20 +43,13 @@ AGAINST_MAIN = [f"{name}-against-main" for name in OWN[6:]]
 DEAD = 2**22 + 7  # a process id no process has
 
 
-def _worse(root: Path) -> None:
-    write_ranks(root, {**GOOD, "q2": ["d5", "d1"]})
-
-
 def _pull_request(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The project committed on `main`, made worse on q2 in the working tree (not committed)."""
     root = pytester.path
     monkeypatch.chdir(root)
     make_project(root)
-    (root / ".gitignore").write_text(".cache/\n__pycache__/\n")
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "base")
-    _worse(root)
+    commit_on_main(root)
+    worse(root)
     # Lowered on purpose, so that only the comparison with main's baseline fails.
     accept(gate(root), allow_regression="q2 is out of scope")
     path = root / BASELINE
@@ -170,7 +162,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def test_an_update_tried_without_writing_says_and_refuses_what_the_written_one_does(project: Path) -> None:
-    _worse(project)
+    worse(project)
     before = _files(project)
     with pytest.raises(BaselineError) as tried:
         accept(gate(project), write=False)

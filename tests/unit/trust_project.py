@@ -5,6 +5,7 @@ the questions it names. No model, no cassette."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from retrieval.config import Settings, load_settings
@@ -92,3 +93,28 @@ def gate(root: Path, ref: str | None = None) -> GateResult:
 
 def failing(result: GateResult) -> list[str]:
     return [c.name for c in result.checks if not c.ok]
+
+
+def worse(root: Path) -> None:
+    """The retriever made worse on q2 (its relevant document falls from rank 1 to 2)."""
+    write_ranks(root, {**GOOD, "q2": ["d5", "d1"]})
+
+
+def git(root: Path, *args: str) -> str:
+    """git in `root`, with an identity of its own (the machine may have none)."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def commit_on_main(root: Path) -> None:
+    """The project as the base branch `main` holds it: a git repository with one commit."""
+    (root / ".gitignore").write_text(".cache/\n__pycache__/\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
