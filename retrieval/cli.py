@@ -14,16 +14,11 @@ from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.method_run import raising_method
 from retrieval.evaluation.progress import stderr_progress
 from retrieval.files.atomic import atomic_write_text
-from retrieval.gate.baseline import (
-    BaselineError,
-    at_k,
-    config_changes,
-    incompatibility,
-    load_baseline,
-    run_data_changes,
-)
+from retrieval.gate.compare import at_k, config_changes, incompatibility
+from retrieval.gate.questions import run_data_changes
 from retrieval.gate.reference import baseline_at
 from retrieval.gate.result import BASELINE_PATH, importable, recover
+from retrieval.gate.schema import BaselineError, load_baseline
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Mode

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from retrieval.config import ConfigError, Settings
 from retrieval.data.dataset import DatasetError
 from retrieval.gate.accept import accept
-from retrieval.gate.baseline import BaselineError
 from retrieval.gate.result import GateResult, run_gate
+from retrieval.gate.schema import BaselineError
 from retrieval.gate.verdicts import Verdict, judge
 from retrieval.providers.base import ProviderError
 from retrieval.recording.cassette_files import CassetteError

@@ -20,26 +20,13 @@ from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.diagnosis.failures import where_relevant
 from retrieval.evaluation.evaluate import StagedRecording, evaluate
 from retrieval.evaluation.progress import terminal_progress
-from retrieval.gate.baseline import (
-    Check,
-    DataChanges,
-    accepted_drop,
-    as_scores,
-    compare,
-    config_changes,
-    entry_for,
-    incompatibility,
-    load_baseline,
-    on_questions,
-    rejudged,
-    run_data_changes,
-    ungated_types,
-    unproduced,
-)
 from retrieval.gate.baseline_set import baseline_lock_of, recover
+from retrieval.gate.compare import Check, compare, config_changes, incompatibility, ungated_types, unproduced
+from retrieval.gate.questions import DataChanges, as_scores, on_questions, rejudged, run_data_changes
 from retrieval.gate.reference import baseline_at
+from retrieval.gate.schema import entry_for, load_baseline
 from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path
-from retrieval.gate.update import ACCEPTED
+from retrieval.gate.update import ACCEPTED, accepted_drop
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.recording.cassette_files import (
     cassette_digest,

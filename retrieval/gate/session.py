@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval.config import ConfigError, Settings, load_settings, shown_path
-from retrieval.gate.baseline import BaselineError, load_baseline, unproduced
 from retrieval.gate.baseline_set import recover
+from retrieval.gate.compare import unproduced
+from retrieval.gate.schema import BaselineError, load_baseline
 from retrieval.gate.snapshots import TOP, load_snapshots, snapshot_path
 from retrieval.gate.verdicts import GATE, Verdict, item_names
 

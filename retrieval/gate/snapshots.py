@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrieval.files.atomic import atomic_write_text
-from retrieval.gate.baseline import BaselineError, first_of
+from retrieval.gate.schema import BaselineError, first_of
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
     from retrieval.run.results import Run

@@ -125,7 +125,7 @@ def compare(
     """Compare two question id -> value maps of one metric over the same questions.
 
     `decimals` rounds both sides first: the baseline keeps per-question values rounded to 4
-    decimals (retrieval.gate.baseline.DIGITS), so compare a run against it with decimals=4, or an
+    decimals (retrieval.measures.figures.DIGITS), so compare a run against it with decimals=4, or an
     unchanged reciprocal rank of 1/3 would count as better than the baseline's 0.3333.
     Raises ValueError when the maps do not hold the same questions (a comparison over
     different samples would not be paired), naming up to five ids missing on each side.

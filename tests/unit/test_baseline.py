@@ -10,21 +10,10 @@ from typing import Any
 import pytest
 
 from retrieval.data.dataset import Question
-from retrieval.gate.baseline import (
-    BaselineError,
-    DataChanges,
-    as_scores,
-    at_k,
-    compare,
-    config_changes,
-    data_changes,
-    entry_for,
-    incompatibility,
-    load_baseline,
-    on_questions,
-    unproduced,
-    update_baseline,
-)
+from retrieval.gate.compare import at_k, compare, config_changes, incompatibility, unproduced
+from retrieval.gate.questions import DataChanges, as_scores, data_changes, on_questions
+from retrieval.gate.schema import BaselineError, entry_for, load_baseline
+from retrieval.gate.update import update_baseline
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.run.results import MethodResult, QuestionResult, Run
 

@@ -10,7 +10,9 @@ import pytest
 from demo_fixture import DEMO_BASELINE
 from test_baseline import GOOD, TYPES, _run
 
-from retrieval.gate.baseline import FORMAT, BaselineError, compare, entry_for, load_baseline, update_baseline
+from retrieval.gate.compare import compare
+from retrieval.gate.schema import FORMAT, BaselineError, entry_for, load_baseline
+from retrieval.gate.update import update_baseline
 from retrieval.measures.metrics import score_run
 from retrieval.run.results import QuestionResult, Run
 

@@ -16,7 +16,8 @@ import pytest
 from trust_project import GOOD, failing, gate, make_project, write_ranks
 
 from retrieval.gate.accept import accept
-from retrieval.gate.baseline import BaselineError, load_baseline, update_baseline
+from retrieval.gate.schema import BaselineError, load_baseline
+from retrieval.gate.update import update_baseline
 
 BASELINE = Path("baselines/metrics.json")
 SNAPSHOTS = Path("baselines/rankings/local.json")

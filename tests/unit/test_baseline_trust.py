@@ -25,7 +25,7 @@ from trust_project import (
 from retrieval.cli import main
 from retrieval.config import ConfigError
 from retrieval.gate.accept import accept
-from retrieval.gate.baseline import BaselineError, load_baseline
+from retrieval.gate.schema import BaselineError, load_baseline
 
 BASELINE = Path("baselines/metrics.json")
 

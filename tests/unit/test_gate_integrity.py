@@ -15,9 +15,11 @@ from fake_embeddings import FakeEmbeddingsServer, make_profile
 from retrieval.config import LLMSettings, Settings
 from retrieval.data.dataset import load_dataset
 from retrieval.evaluation.evaluate import evaluate
-from retrieval.gate.baseline import BaselineError, Check, update_baseline
-from retrieval.gate.baseline import unproduced as unproduced_figures
+from retrieval.gate.compare import Check
+from retrieval.gate.compare import unproduced as unproduced_figures
+from retrieval.gate.schema import BaselineError
 from retrieval.gate.snapshots import load_snapshots, moved, render_snapshots, top_changed, write_snapshots
+from retrieval.gate.update import update_baseline
 from retrieval.recording.cassette_files import CassetteError, cassette_digest
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -15,8 +15,8 @@ from demo_fixture import DEMO_PROJECT
 from retrieval.config import load_settings
 from retrieval.data import analyzer
 from retrieval.gate.accept import accept
-from retrieval.gate.baseline import BaselineError
 from retrieval.gate.result import BASELINE_PATH, run_gate
+from retrieval.gate.schema import BaselineError
 from retrieval.providers.base import ReplayMissError
 from retrieval.recording.cassette_files import CassetteError, cassette_digest
 

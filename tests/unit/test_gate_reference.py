@@ -18,7 +18,7 @@ import pytest
 from trust_project import commit_on_main, failing, gate, make_project, worse
 
 from retrieval.gate.accept import accept
-from retrieval.gate.baseline import BaselineError, load_baseline
+from retrieval.gate.schema import BaselineError, load_baseline
 
 PLAIN = ("-p", "no:cacheprovider", "-p", "no:randomly", "-m", "regression")
 QUIET = ("-vv", *PLAIN)  # -vv: the failure lines in full

@@ -20,7 +20,7 @@ import pytest
 from fake_embeddings import FakeEmbeddingsServer
 
 import retrieval.gate.result
-from retrieval.gate.baseline import Check
+from retrieval.gate.compare import Check
 
 # FIXTURE corpus and questions (French: BM25 uses the French analyzer).
 DOCUMENTS = [

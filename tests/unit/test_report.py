@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from retrieval.data.dataset import Document, Question
-from retrieval.gate.baseline import entry_for
+from retrieval.gate.schema import entry_for
 from retrieval.measures.metrics import score_run
 from retrieval.report.build import Report, build_report, render_json
 from retrieval.report.sections import render_markdown

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.gate.baseline import BaselineError
+from retrieval.gate.schema import BaselineError
 from retrieval.gate.snapshots import load_snapshots, render_snapshots
 
 
