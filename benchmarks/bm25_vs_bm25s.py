@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import generate, machine
 
-from retrieval.data.analyzer import forget_documents
+from retrieval.data.corpus_terms import forget_analyses
 from retrieval.data.dataset import Dataset
 from retrieval.measures.metrics import score_method
 from retrieval.methods.base import Context
@@ -46,7 +46,7 @@ Ranked = dict[str, list[str]]
 
 def ours(dataset: Dataset, depth: int) -> Ranked:
     """The project's BM25 method, from raw text to rankings."""
-    forget_documents()
+    forget_analyses()
     rankings = BM25Method().rank(Context(dataset=dataset, depth=depth))
     ids = dataset.doc_ids
     return {q.id: [ids[i] for i in r.indices] for q, r in zip(dataset.questions, rankings, strict=True)}

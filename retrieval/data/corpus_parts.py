@@ -1,15 +1,22 @@
-"""A large corpus analysed in parts, one process per part, merged into the very AnalysedCorpus
+"""A large corpus analysed in parts by several processes, merged into the very AnalysedCorpus
 that one `analyze_corpus` call over the whole gives (same vocabulary order, same ids).
 
 Analysis is pure Python per chunk and holds the GIL: threads would not share it, processes do.
-The parts are contiguous ranges of documents. Part k's vocabulary is in order of first
-appearance within part k, so the whole corpus's order of first appearance is part 0's
-vocabulary, then part 1's terms not yet seen in their order, and so on: the merge renumbers
-each part's ids through that order, and every BM25 score built on the result is the same float.
+The corpus is cut into contiguous parts; forked worker processes and this process take parts
+one at a time from a shared counter until none is left, so the work balances itself: the
+workers can start early (`start_analysis`, while this process embeds or runs the vector
+search) and this process joins in when it needs the result (`PendingAnalysis.result`).
+Each process keeps one AnalysisState for all its parts, so a chunk is analysed once per
+process, not once per part.
 
-Worker processes are forked (POSIX): they inherit the documents, so no text is copied
-through a pipe, and send back only their part's ids. Below `PART_DOCUMENTS` documents per part,
-or with one CPU, or where fork is unavailable, the corpus is analysed in this process.
+Part k's vocabulary is in order of first appearance within part k, so the whole corpus's order
+of first appearance is part 0's vocabulary, then part 1's terms not yet seen in their order,
+and so on: the merge renumbers each part's ids through that order, and every BM25 score built
+on the result is the same float.
+
+Workers are forked (POSIX): they inherit the documents, so no text is copied through a pipe,
+and send back only their parts' ids. Below `START_DOCUMENTS` documents, with one CPU, or where
+fork is unavailable, the corpus is analysed in this process.
 """
 
 from __future__ import annotations
@@ -17,22 +24,41 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from retrieval.data.analyzer import AnalysedCorpus, analyze_corpus
+from retrieval.data.corpus_terms import (
+    AnalysedCorpus,
+    AnalysisState,
+    analyze_corpus,
+    remember_corpus,
+    remembered_corpus,
+)
 from retrieval.data.dataset import Document
 
-__all__ = ["PART_DOCUMENTS", "analyze_documents", "merge_parts"]
+__all__ = [
+    "PART_DOCUMENTS",
+    "START_DOCUMENTS",
+    "PendingAnalysis",
+    "analyze_documents",
+    "merge_parts",
+    "part_bounds",
+    "start_analysis",
+]
 
-# At least this many documents per part: below it a worker's start and the ids' transfer cost
-# more than the half of the analysis they save. Above analyzer._CORPORA_TEXTS too, so that no
-# part is kept in the analyzer's cache of small corpora.
-PART_DOCUMENTS = 150_000
+# A corpus of fewer documents is analysed in this process: a worker's start, and the transfer
+# and merge of its parts, would cost more than the share of the analysis it takes.
+START_DOCUMENTS = 20_000
+# Parts shrink as the corpus is used up (see part_bounds), down to this many documents: a
+# smaller part's share of the renumbering and the merge outweighs what finer balancing saves.
+PART_DOCUMENTS = 3_000
 
-# The documents a forked worker reads its part from (set just before the fork, cleared after).
-_FORKED: Sequence[Document] = ()
+# What a forked worker reads (set just before the fork, cleared after it): the documents, the
+# parts' bounds and the shared counter of the next part to take.
+_FORKED: tuple[Sequence[Document], Sequence[int], Any] | None = None
 
 
 def _cpus() -> int:
@@ -42,8 +68,34 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _analyse_range(start: int, stop: int) -> AnalysedCorpus:
-    return analyze_corpus(_FORKED[i].content for i in range(start, stop))
+def part_bounds(count: int, processes: int) -> list[int]:
+    """Bounds of contiguous parts of `count` documents for `processes` processes, largest first:
+    each part is 1 / (2 x processes) of what is left, and at least PART_DOCUMENTS, so the last
+    parts are small and no process waits long for another's last part."""
+    bounds = [0]
+    while bounds[-1] < count:
+        size = max(PART_DOCUMENTS, (count - bounds[-1]) // (2 * processes))
+        bounds.append(min(count, bounds[-1] + size))
+    return bounds
+
+
+def _take_parts(documents: Sequence[Document], bounds: Sequence[int], counter: Any) -> dict[int, AnalysedCorpus]:
+    """Analyse parts, one at a time, until the counter says every part is taken."""
+    state = AnalysisState()
+    done: dict[int, AnalysedCorpus] = {}
+    while True:
+        with counter.get_lock():
+            part = counter.value
+            if part >= len(bounds) - 1:
+                return done
+            counter.value = part + 1
+        texts = (documents[i].content for i in range(bounds[part], bounds[part + 1]))
+        done[part] = analyze_corpus(texts, state)
+
+
+def _worker() -> dict[int, AnalysedCorpus]:
+    assert _FORKED is not None, "a part worker runs in a process forked by PendingAnalysis"
+    return _take_parts(*_FORKED)
 
 
 def merge_parts(parts: Sequence[AnalysedCorpus]) -> AnalysedCorpus:
@@ -65,21 +117,87 @@ def merge_parts(parts: Sequence[AnalysedCorpus]) -> AnalysedCorpus:
     return AnalysedCorpus(tuple(numbering), ids, lengths.astype(np.int64, copy=False))
 
 
-def analyze_documents(documents: Sequence[Document], processes: int | None = None) -> AnalysedCorpus:
-    """analyze_corpus over the documents' contents, in up to `processes` (default: the CPUs this
-    process may use) parts of at least PART_DOCUMENTS documents each, the first in this process."""
-    global _FORKED
-    wanted = _cpus() if processes is None else processes
-    count = min(wanted, len(documents) // PART_DOCUMENTS)
-    if count < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return analyze_corpus(d.content for d in documents)
-    bounds = [len(documents) * k // count for k in range(count + 1)]
-    _FORKED = documents
-    try:
-        with ProcessPoolExecutor(max_workers=count - 1, mp_context=multiprocessing.get_context("fork")) as pool:
-            others = [pool.submit(_analyse_range, bounds[k], bounds[k + 1]) for k in range(1, count)]
-            first = _analyse_range(bounds[0], bounds[1])
-            parts = [first, *(future.result() for future in others)]
-    finally:
-        _FORKED = ()
-    return merge_parts(parts)
+class PendingAnalysis:
+    """A corpus's analysis under way in forked workers (see the module docstring).
+
+    `result()` takes the parts no worker has taken, waits for the workers' parts and merges;
+    `close()` stops the workers after their current part without a result (a run that failed
+    before it needed one). Either ends the workers; `result()` may be called once.
+    """
+
+    def __init__(self, documents: Sequence[Document], workers: int, cpus: int) -> None:
+        global _FORKED
+        context = multiprocessing.get_context("fork")
+        self.documents = documents
+        self.bounds = part_bounds(len(documents), workers + 1)
+        self._counter = context.Value("i", 0)
+        # The workers take `workers` CPUs: BLAS here (the vector search meanwhile) gets the rest,
+        # as more BLAS threads than free cores spin and slow both.
+        self._blas = threadpool_limits(limits=max(1, cpus - workers), user_api="blas")
+        _FORKED = (documents, self.bounds, self._counter)
+        try:
+            # With fork, the pool starts all its processes at the first submit: they inherit _FORKED.
+            self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+            self._futures: list[Future[dict[int, AnalysedCorpus]]] = [
+                self._pool.submit(_worker) for _ in range(workers)
+            ]
+        finally:
+            _FORKED = None
+
+    def result(self) -> AnalysedCorpus:
+        """The AnalysedCorpus of the whole corpus, as analyze_corpus gives it."""
+        try:
+            parts = _take_parts(self.documents, self.bounds, self._counter)
+            for future in self._futures:
+                parts.update(future.result())
+        finally:
+            self.close()
+        return merge_parts([parts[k] for k in range(len(self.bounds) - 1)])
+
+    def close(self) -> None:
+        """Let no worker take another part, and end the pool (idempotent)."""
+        with self._counter.get_lock():
+            self._counter.value = len(self.bounds) - 1
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._blas.restore_original_limits()
+
+
+def start_analysis(documents: Sequence[Document], processes: int | None = None) -> PendingAnalysis | None:
+    """Start analysing the documents' contents in forked workers, in up to `processes` (default:
+    the CPUs this process may use) processes counting this one, which joins in at `result()`.
+    None when the corpus is too small to split, with one process, without fork, or already
+    analysed in this process: analyze_documents then analyses or finds it here."""
+    cpus = _cpus()
+    workers = (cpus if processes is None else processes) - 1
+    if workers < 1 or len(documents) < START_DOCUMENTS or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    if remembered_corpus(_key(documents)) is not None:
+        return None  # analysed already in this process (a recording runs the methods twice)
+    return PendingAnalysis(documents, workers, cpus)
+
+
+def _key(documents: Sequence[Document]) -> str | None:
+    """What a loaded corpus is remembered by: its fingerprint (ids, titles, texts), which it
+    carries (retrieval.data.dataset); None for other sequences, which are not remembered."""
+    fingerprint = getattr(documents, "corpus_fingerprint", None)
+    return f"corpus {fingerprint}" if isinstance(fingerprint, str) else None
+
+
+def analyze_documents(
+    documents: Sequence[Document], processes: int | None = None, pending: PendingAnalysis | None = None
+) -> AnalysedCorpus:
+    """analyze_corpus over the documents' contents: the result of `pending` (start_analysis over
+    these documents) when given, else in parts now when the corpus is large enough (start_analysis).
+    A loaded corpus is remembered by its fingerprint, so a recording's second run of the methods
+    does not analyse it again."""
+    key = _key(documents)
+    known = remembered_corpus(key)
+    if known is not None:
+        if pending is not None:
+            pending.close()
+        return known
+    pending = pending or start_analysis(documents, processes)
+    corpus = pending.result() if pending is not None else analyze_corpus(d.content for d in documents)
+    if key is not None:
+        remember_corpus(key, corpus)
+    return corpus

@@ -19,7 +19,7 @@ from retrieval.config import ConfigError, Settings
 from retrieval.data.dataset import Dataset, corpus_fingerprint
 from retrieval.evaluation.corpus_vectors import corpus_vectors, embedding_variant, recorder_for
 from retrieval.evaluation.embeddings import embed_texts
-from retrieval.evaluation.method_run import LOCAL, run_method, timed
+from retrieval.evaluation.method_run import LOCAL, ranks_here, run_method, timed
 from retrieval.evaluation.pipeline import Plan, plan
 from retrieval.executors.executor import Executor, open_executor
 from retrieval.measures.metrics import MRR_DEPTH
@@ -252,9 +252,18 @@ def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode
         closed_network() if mode == "replay" else nullcontext(),
         ExitStack() as stack,
     ):
+        # Work a method can do while the others rank starts first (bm25's corpus analysis),
+        # and that method ranks when nothing else can.
+        prepared: list[str] = []
+        for method in chosen.methods:
+            if ranks_here(chosen.declarations[method.name], mode):
+                stop = executor.prepare(method, context)
+                if stop is not None:
+                    stack.callback(stop)
+                    prepared.append(method.name)
         if any(d.needs_vectors for d in chosen.declarations.values()):
             _embed(context, settings, mode, recorder, stack, executor)
-        for method in chosen.methods:
+        for method in chosen.order(late=prepared):
             run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root, executor)
 
 

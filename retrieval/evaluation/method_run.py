@@ -26,7 +26,7 @@ from retrieval.run.cost import Usage
 from retrieval.run.ranking import Ranking, RankingError
 from retrieval.text.redaction import redacted
 
-__all__ = ["LOCAL", "raising_method", "run_method", "timed"]
+__all__ = ["LOCAL", "raising_method", "ranks_here", "run_method", "timed"]
 
 # Methods run in this process unless the settings name a cluster (retrieval.executors).
 LOCAL = LocalExecutor()
@@ -90,18 +90,34 @@ def _checked(declared: Declaration, rankings: object, dataset: Dataset) -> list[
         raise ConfigError(
             f"method {declared.name!r} returned {len(rankings)} rankings for {expected} questions: {fix}."
         )
-    n = len(dataset.documents)
     for question, ranking in zip(dataset.questions, rankings, strict=True):
         if not isinstance(ranking, Ranking):
             raise ConfigError(
                 f"method {declared.name!r} returned {type(ranking).__name__} for question {question.id}: {fix}."
             )
-        indices = np.asarray(ranking.indices)
-        if len(indices) and (indices.min() < 0 or indices.max() >= n or len(np.unique(indices)) != len(indices)):
+    # Every question's indices in one array, question i's as i * n + index: one range check and
+    # one sort for the whole method instead of one per question; the loop only names the culprit.
+    n = len(dataset.documents)
+    indices = [np.asarray(r.indices) for r in rankings]
+    for question, got in zip(dataset.questions, indices, strict=True):
+        if len(got) and not np.issubdtype(got.dtype, np.integer):
             raise ConfigError(
-                f"method {declared.name!r} ranked an index outside the corpus (0..{n - 1}) or the same document "
-                f"twice for question {question.id}: indices point into context.dataset.documents."
+                f"method {declared.name!r} ranked {got.dtype} indices for question {question.id}: indices are "
+                "integers that point into context.dataset.documents."
             )
+    indices = [i.astype(np.int64, copy=False) for i in indices]
+    flat = np.concatenate([np.empty(0, dtype=np.int64), *indices])
+    keys = flat + np.repeat(np.arange(len(indices), dtype=np.int64) * n, [len(i) for i in indices])
+    if len(flat) and (flat.min() < 0 or flat.max() >= n or bool((np.diff(np.sort(keys)) == 0).any())):
+        question = next(
+            q
+            for q, i in zip(dataset.questions, indices, strict=True)
+            if len(i) and (i.min() < 0 or i.max() >= n or len(np.unique(i)) != len(i))
+        )
+        raise ConfigError(
+            f"method {declared.name!r} ranked an index outside the corpus (0..{n - 1}) or the same document "
+            f"twice for question {question.id}: indices point into context.dataset.documents."
+        )
     return list(rankings)
 
 
@@ -127,6 +143,11 @@ def _counters(context: Context) -> dict[str, tuple[int, int, int]]:
     return {stage: (u.calls, u.input_tokens, u.output_tokens) for stage, u in context.usage.items()}
 
 
+def ranks_here(declared: Declaration, mode: Mode) -> bool:
+    """Whether the method's `rank` runs (a replayed ranking cassette stands for it otherwise)."""
+    return not (declared.calls == "rankings" and mode == "replay")
+
+
 def run_method(
     method: Method,
     declared: Declaration,
@@ -145,7 +166,7 @@ def run_method(
     answered, counted = recorder.calls.get(declared.channel, 0), _counters(context)
     try:
         with timed(usage), running(f"method {declared.name!r}"):
-            if declared.calls == "rankings" and mode == "replay":
+            if not ranks_here(declared, mode):
                 rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
                 with recorder.stage(declared.channel, count_live=True) if declared.calls == "http" else nullcontext():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 import retrieval.methods
@@ -60,6 +60,20 @@ class Plan:
 
         visit(name)
         return stages
+
+    def order(self, late: Collection[str] = ()) -> list[Method]:
+        """The methods, each after those it requires; a method named in `late` runs only when
+        nothing else can (a method that prepared background work: the others overlap it)."""
+        done: set[str] = set()
+        left = list(self.methods)
+        order: list[Method] = []
+        while left:
+            ready = [m for m in left if done.issuperset(self.declarations[m.name].requires)]
+            chosen = next((m for m in ready if m.name not in late), ready[0])
+            order.append(chosen)
+            done.add(chosen.name)
+            left.remove(chosen)
+        return order
 
     def needs_vectors(self, name: str) -> bool:
         """True when `name` or anything it runs through reads the shared embeddings."""

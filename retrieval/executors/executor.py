@@ -11,17 +11,23 @@ this process's provider, or actors on the cluster; the store is written in this 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
 from retrieval.config import ConfigError
+from retrieval.methods.base import prepared
 
 __all__ = ["Executor", "LocalExecutor", "open_executor"]
 
 
 class Executor(Protocol):
     """Runs one method's `rank` for the evaluator, and says what embeds the corpus."""
+
+    def prepare(self, method: Any, context: Any) -> Callable[[], None] | None:
+        """Let the method start work that can run while the others rank (its optional
+        `prepare(context)`), where its `rank` will run; what stops that work, or None."""
+        ...
 
     def rank(self, method: Any, context: Any) -> object: ...
 
@@ -33,6 +39,9 @@ class Executor(Protocol):
 
 class LocalExecutor:
     """Every method in this process, as it has always run."""
+
+    def prepare(self, method: Any, context: Any) -> Callable[[], None] | None:
+        return prepared(method, context)
 
     def rank(self, method: Any, context: Any) -> object:
         return method.rank(context)

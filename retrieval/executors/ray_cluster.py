@@ -23,6 +23,7 @@ import numpy as np
 import ray
 from ray.util import ActorPool
 
+from retrieval.methods.base import prepared
 from retrieval.methods.support.sharding import ShardedSearch, merge, shard_bounds, sharding_of
 from retrieval.providers.base import Kind
 from retrieval.run.ranking import Ranking
@@ -98,6 +99,10 @@ class RayExecutor:
         finally:
             if started:
                 ray.shutdown()
+
+    def prepare(self, method: Any, context: Any) -> Callable[[], None] | None:
+        # A sharded method's work runs on the cluster, at rank time: nothing to start here.
+        return None if sharding_of(method) is not None else prepared(method, context)
 
     def rank(self, method: Any, context: Any) -> object:
         search = sharding_of(method)

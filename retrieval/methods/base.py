@@ -33,6 +33,7 @@ __all__ = [
     "ProgressFactory",
     "Rankings",
     "declaration",
+    "prepared",
 ]
 
 ProgressFactory = Callable[[int, str], "Progress"]
@@ -113,6 +114,7 @@ class Method(Protocol):
 
     Optional declarations, with their defaults (see `Declaration`): `calls`, `channel`,
     `candidate_source`, `cost_model`, `degradable`, `config`, `key_variables`, `sources`.
+    Optional `prepare(context)`: see `prepared`.
     """
 
     name: str
@@ -120,3 +122,12 @@ class Method(Protocol):
     needs_vectors: bool
 
     def rank(self, context: Context) -> list[Ranking] | Awaitable[list[Ranking]]: ...
+
+
+def prepared(method: Method, context: Context) -> Callable[[], None] | None:
+    """Call the method's optional `prepare(context)`, which starts work that can run while the
+    other methods rank (bm25 starts analysing a large corpus in worker processes) and returns
+    what stops it, or None. The evaluator calls it, before the shared embeddings, for every
+    method whose `rank` will run, and calls what it returns when the methods have run."""
+    prepare = getattr(method, "prepare", None)
+    return prepare(context) if callable(prepare) else None

@@ -4,11 +4,12 @@ why BM25Plus: retrieval.methods.support.bm25_engine)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from retrieval.config import Settings
-from retrieval.data.analyzer import AnalysedCorpus, analyze
-from retrieval.data.corpus_parts import analyze_documents
+from retrieval.data.analyzer import analyze
+from retrieval.data.corpus_parts import PendingAnalysis, analyze_documents, start_analysis
+from retrieval.data.corpus_terms import AnalysedCorpus
 from retrieval.methods.base import Context
 from retrieval.methods.support.bm25_engine import ENGINES, K1, QUESTION_BATCH, B, BM25Index, Engine, Tokens
 from retrieval.methods.support.sharding import ShardedSearch
@@ -37,6 +38,7 @@ class BM25Method:
         if not 0 <= b <= 1:
             raise ValueError(f"BM25 b must be a number from 0 to 1, got {b!r}")
         self.k1, self.b, self.engine = k1, b, engine
+        self._pending: tuple[object, PendingAnalysis] | None = None
 
     @property
     def config(self) -> dict[str, float]:
@@ -48,6 +50,15 @@ class BM25Method:
         method's engine."""
         return ENGINES[self.engine](corpus, k1=self.k1, b=self.b)
 
+    def prepare(self, context: Context) -> Callable[[], None] | None:
+        """Start analysing a large corpus in worker processes while the other methods rank
+        (retrieval.data.corpus_parts); `rank` joins in. Returns what stops the workers."""
+        pending = start_analysis(context.dataset.documents)
+        if pending is None:
+            return None
+        self._pending = (context.dataset.documents, pending)
+        return pending.close
+
     def rank(self, context: Context) -> list[Ranking]:
         """One ranking per question of the documents sharing at least one analysed term with it.
 
@@ -58,7 +69,14 @@ class BM25Method:
         """
         # The index is built once per corpus, then questions are scored in batches.
         # A large corpus is analysed in several processes, into the same ids (corpus_parts).
-        index = self.build_index(analyze_documents(context.dataset.documents))
+        started, self._pending = self._pending, None
+        pending = None
+        if started is not None:
+            if started[0] is context.dataset.documents:
+                pending = started[1]
+            else:  # prepared for another corpus: not this one's analysis
+                started[1].close()
+        index = self.build_index(analyze_documents(context.dataset.documents, pending=pending))
         queries = [analyze(q.text) for q in context.dataset.questions]
         rankings: list[Ranking] = []
         for start in range(0, len(queries), QUESTION_BATCH):

@@ -59,29 +59,36 @@ def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) ->
 
 
 def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> list[Ranking]:
-    """top_k of each question's rounded cosines over the whole corpus, reading it by blocks.
+    """top_k of each question's rounded float64 cosines over the whole corpus, read by blocks.
 
-    The same float64 products and rounding as the one-block path (each cosine is one dot
-    product of 384 terms, whatever the block), and the same order: score, then lower index.
-    For each question we keep the `depth` best scores seen so far (values only); its smallest
-    is a threshold that only rises, so every document of the final top `depth` scored at or
-    above the threshold of its block's time: those are the candidates, sorted once at the end.
+    Products in float64 cost three times those in float32, so the blocks are scored in float32
+    to find candidates, and only the candidates are scored again in float64 and rounded, as the
+    one-block path scores every document. A float32 dot product of n terms is within
+    `_float32_error` (n + 2 units of 2^-23, times the two norms: the classic bound for any
+    order of summation, and the conversion of each side to float32) of the exact one, and so
+    of the rounded float64 cosine, up to the 5e-10 of rounding. Let M be that bound and r_k the
+    depth-th best rounded cosine: fewer than `depth` documents have a float32 score above
+    r_k + M, so the depth-th best float32 score t is at most r_k + M, and every document of
+    the final top (rounded cosine >= r_k) has a float32 score >= r_k - M >= t - 2M. Each
+    question keeps the `depth` best float32 scores seen so far; the smallest is a threshold
+    that only rises, and a document is a candidate when it scores >= threshold - 2M at its
+    block's time: every document of the final top is one.
     """
     n_questions, n = len(batch), len(documents)
     k = min(depth, n)
-    best = np.full((n_questions, k), -np.inf)
+    questions32 = batch.astype(np.float32)
+    margin = 2 * _float32_error(batch, documents)
+    best = np.full((n_questions, k), -np.inf, dtype=np.float32)
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     values: list[np.ndarray] = []
     for start in range(0, n, DOCUMENT_BLOCK):
-        block = np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float64)
-        scores = np.round(batch @ block.T, SCORE_DECIMALS)
-        del block
+        scores = questions32 @ np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float32).T
         filled = start == 0 and scores.shape[1] >= k
         if filled:
             # The first block fills each question's best at once.
             best = -np.partition(-scores, k - 1, axis=1)[:, :k]
-        row, col = np.nonzero(scores >= best.min(axis=1)[:, None])
+        row, col = np.nonzero(scores >= _below(best.min(axis=1), margin)[:, None])
         found = scores[row, col]
         del scores
         rows.append(row)
@@ -93,19 +100,46 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> l
         counts = np.bincount(row, minlength=n_questions)
         width = int(counts.max()) if len(row) else 0
         if width:
-            padded = np.full((n_questions, width), -np.inf)
+            padded = np.full((n_questions, width), -np.inf, dtype=np.float32)
             offsets = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
             padded[row, offsets] = found
             merged = np.concatenate([best, padded], axis=1)
             best = -np.partition(-merged, k - 1, axis=1)[:, :k]
-    kth = best.min(axis=1)
+    threshold = _below(best.min(axis=1), margin)
     row, col, found = np.concatenate(rows), np.concatenate(cols), np.concatenate(values)
-    keep = found >= kth[row]
-    row, col, found = row[keep], col[keep], found[keep]
-    order = np.lexsort((col, -found, row))
-    row, col, found = row[order], col[order].astype(np.int64), found[order]
+    keep = found >= threshold[row]
+    row, col = row[keep], col[keep].astype(np.int64)
+    order = np.lexsort((col, row))
+    row, col = row[order], col[order]
     starts = np.searchsorted(row, np.arange(n_questions + 1))
-    return [Ranking(col[a : min(b, a + k)], found[a : min(b, a + k)]) for a, b in itertools.pairwise(starts)]
+    rankings: list[Ranking] = []
+    for question, (a, b) in enumerate(itertools.pairwise(starts.tolist())):
+        candidates = col[a:b]
+        exact = np.round(np.asarray(documents[candidates], dtype=np.float64) @ batch[question], SCORE_DECIMALS)
+        best_of = top_k(exact, k)
+        rankings.append(Ranking(candidates[best_of.indices], best_of.scores))
+    return rankings
+
+
+def _float32_error(questions: np.ndarray, documents: np.ndarray) -> np.ndarray:
+    """Per question, a bound on |float32 dot product - rounded float64 cosine| over the corpus:
+    (n + 2) x 2^-23 x |q| x max |d| for n dimensions, plus the rounding to SCORE_DECIMALS."""
+    largest = 0.0
+    for start in range(0, len(documents), DOCUMENT_BLOCK):
+        block = np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float64)
+        norms = np.einsum("ij,ij->i", block, block)
+        if len(norms):
+            largest = max(largest, float(np.nanmax(norms, initial=0.0)))
+    unit = (questions.shape[1] + 2) * 2.0**-23
+    return unit * np.linalg.norm(questions, axis=1) * np.sqrt(largest) + 10.0**-SCORE_DECIMALS
+
+
+def _below(values: np.ndarray, margin: np.ndarray) -> np.ndarray:
+    """values - margin as float32, never above the float64 difference (compared with float32
+    scores without a float64 copy of the block)."""
+    exact = values.astype(np.float64) - margin
+    rounded = exact.astype(np.float32)
+    return np.where(rounded > exact, np.nextafter(rounded, np.float32(-np.inf)), rounded)
 
 
 class VectorMethod:

@@ -11,7 +11,7 @@ import numpy as np
 if TYPE_CHECKING:
     from retrieval.data.dataset import Dataset
 
-__all__ = ["Ranking", "RankingError", "rank_of", "ranking_from_ids", "top_k"]
+__all__ = ["Ranking", "RankingError", "rank_of", "ranking_from_ids", "top_k", "top_k_among"]
 
 
 class RankingError(ValueError):
@@ -53,6 +53,27 @@ def top_k(scores: np.ndarray, depth: int | None = None) -> Ranking:
     chosen = np.concatenate([above, tied])
     order = chosen[np.lexsort((chosen, -scores[chosen]))]
     return Ranking(order, scores[order])
+
+
+def top_k_among(scores: np.ndarray, indices: np.ndarray, depth: int) -> Ranking:
+    """top_k over the documents `indices`, in any order, whose scores are `scores`: the same
+    Ranking as top_k over them sorted by index (ties go to the lower index), without sorting
+    them all (a sparse product's columns come unsorted)."""
+    scores, indices = np.asarray(scores), np.asarray(indices, dtype=np.int64)
+    if depth >= len(scores):
+        order = np.lexsort((indices, -scores))
+        return Ranking(indices[order], scores[order])
+    if depth <= 0:
+        return Ranking(np.empty(0, dtype=np.int64), np.empty(0, dtype=scores.dtype))
+    kth = scores[np.argpartition(-scores, depth - 1)[depth - 1]]
+    above = np.flatnonzero(scores > kth)
+    tied = np.flatnonzero(scores == kth)
+    needed = depth - len(above)
+    if len(tied) > needed:  # the tied documents with the lowest indices
+        tied = tied[np.argpartition(indices[tied], needed - 1)[:needed]]
+    chosen = np.concatenate([above, tied])
+    order = chosen[np.lexsort((indices[chosen], -scores[chosen]))]
+    return Ranking(indices[order], scores[order])
 
 
 def ranking_from_ids(ids: Sequence[str], dataset: Dataset, scores: Sequence[float] | None = None) -> Ranking:

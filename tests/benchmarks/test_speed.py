@@ -16,7 +16,8 @@ from bench_data import DEPTH, N_DOCUMENTS, N_QUESTIONS, Workload
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from retrieval.config import load_settings
-from retrieval.data.analyzer import analyze_corpus, analyze_many, forget_documents
+from retrieval.data.analyzer import analyze_many
+from retrieval.data.corpus_terms import analyze_corpus, forget_analyses
 from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.measures.fusion import reciprocal_rank_fusion
@@ -49,7 +50,7 @@ def test_analyzer_synthetic_corpus(benchmark: BenchmarkFixture, workload: Worklo
     texts = [d.content for d in workload.dataset.documents[:5000]]
     benchmark.group = "analyzer"
     # Each round analyses anew, as the first run of a process does (analyze_many keeps terms).
-    result = benchmark.pedantic(analyze_many, args=(texts,), setup=forget_documents, rounds=5)
+    result = benchmark.pedantic(analyze_many, args=(texts,), setup=forget_analyses, rounds=5)
     assert len(result) == len(texts)
     per_second(benchmark, len(texts), "documents")
 
@@ -58,7 +59,7 @@ def test_analyzer_synthetic_corpus_as_term_ids(benchmark: BenchmarkFixture, work
     """What BM25Method indexes: analyze_corpus (term ids), the same 5,000 documents."""
     texts = [d.content for d in workload.dataset.documents[:5000]]
     benchmark.group = "analyzer"
-    result = benchmark.pedantic(analyze_corpus, args=(texts,), setup=forget_documents, rounds=5)
+    result = benchmark.pedantic(analyze_corpus, args=(texts,), setup=forget_analyses, rounds=5)
     assert len(result) == len(texts)
     per_second(benchmark, len(texts), "documents")
 
@@ -66,7 +67,7 @@ def test_analyzer_synthetic_corpus_as_term_ids(benchmark: BenchmarkFixture, work
 def test_analyzer_demo_corpus(benchmark: BenchmarkFixture, demo: Dataset) -> None:
     texts = [d.content for d in demo.documents]
     benchmark.group = "analyzer"
-    benchmark.pedantic(analyze_many, args=(texts,), setup=forget_documents, rounds=50)
+    benchmark.pedantic(analyze_many, args=(texts,), setup=forget_analyses, rounds=50)
     per_second(benchmark, len(texts), "documents")
 
 
@@ -124,7 +125,7 @@ def test_bm25_method_demo_set(benchmark: BenchmarkFixture, demo: Dataset, engine
     method = BM25Method(engine=engine)  # type: ignore[arg-type]
     context = Context(dataset=demo, depth=DEPTH)
     benchmark.group = "bm25 method, demo set"
-    rankings = benchmark.pedantic(method.rank, args=(context,), setup=forget_documents, rounds=30)
+    rankings = benchmark.pedantic(method.rank, args=(context,), setup=forget_analyses, rounds=30)
     assert len(rankings) == len(demo.questions)
 
 

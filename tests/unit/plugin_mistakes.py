@@ -39,6 +39,25 @@ class OutOfCorpus(TooFew):
         return [Ranking(np.array([10_000]), np.array([1.0])) for _ in context.dataset.questions]
 
 
+class TwiceInOne(TooFew):
+    """Each question ranks document 3 once (fine: every question may rank it), except the
+    second question, which ranks it twice."""
+
+    name = "twice-in-one"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        once = Ranking(np.array([3, 4]), np.array([2.0, 1.0]))
+        twice = Ranking(np.array([3, 3]), np.array([2.0, 1.0]))
+        return [twice if i == 1 else once for i in range(len(context.dataset.questions))]
+
+
+class FloatIndices(TooFew):
+    name = "float-indices"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        return [Ranking(np.array([1.5]), np.array([1.0])) for _ in context.dataset.questions]
+
+
 class UnknownId(TooFew):
     """An engine whose index holds a document the evaluated corpus does not."""
 

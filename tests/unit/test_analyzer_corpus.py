@@ -10,13 +10,13 @@ import pytest
 from demo_fixture import demo_dataset
 from test_analyzer_fast_path import french_texts, plain_analyze, random_texts
 
-from retrieval.data import analyzer
-from retrieval.data.analyzer import AnalysedCorpus, analyze_corpus, forget_documents
+from retrieval.data import corpus_terms
+from retrieval.data.corpus_terms import AnalysedCorpus, analyze_corpus, forget_analyses
 
 
 def assert_same_as_analyze(texts: list[str]) -> None:
     expected = [plain_analyze(t) for t in texts]
-    forget_documents()
+    forget_analyses()
     corpus = analyze_corpus(texts)
     assert corpus.documents() == expected
     reference = AnalysedCorpus.from_terms(expected)
@@ -29,12 +29,12 @@ def assert_same_as_analyze(texts: list[str]) -> None:
 @pytest.fixture(autouse=True)
 def batches_even_for_small_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
     # The tests' corpora are small: without this they would take analyze_many's path.
-    monkeypatch.setattr(analyzer, "_SMALL_CORPUS", 0)
+    monkeypatch.setattr(corpus_terms, "_SMALL_CORPUS", 0)
 
 
 @pytest.fixture(params=[1, 7, 8192], ids=["batch1", "batch7", "batch8192"])
 def batch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(analyzer, "_CORPUS_BATCH", request.param)
+    monkeypatch.setattr(corpus_terms, "_CORPUS_BATCH", request.param)
     return int(request.param)
 
 
@@ -60,37 +60,37 @@ def test_identifiers_across_chunks_and_inside_them() -> None:
 
 
 def test_bounded_chunk_caches(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(analyzer, "_CORPUS_BATCH", 5)
-    monkeypatch.setattr(analyzer, "_MANY_CHUNKS_LIMIT", 10)
+    monkeypatch.setattr(corpus_terms, "_CORPUS_BATCH", 5)
+    monkeypatch.setattr(corpus_terms, "_CHUNKS_LIMIT", 10)
     assert_same_as_analyze(french_texts(60, seed=4) + random_texts(60, seed=5))
 
 
 def test_a_corpus_is_kept_read_only_and_forgotten_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(analyzer, "_CORPORA", {})
+    monkeypatch.setattr(corpus_terms, "_CORPORA", {})
     texts = french_texts(20, seed=6)
     first = analyze_corpus(texts)
     assert analyze_corpus(iter(texts)) is first
     with pytest.raises(ValueError, match="read-only"):
         first.ids[0] = 1
-    forget_documents()
+    forget_analyses()
     assert analyze_corpus(texts) is not first
 
 
 def test_only_corpora_within_the_bound_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(analyzer, "_CORPORA", {})
-    monkeypatch.setattr(analyzer, "_CORPORA_LIMIT", 5)
+    monkeypatch.setattr(corpus_terms, "_CORPORA", {})
+    monkeypatch.setattr(corpus_terms, "_CORPORA_LIMIT", 5)
     analyze_corpus(["erreur de sauvegarde"])
-    assert len(analyzer._CORPORA) == 1
+    assert len(corpus_terms._CORPORA) == 1
     analyze_corpus(["une erreur de sauvegarde du serveur pendant la mise à jour du système"])
-    assert len(analyzer._CORPORA) == 1  # too large to keep: the first one stays
+    assert len(corpus_terms._CORPORA) == 1  # too large to keep: the first one stays
     analyze_corpus(["serveur arrêté", "réseau", "nœud"])  # 2 + 4 terms > 5
-    assert list(analyzer._CORPORA) == [("serveur arrêté", "réseau", "nœud")]  # the bound emptied the others
+    assert list(corpus_terms._CORPORA) == [("serveur arrêté", "réseau", "nœud")]  # the bound emptied the others
 
 
 def test_a_large_corpus_is_streamed_and_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(analyzer, "_CORPORA", {})
-    monkeypatch.setattr(analyzer, "_CORPORA_TEXTS", 3)
-    monkeypatch.setattr(analyzer, "_CORPUS_BATCH", 2)
+    monkeypatch.setattr(corpus_terms, "_CORPORA", {})
+    monkeypatch.setattr(corpus_terms, "_CORPORA_TEXTS", 3)
+    monkeypatch.setattr(corpus_terms, "_CORPUS_BATCH", 2)
     texts = french_texts(7, seed=8)
     read: list[int] = []
 
@@ -100,14 +100,14 @@ def test_a_large_corpus_is_streamed_and_not_kept(monkeypatch: pytest.MonkeyPatch
             yield text
 
     assert analyze_corpus(contents()).documents() == [plain_analyze(t) for t in texts]
-    assert read == list(range(7)) and analyzer._CORPORA == {}
+    assert read == list(range(7)) and corpus_terms._CORPORA == {}
 
 
 def test_a_small_corpus_takes_analyze_many_s_path_with_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = french_texts(40, seed=9) + random_texts(40, seed=9)
     batched = analyze_corpus(texts)
-    forget_documents()
-    monkeypatch.setattr(analyzer, "_SMALL_CORPUS", 256)
+    forget_analyses()
+    monkeypatch.setattr(corpus_terms, "_SMALL_CORPUS", 256)
     small = analyze_corpus(texts)
     assert small.vocabulary == batched.vocabulary
     np.testing.assert_array_equal(small.ids, batched.ids)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from test_bm25_engines import random_dataset
 
-from retrieval.data.analyzer import AnalysedCorpus, analyze, analyze_corpus
+from retrieval.data.analyzer import analyze
+from retrieval.data.corpus_terms import AnalysedCorpus, analyze_corpus
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.support.bm25_engine import RankBM25Index, SparseBM25Index, corpus_statistics, merge_statistics

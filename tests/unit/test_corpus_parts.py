@@ -3,17 +3,20 @@ bit for bit, and BM25 ranks from it the same documents with the same scores."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_analyzer_fast_path import french_texts
 
-from retrieval.data import analyzer, corpus_parts
-from retrieval.data.analyzer import AnalysedCorpus, analyze_corpus, forget_documents
-from retrieval.data.corpus_parts import analyze_documents, merge_parts
-from retrieval.data.dataset import Dataset, Document, Question
+from retrieval.data import corpus_parts, corpus_terms
+from retrieval.data.corpus_parts import PendingAnalysis, analyze_documents, merge_parts
+from retrieval.data.corpus_terms import AnalysedCorpus, AnalysisState, analyze_corpus, forget_analyses
+from retrieval.data.dataset import Dataset, Document, Question, _Documents, corpus_fingerprint
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 
@@ -36,49 +39,132 @@ def _assert_identical(got: AnalysedCorpus, expected: AnalysedCorpus) -> None:
     assert not got.ids.flags.writeable and not got.lengths.flags.writeable
 
 
-_ANALYSE_RANGE = corpus_parts._analyse_range
+_ANALYZE_CORPUS = corpus_parts.analyze_corpus
 _PIDS: dict[str, Path] = {}
 
 
-def _recording_range(start: int, stop: int) -> AnalysedCorpus:
-    """_analyse_range that writes the pid of the process it ran in (module level: a worker finds it by name)."""
-    (_PIDS["folder"] / f"{start}.pid").write_text(str(os.getpid()))
-    return _ANALYSE_RANGE(start, stop)
+def _recording_analysis(texts: Iterable[str], state: AnalysisState | None = None) -> AnalysedCorpus:
+    """analyze_corpus that writes the pid of the process it ran in, one file per part (module
+    level: a forked worker finds it by name)."""
+    corpus = _ANALYZE_CORPUS(texts, state)
+    (_PIDS["folder"] / f"{os.getpid()}-{time.monotonic_ns()}.pid").write_text(str(os.getpid()))
+    return corpus
 
 
 @pytest.fixture(autouse=True)
 def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Parts of 40 documents and the batch pipeline for them, so that small corpora are split.
-    monkeypatch.setattr(corpus_parts, "PART_DOCUMENTS", 40)
-    monkeypatch.setattr(analyzer, "_SMALL_CORPUS", 0)
-    monkeypatch.setattr(analyzer, "_CORPUS_BATCH", 16)
+    # Corpora of 80 documents and more are split, in parts of at least 10, and analysed by the
+    # batch pipeline, so that small corpora take the paths a large one takes.
+    monkeypatch.setattr(corpus_parts, "START_DOCUMENTS", 80)
+    monkeypatch.setattr(corpus_parts, "PART_DOCUMENTS", 10)
+    monkeypatch.setattr(corpus_terms, "_SMALL_CORPUS", 0)
+    monkeypatch.setattr(corpus_terms, "_CORPUS_BATCH", 16)
 
 
 @pytest.mark.parametrize("processes", [2, 3])
 def test_parts_in_processes_equal_one_analysis(processes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     documents = _documents(170, seed=3)
-    forget_documents()
+    forget_analyses()
     expected = analyze_corpus(d.content for d in documents)
-    # The parts after the first run in other processes (each writes its pid).
-    monkeypatch.setattr(corpus_parts, "_analyse_range", _recording_range)
+    monkeypatch.setattr(corpus_parts, "analyze_corpus", _recording_analysis)
     monkeypatch.setitem(_PIDS, "folder", tmp_path)
-    forget_documents()
+    forget_analyses()
     got = analyze_documents(documents, processes=processes)
     _assert_identical(got, expected)
-    pids = {int(p.read_text()) for p in tmp_path.glob("*.pid")}
-    assert len(list(tmp_path.glob("*.pid"))) == processes
-    assert os.getpid() in pids and len(pids) >= 2
-    assert corpus_parts._FORKED == ()
+    pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+    # Every part analysed once, in this process and at least one worker.
+    assert len(pids) == len(corpus_parts.part_bounds(len(documents), processes)) - 1
+    assert os.getpid() in pids and len(set(pids)) >= 2
+    assert corpus_parts._FORKED is None
+
+
+def test_parts_shrink_to_the_end_and_cover_the_corpus() -> None:
+    bounds = corpus_parts.part_bounds(1000, 2)
+    sizes = [b - a for a, b in itertools.pairwise(bounds)]
+    assert bounds[0] == 0 and bounds[-1] == 1000
+    assert sizes[:6] == [250, 187, 140, 105, 79, 59]
+    assert sizes == sorted(sizes, reverse=True) and min(sizes[:-1]) == 10 and 0 < sizes[-1] <= 10
 
 
 def test_small_corpus_stays_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    documents = _documents(79, seed=4)  # one part of 40 at most: no worker
+    documents = _documents(79, seed=4)  # under START_DOCUMENTS: no worker
 
-    def forbidden(start: int, stop: int) -> AnalysedCorpus:
+    def forbidden(*args: object) -> PendingAnalysis:
         raise AssertionError("a worker was started for a small corpus")
 
-    monkeypatch.setattr(corpus_parts, "_analyse_range", forbidden)
+    monkeypatch.setattr(corpus_parts, "PendingAnalysis", forbidden)
+    assert corpus_parts.start_analysis(documents, processes=2) is None
     _assert_identical(analyze_documents(documents, processes=2), analyze_corpus(d.content for d in documents))
+
+
+def test_one_process_or_an_analysed_corpus_starts_no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A loaded corpus carries its fingerprint: it is remembered by it.
+    documents = _Documents(_documents(120, seed=6))
+    documents.corpus_fingerprint = corpus_fingerprint(tuple(documents))
+    assert corpus_parts.start_analysis(documents, processes=1) is None
+    forget_analyses()
+    first = analyze_documents(documents, processes=2)
+    # Remembered: the next start has nothing to do, and the next analysis is the same object.
+    assert corpus_parts.start_analysis(documents, processes=2) is None
+    assert analyze_documents(documents, processes=2) is first
+    # A plain sequence of the same documents is not remembered: its workers start.
+    pending = corpus_parts.start_analysis(tuple(documents), processes=2)
+    assert pending is not None
+    _assert_identical(analyze_documents(tuple(documents), pending=pending), first)
+
+
+def _all_ended(pids: list[int | None], seconds: float = 30.0) -> bool:
+    """Whether every process has exited (gone, or a zombie the pool has yet to reap), waiting up
+    to `seconds`: the pool's own thread reaps them, so they are watched in /proc, not joined."""
+
+    def ended(pid: int | None) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return True
+        return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+    deadline = time.monotonic() + seconds
+    while not all(map(ended, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return all(map(ended, pids))
+
+
+def test_started_early_the_analysis_is_the_same_and_closing_ends_the_workers() -> None:
+    documents = _documents(150, seed=7)
+    forget_analyses()
+    expected = analyze_corpus(d.content for d in documents)
+    forget_analyses()
+    pending = corpus_parts.start_analysis(documents, processes=2)
+    assert pending is not None
+    workers = [w.pid for w in pending._pool._processes.values()]
+    _assert_identical(analyze_documents(documents, pending=pending), expected)
+    assert _all_ended(workers)
+    # Closed without a result (the run failed first): no part left to take, the workers end.
+    forget_analyses()
+    abandoned = corpus_parts.start_analysis(documents, processes=2)
+    assert abandoned is not None
+    workers = [w.pid for w in abandoned._pool._processes.values()]
+    abandoned.close()
+    assert abandoned._counter.value == len(abandoned.bounds) - 1
+    assert _all_ended(workers)
+
+
+def test_blas_threads_are_limited_while_workers_run_and_restored_after() -> None:
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before = blas_threads()
+    documents = _documents(150, seed=8)
+    forget_analyses()
+    pending = corpus_parts.start_analysis(documents, processes=2)
+    assert pending is not None
+    during = blas_threads()
+    pending.result()
+    assert blas_threads() == before
+    assert during == [max(1, corpus_parts._cpus() - 1)] * len(before)
 
 
 def test_merge_numbers_terms_in_order_of_first_appearance() -> None:
@@ -101,12 +187,18 @@ def test_bm25_rankings_and_scores_are_the_same(monkeypatch: pytest.MonkeyPatch) 
         Question(f"q{j}", " ".join(documents[j * 9].text.split()[:6]), "t", (documents[j * 9].id,)) for j in range(12)
     )
     dataset = Dataset("parts", documents, questions, "sha256:test")
-    forget_documents()
+    forget_analyses()
     monkeypatch.setattr(corpus_parts, "_cpus", lambda: 2)
-    parallel = BM25Method().rank(Context(dataset=dataset, depth=50))
-    forget_documents()
+    context = Context(dataset=dataset, depth=50)
+    method = BM25Method()
+    stop = method.prepare(context)  # as the evaluator does: workers start, rank joins in
+    assert stop is not None
+    parallel = method.rank(context)
+    stop()
+    forget_analyses()
     monkeypatch.setattr(corpus_parts, "_cpus", lambda: 1)
-    single = BM25Method().rank(Context(dataset=dataset, depth=50))
+    assert BM25Method().prepare(context) is None
+    single = BM25Method().rank(context)
     assert [r.indices.tolist() for r in parallel] == [r.indices.tolist() for r in single]
     assert [r.scores.tobytes() for r in parallel] == [r.scores.tobytes() for r in single]
     assert any(len(r.indices) for r in single)

@@ -81,6 +81,16 @@ def test_a_plugin_mistake_is_one_line_naming_the_spec(spec: str, message: str) -
             "question q01: indices point into context.dataset.documents.",
         ),
         (
+            "plugin_mistakes:TwiceInOne",
+            "method 'twice-in-one' ranked an index outside the corpus (0..63) or the same document twice for "
+            "question q02: indices point into context.dataset.documents.",
+        ),
+        (
+            "plugin_mistakes:FloatIndices",
+            "method 'float-indices' ranked float64 indices for question q01: indices are integers that point "
+            "into context.dataset.documents.",
+        ),
+        (
             "plugin_mistakes:UnknownId",
             "method 'unknown-id': the engine returned 1 id(s) that dataset 'demo' does not hold ('prod-only'): "
             "leaving them out would raise the figures, so index the evaluated corpus, or export the engine's "

@@ -65,3 +65,35 @@ def test_nan_vectors_are_left_out_as_in_one_block(monkeypatch: pytest.MonkeyPatc
         np.testing.assert_array_equal(a.indices, b.indices)
         np.testing.assert_array_equal(a.scores, b.scores)
     assert len(got[0]) == 0 and len(got[1]) == 15 and not {2, 40} & set(got[1].indices.tolist())
+
+
+def clustered_near_ties(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per question, 400 unit documents at cosine 0.5 to within float32's rounding of their
+    components (their float64 cosines spread over ~1e-7, as does float32's error) among 1,000
+    others: a depth of 300 cuts through every cluster, where float32 alone would choose by its noise."""
+    rng = np.random.default_rng(seed)
+    dims, per_cluster = 384, 400
+    questions = rng.standard_normal((3, dims))
+    questions /= np.linalg.norm(questions, axis=1, keepdims=True)
+    parts = [rng.standard_normal((1000, dims))]
+    for q in questions:
+        noise = rng.standard_normal((per_cluster, dims))
+        noise -= np.outer(noise @ q, q)  # orthogonal to the question
+        noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+        parts.append(0.5 * q + np.sqrt(0.75) * noise)
+    documents = np.concatenate(parts)
+    documents /= np.linalg.norm(documents, axis=1, keepdims=True)
+    return questions.astype(np.float32), rng.permutation(documents).astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_float32_candidates_miss_no_document_of_the_float64_top(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    questions, documents = clustered_near_ties(seed)
+    expected = cosine_rankings(questions, documents, 300)  # one block: every product in float64
+    monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 128)
+    got = cosine_rankings(questions, documents, 300)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.scores, b.scores)
+    # The depth cuts through each cluster: its last 100 documents are within float32's error.
+    assert all(r.scores[-100] - r.scores[-1] < 1e-6 for r in expected)

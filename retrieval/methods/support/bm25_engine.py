@@ -46,8 +46,8 @@ import numpy as np
 import scipy.sparse as sp
 from rank_bm25 import BM25Plus
 
-from retrieval.data.analyzer import AnalysedCorpus
-from retrieval.run.ranking import Ranking, top_k
+from retrieval.data.corpus_terms import AnalysedCorpus
+from retrieval.run.ranking import Ranking, top_k, top_k_among
 
 __all__ = [
     "DELTA",
@@ -276,17 +276,15 @@ class SparseBM25Index:
         them, from the sparse product alone: no dense question x document block (at a
         million documents, 128 questions would take a GiB)."""
         counts, constants = self._query_matrix(queries)
+        # Columns stay in the product's order (sorting them cost as much as the product):
+        # top_k_among breaks ties by document index whatever the order.
         product = (counts @ self.weights).tocsr()
-        product.sort_indices()
         rankings: list[Ranking] = []
         for row in range(len(queries)):
             lo, hi = product.indptr[row], product.indptr[row + 1]
-            values, found = product.data[lo:hi], product.indices[lo:hi].astype(np.int64)
+            values, found = product.data[lo:hi], product.indices[lo:hi]
             keep = values > 0
-            scores = round_scores(values[keep] + constants[row])
-            found = found[keep]
-            best = top_k(scores, depth)
-            rankings.append(Ranking(found[best.indices], best.scores))
+            rankings.append(top_k_among(round_scores(values[keep] + constants[row]), found[keep], depth))
         return rankings
 
 

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval.data.analyzer import AnalysedCorpus, analyze, analyze_corpus
+from retrieval.data.analyzer import analyze
+from retrieval.data.corpus_terms import AnalysedCorpus, analyze_corpus
 from retrieval.methods.support.bm25_engine import (
     QUESTION_BATCH,
     BM25Statistics,
