@@ -5,8 +5,10 @@
 PROJECT is a project folder with its recordings, such as the one `benchmarks/scale.py --project
 kb100kv --fixture-embeddings URL` writes and `pytest --record --update-baseline` records
 (docs/performance.md says how). Each round runs `python -m pytest -q -p no:cacheprovider` in
-it, in a new process, and prints wall seconds, CPU seconds (the pytest process and every
-process it started: BM25's analysis workers are forked by it) and the peak resident memory
+it, in a new process (with --cold, after removing the project's cache of BM25's analysed corpus,
+`.cache/bm25-analysis`, as on a CI runner without a restored cache), and prints wall seconds,
+CPU seconds (the pytest process and every process it started: BM25's analysis workers are
+forked by it) and the peak resident memory
 of the largest of those processes, with the machine's calibration figure before and after
 (`sum(range(3*10**7))`, about 0.35 s on an idle machine of this kind: other jobs on shared
 cores inflate wall times). A gate that fails is reported and ends the run with status 1.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -59,13 +62,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("project", type=Path)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cold", action="store_true", help="remove .cache/bm25-analysis before each round")
     args = parser.parse_args()
     if not (args.project / "baselines").is_dir():
         raise SystemExit(f"{args.project}: no baselines/ folder. Record the project first (see the docstring).")
     print(f"calibration before: {calibration():.2f} s")
+    print(f"{'cold' if args.cold else 'warm'} rounds")
     print("| round | wall s | CPU s | peak RSS MiB |\n| ---: | ---: | ---: | ---: |")
     summary = ""
     for number in range(1, args.rounds + 1):
+        if args.cold:
+            shutil.rmtree(args.project / ".cache" / "bm25-analysis", ignore_errors=True)
         wall, cpu, peak, summary = one_round(args.project)
         print(f"| {number} | {wall:.2f} | {cpu:.2f} | {peak:,.0f} |", flush=True)
     print(f"calibration after: {calibration():.2f} s")

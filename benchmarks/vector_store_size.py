@@ -7,7 +7,8 @@
 - the growth of a re-recording after 1 % of the documents changed (a new segment of their
   vectors and the manifest), and a check that no existing file was modified;
 - with --demo: the demo's figures and top 10s replayed from the committed store in float32 and
-  float16 (vector_precision), the methods that read vectors.
+  float16 (vector_precision), the methods that read vectors; with --project PATH, the same for
+  a recorded project (benchmarks/manpages_fr.py builds a held-out-sized one).
 
 Vectors are seeded random numbers (their values do not change the bytes); the demo's are its
 committed recording. Writes only under a temporary folder of its own, removed at the end.
@@ -85,13 +86,15 @@ def growth(documents: int, work: Path) -> None:
     )
 
 
-def demo() -> None:
+def precision_figures(root: Path) -> None:
+    """The figures and top 10s of a project's recording (this repository's: the demo), replayed
+    with its vectors as stored (float32) and rounded to float16."""
     from retrieval.config import load_settings
     from retrieval.data.dataset import load_dataset
     from retrieval.evaluation.evaluate import evaluate
     from retrieval.measures.metrics import score_run
 
-    settings = load_settings(ROOT, environ={})
+    settings = load_settings(root, environ={})
     dataset = load_dataset(settings.dataset)
     methods = ["vector", "hybrid"]
     runs = {
@@ -99,7 +102,7 @@ def demo() -> None:
         for p in ("float32", "float16")
     }
     scores = {p: score_run(run, settings.k) for p, run in runs.items()}
-    print(f"\ndemo ({len(dataset.documents)} documents, {len(dataset.questions)} questions), replay:")
+    print(f"\n{dataset.name} ({len(dataset.documents):,} documents, {len(dataset.questions):,} questions), replay:")
     print("| method | figure | float32 | float16 |")
     print("|---|---|---:|---:|")
     for method in methods:
@@ -117,12 +120,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--documents", type=int, default=10_000)
     parser.add_argument("--demo", action="store_true", help="also the demo's figures in float32 and float16")
+    parser.add_argument("--project", type=Path, help="also this recorded project's figures in float32 and float16")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vector-store-size-", dir=os.environ.get("TMPDIR")) as work:
         sizes(args.documents, Path(work))
         growth(args.documents, Path(work))
     if args.demo:
-        demo()
+        precision_figures(ROOT)
+    if args.project:
+        precision_figures(args.project.resolve())
 
 
 if __name__ == "__main__":

@@ -25,11 +25,13 @@ import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from retrieval.data.analysis_cache import load_analysis, store_analysis
 from retrieval.data.corpus_terms import (
     AnalysedCorpus,
     AnalysisState,
@@ -162,42 +164,64 @@ class PendingAnalysis:
         self._blas.restore_original_limits()
 
 
-def start_analysis(documents: Sequence[Document], processes: int | None = None) -> PendingAnalysis | None:
+def start_analysis(
+    documents: Sequence[Document], processes: int | None = None, cache: str | Path | None = None
+) -> PendingAnalysis | None:
     """Start analysing the documents' contents in forked workers, in up to `processes` (default:
     the CPUs this process may use) processes counting this one, which joins in at `result()`.
     None when the corpus is too small to split, with one process, without fork, or already
-    analysed in this process: analyze_documents then analyses or finds it here."""
+    analysed (in this process, or in the `cache` folder): analyze_documents then finds or
+    analyses it here."""
     cpus = _cpus()
     workers = (cpus if processes is None else processes) - 1
     if workers < 1 or len(documents) < START_DOCUMENTS or "fork" not in multiprocessing.get_all_start_methods():
         return None
-    if remembered_corpus(_key(documents)) is not None:
-        return None  # analysed already in this process (a recording runs the methods twice)
+    if _known(documents, cache) is not None:
+        return None  # analysed already (by an earlier run, or in this process: a recording runs twice)
     return PendingAnalysis(documents, workers, cpus)
 
 
-def _key(documents: Sequence[Document]) -> str | None:
+def _fingerprint(documents: Sequence[Document]) -> str | None:
     """What a loaded corpus is remembered by: its fingerprint (ids, titles, texts), which it
     carries (retrieval.data.dataset); None for other sequences, which are not remembered."""
     fingerprint = getattr(documents, "corpus_fingerprint", None)
-    return f"corpus {fingerprint}" if isinstance(fingerprint, str) else None
+    return fingerprint if isinstance(fingerprint, str) else None
+
+
+def _known(documents: Sequence[Document], cache: str | Path | None) -> AnalysedCorpus | None:
+    """The corpus's analysis if this process or the cache folder has it (then remembered here)."""
+    fingerprint = _fingerprint(documents)
+    if fingerprint is None:
+        return None
+    known = remembered_corpus(f"corpus {fingerprint}")
+    if known is None and cache is not None:
+        known = load_analysis(cache, fingerprint)
+        if known is not None:
+            remember_corpus(f"corpus {fingerprint}", known)
+    return known
 
 
 def analyze_documents(
-    documents: Sequence[Document], processes: int | None = None, pending: PendingAnalysis | None = None
+    documents: Sequence[Document],
+    processes: int | None = None,
+    pending: PendingAnalysis | None = None,
+    cache: str | Path | None = None,
 ) -> AnalysedCorpus:
     """analyze_corpus over the documents' contents: the result of `pending` (start_analysis over
     these documents) when given, else in parts now when the corpus is large enough (start_analysis).
-    A loaded corpus is remembered by its fingerprint, so a recording's second run of the methods
-    does not analyse it again."""
-    key = _key(documents)
-    known = remembered_corpus(key)
+    A loaded corpus is remembered by its fingerprint, in this process and, with `cache`, in that
+    folder (retrieval.data.analysis_cache), so neither a recording's second run of the methods
+    nor the next gate analyses it again."""
+    known = _known(documents, cache)
     if known is not None:
         if pending is not None:
             pending.close()
         return known
     pending = pending or start_analysis(documents, processes)
     corpus = pending.result() if pending is not None else analyze_corpus(d.content for d in documents)
-    if key is not None:
-        remember_corpus(key, corpus)
+    fingerprint = _fingerprint(documents)
+    if fingerprint is not None:
+        remember_corpus(f"corpus {fingerprint}", corpus)
+        if cache is not None:
+            store_analysis(cache, fingerprint, corpus)
     return corpus

@@ -374,6 +374,13 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _HASH_BLOCK = 4096
 
 
+def _needs_no_escape(text: str) -> bool:
+    """Whether json's string encoder would write `text` as is between quotes: it escapes only
+    `"`, backslash and the control characters below U+0020 (which are not printable; a text with
+    another unprintable character merely takes the encoder's path). C scans, no copy."""
+    return text.isprintable() and '"' not in text and "\\" not in text
+
+
 def _hash_documents(digest: Any, documents: Iterable[Document]) -> None:
     """Feed `digest` what `json.dumps([id, title, text], ensure_ascii=False).encode()` gives for each
     document, in order: the same bytes (a digest of the concatenation is the digest of the updates),
@@ -381,9 +388,13 @@ def _hash_documents(digest: Any, documents: Iterable[Document]) -> None:
     block: list[str] = []
     for doc in documents:
         if type(doc.id) is str and type(doc.title) is str and type(doc.text) is str:
-            block.append(
-                f"[{encode_basestring(doc.id)}, {encode_basestring(doc.title)}, {encode_basestring(doc.text)}]"
-            )
+            fields = (doc.id, doc.title, doc.text)
+            if all(map(_needs_no_escape, fields)):
+                block.append(f'["{doc.id}", "{doc.title}", "{doc.text}"]')
+            else:
+                block.append(
+                    f"[{encode_basestring(doc.id)}, {encode_basestring(doc.title)}, {encode_basestring(doc.text)}]"
+                )
         else:  # not strings (a Document built by hand): json.dumps decides how they are written
             block.append(json.dumps([doc.id, doc.title, doc.text], ensure_ascii=False))
         if len(block) == _HASH_BLOCK:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from retrieval.config import Settings
 from retrieval.data.analyzer import analyze
@@ -15,7 +16,10 @@ from retrieval.methods.support.bm25_engine import ENGINES, K1, QUESTION_BATCH, B
 from retrieval.methods.support.sharding import ShardedSearch
 from retrieval.run.ranking import Ranking
 
-__all__ = ["BM25Method", "factory"]
+__all__ = ["CACHED_DOCUMENTS", "BM25Method", "factory"]
+
+# From this many documents, the analysed corpus is kept in the project's cache folder.
+CACHED_DOCUMENTS = 10_000
 
 
 class BM25Method:
@@ -30,7 +34,9 @@ class BM25Method:
     requires: tuple[str, ...] = ()
     needs_vectors = False
 
-    def __init__(self, k1: float = K1, b: float = B, engine: Engine = "sparse") -> None:
+    def __init__(
+        self, k1: float = K1, b: float = B, engine: Engine = "sparse", analysis_cache: str | Path | None = None
+    ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown BM25 engine {engine!r}: use one of {', '.join(ENGINES)}")
         if not (math.isfinite(k1) and k1 >= 0):
@@ -38,6 +44,8 @@ class BM25Method:
         if not 0 <= b <= 1:
             raise ValueError(f"BM25 b must be a number from 0 to 1, got {b!r}")
         self.k1, self.b, self.engine = k1, b, engine
+        # Where a large corpus's analysis is kept between runs (retrieval.data.analysis_cache).
+        self.analysis_cache = analysis_cache
         self._pending: tuple[object, PendingAnalysis] | None = None
 
     @property
@@ -53,7 +61,7 @@ class BM25Method:
     def prepare(self, context: Context) -> Callable[[], None] | None:
         """Start analysing a large corpus in worker processes while the other methods rank
         (retrieval.data.corpus_parts); `rank` joins in. Returns what stops the workers."""
-        pending = start_analysis(context.dataset.documents)
+        pending = start_analysis(context.dataset.documents, cache=self._cache_for(context))
         if pending is None:
             return None
         self._pending = (context.dataset.documents, pending)
@@ -76,12 +84,17 @@ class BM25Method:
                 pending = started[1]
             else:  # prepared for another corpus: not this one's analysis
                 started[1].close()
-        index = self.build_index(analyze_documents(context.dataset.documents, pending=pending))
+        corpus = analyze_documents(context.dataset.documents, pending=pending, cache=self._cache_for(context))
+        index = self.build_index(corpus)
         queries = [analyze(q.text) for q in context.dataset.questions]
         rankings: list[Ranking] = []
         for start in range(0, len(queries), QUESTION_BATCH):
             rankings.extend(index.rankings(queries[start : start + QUESTION_BATCH], context.depth))
         return rankings
+
+    def _cache_for(self, context: Context) -> str | Path | None:
+        # A small corpus is analysed faster than its cache entry would be written and read.
+        return self.analysis_cache if len(context.dataset.documents) >= CACHED_DOCUMENTS else None
 
     def sharding(self) -> ShardedSearch:
         """The same scores split by corpus shard, for a cluster executor (retrieval.methods.support.sharding)."""
@@ -92,4 +105,4 @@ class BM25Method:
 
 def factory(settings: Settings, *, replay: bool = False) -> BM25Method:
     """The built-in bm25 method (in-process: it always runs for real, in every mode)."""
-    return BM25Method(k1=settings.bm25_k1, b=settings.bm25_b)
+    return BM25Method(k1=settings.bm25_k1, b=settings.bm25_b, analysis_cache=Path(settings.cache) / "bm25-analysis")
