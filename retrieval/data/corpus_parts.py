@@ -21,6 +21,7 @@ fork is unavailable, the corpus is analysed in this process.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from collections.abc import Sequence
@@ -133,9 +134,6 @@ class PendingAnalysis:
         self.documents = documents
         self.bounds = part_bounds(len(documents), workers + 1)
         self._counter = context.Value("i", 0)
-        # The workers take `workers` CPUs: BLAS here (the vector search meanwhile) gets the rest,
-        # as more BLAS threads than free cores spin and slow both.
-        self._blas = threadpool_limits(limits=max(1, cpus - workers), user_api="blas")
         _FORKED = (documents, self.bounds, self._counter)
         try:
             # With fork, the pool starts all its processes at the first submit: they inherit _FORKED.
@@ -145,15 +143,25 @@ class PendingAnalysis:
             ]
         finally:
             _FORKED = None
+        # The workers take `workers` CPUs: BLAS here (the vector search meanwhile) gets the rest,
+        # as more BLAS threads than free cores spin and slow both.
+        self._blas = threadpool_limits(limits=max(1, cpus - workers), user_api="blas")
 
     def result(self) -> AnalysedCorpus:
-        """The AnalysedCorpus of the whole corpus, as analyze_corpus gives it."""
+        """The AnalysedCorpus of the whole corpus, as analyze_corpus gives it. The parts of a
+        worker that died (killed for memory, say) are analysed here: its error is not the run's."""
         try:
             parts = _take_parts(self.documents, self.bounds, self._counter)
             for future in self._futures:
-                parts.update(future.result())
+                with contextlib.suppress(Exception):
+                    parts.update(future.result())
         finally:
             self.close()
+        state = AnalysisState()
+        for k in range(len(self.bounds) - 1):
+            if k not in parts:
+                texts = (self.documents[i].content for i in range(self.bounds[k], self.bounds[k + 1]))
+                parts[k] = analyze_corpus(texts, state)
         return merge_parts([parts[k] for k in range(len(self.bounds) - 1)])
 
     def close(self) -> None:

@@ -150,6 +150,28 @@ def test_started_early_the_analysis_is_the_same_and_closing_ends_the_workers() -
     assert _all_ended(workers)
 
 
+def _dies() -> dict[int, AnalysedCorpus]:
+    """A worker that takes a part and is killed (out of memory, say) before it sends anything."""
+    assert corpus_parts._FORKED is not None
+    counter = corpus_parts._FORKED[2]
+    with counter.get_lock():
+        counter.value += 1
+    os._exit(3)
+
+
+def test_parts_of_a_worker_that_died_are_analysed_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    documents = _documents(150, seed=9)
+    forget_analyses()
+    expected = analyze_corpus(d.content for d in documents)
+    monkeypatch.setattr(corpus_parts, "_worker", _dies)
+    forget_analyses()
+    pending = corpus_parts.start_analysis(documents, processes=2)
+    assert pending is not None
+    pending._futures[0].exception(timeout=30)  # the worker died: part 0 was taken, never sent
+    assert pending._counter.value == 1
+    _assert_identical(analyze_documents(documents, pending=pending), expected)
+
+
 def test_blas_threads_are_limited_while_workers_run_and_restored_after() -> None:
     from threadpoolctl import threadpool_info
 
