@@ -170,7 +170,7 @@ def _kept(chosen: Plan, settings: Settings) -> dict[str, int]:
 
 def _results(context: Context, chosen: Plan, kept: dict[str, int], k: int) -> list[QuestionResult]:
     ids = context.dataset.doc_ids
-    position = {doc_id: i for i, doc_id in enumerate(ids)}
+    position = context.dataset.positions
     results = []
     for qi, question in enumerate(context.dataset.questions):
         per_method = {}
@@ -179,8 +179,8 @@ def _results(context: Context, chosen: Plan, kept: dict[str, int], k: int) -> li
             keep = kept[name]
             top = ranking.indices[:keep]
             per_method[name] = MethodResult(
-                ids=[ids[i] for i in top],
-                scores=[float(s) for s in ranking.scores[:keep]],
+                ids=[ids[i] for i in np.asarray(top).tolist()],
+                scores=np.asarray(ranking.scores[:keep], dtype=np.float64).tolist(),
                 relevant_ranks={d: rank_of(ranking, position[d]) for d in question.relevant},
                 status=ranking.status,
                 retrieved=len(ranking),
