@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
@@ -137,10 +138,15 @@ class PendingAnalysis:
         _FORKED = (documents, self.bounds, self._counter)
         try:
             # With fork, the pool starts all its processes at the first submit: they inherit _FORKED.
-            self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-            self._futures: list[Future[dict[int, AnalysedCorpus]]] = [
-                self._pool.submit(_worker) for _ in range(workers)
-            ]
+            # Python 3.12+ warns when the process has threads (pytest-xdist's workers do): a child
+            # could block on a lock another thread held at the fork. These children only analyse
+            # the inherited documents and answer through the pool's pipes, taking no such lock.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", r".*use of fork\(\) may lead to deadlocks", DeprecationWarning)
+                self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+                self._futures: list[Future[dict[int, AnalysedCorpus]]] = [
+                    self._pool.submit(_worker) for _ in range(workers)
+                ]
         finally:
             _FORKED = None
         # The workers take `workers` CPUs: BLAS here (the vector search meanwhile) gets the rest,
@@ -156,7 +162,7 @@ class PendingAnalysis:
                 with contextlib.suppress(Exception):
                     parts.update(future.result())
         finally:
-            self.close()
+            self.close(wait=True)  # the workers are done: no thread of the pool outlives the call
         state = AnalysisState()
         for k in range(len(self.bounds) - 1):
             if k not in parts:
@@ -164,11 +170,12 @@ class PendingAnalysis:
                 parts[k] = analyze_corpus(texts, state)
         return merge_parts([parts[k] for k in range(len(self.bounds) - 1)])
 
-    def close(self) -> None:
-        """Let no worker take another part, and end the pool (idempotent)."""
+    def close(self, wait: bool = False) -> None:
+        """Let no worker take another part, and end the pool (idempotent); with `wait`, once the
+        workers have exited (else they exit after their current part)."""
         with self._counter.get_lock():
             self._counter.value = len(self.bounds) - 1
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=wait, cancel_futures=True)
         self._blas.restore_original_limits()
 
 
