@@ -121,6 +121,7 @@ def run_log(run: Run) -> str:
         "cost_models": run.cost_models,
         "kept": run.kept,
         "corpus": run.corpus,
+        "server": run.server,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
     }
@@ -259,4 +260,5 @@ def load_run(path: str | Path) -> Run:
         header.get("cost_models", {}),
         header.get("kept", {}),
         corpus=header.get("corpus", ""),
+        server=header.get("server") if isinstance(header.get("server"), dict) else None,
     )

