@@ -72,7 +72,10 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_settings(
-    root: str | Path = ".", overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    root: str | Path = ".",
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    flag_prefix: str = "--",
 ) -> Settings:
     """Resolve settings for a run from defaults, the project file, the environment and overrides.
 
@@ -80,12 +83,14 @@ def load_settings(
     itself when there is none); paths from the project file and the defaults resolve from it.
     `overrides` holds CLI flags already parsed (None values are ignored; their paths resolve
     from the working directory); `profile` selects the profile. EMBEDDING_MODEL and MODEL
-    override the profile's embedding and rerank models.
+    override the profile's embedding and rerank models. An error names an override by its flag:
+    `flag_prefix` and the key (`--executor` for the CLI, `--retrieval-executor` for pytest).
     """
     project_root = find_project_root(root) or Path(root).resolve()
     project, source = read_project_file(project_root)
     try:
-        return _settings(project, source, project_root, overrides, os.environ if environ is None else environ)
+        environ = os.environ if environ is None else environ
+        return _settings(project, source, project_root, overrides, environ, flag_prefix)
     except ConfigError as exc:
         name_the_line(exc, source)
         raise
@@ -97,6 +102,7 @@ def _settings(
     project_root: Path,
     overrides: Mapping[str, Any] | None,
     environ: Mapping[str, str],
+    flag_prefix: str,
 ) -> Settings:
     defaults = tomllib.loads(resources.files("retrieval.config").joinpath("defaults.toml").read_text("utf-8"))
     where = source or "defaults.toml"
@@ -144,7 +150,7 @@ def _settings(
 
     values = {key: data[key] for key in SETTING_KEYS - {"profile"} if key in data}
     values.update({k: v for k, v in flags.items() if k in SETTING_KEYS})
-    values = check_values(values, flags, where, project_root, Settings.hybrid_inputs)
+    values = check_values(values, flags, where, project_root, Settings.hybrid_inputs, flag_prefix)
     return Settings(
         profile=profile,
         prices=check_prices(data.get("prices", {}), where),

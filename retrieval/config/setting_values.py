@@ -52,9 +52,10 @@ SETTING_KEYS = {
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
-def _source(key: str, flags: Mapping[str, Any], where: str) -> str:
-    """Who set the key, for the message: the flag when one did, else the file."""
-    return f"--{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
+def _source(key: str, flags: Mapping[str, Any], where: str, prefix: str = "--") -> str:
+    """Who set the key, for the message: the flag when one did (as the front end spells it:
+    `prefix`), else the file."""
+    return f"{prefix}{key.replace('_', '-')}" if key in flags else f"{where}: {key}"
 
 
 def _names(values: Any) -> Any:
@@ -62,8 +63,8 @@ def _names(values: Any) -> Any:
     return [m.strip() for m in values.split(",") if m.strip()] if isinstance(values, str) else values
 
 
-def _methods(methods: Any, flags: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    source = "--methods" if "methods" in flags else f"{where}: methods"
+def _methods(methods: Any, flags: Mapping[str, Any], where: str, prefix: str) -> tuple[str, ...]:
+    source = _source("methods", flags, where, prefix)
     if not isinstance(methods, list | tuple) or not all(isinstance(m, str) and m for m in methods):
         raise ConfigError(
             f'{source} must be a list of method names (e.g. ["bm25", "vector"]), got {methods!r}.', at=("methods",)
@@ -111,34 +112,41 @@ def _hybrid_weights(weights: Any, inputs: Sequence[str], where: str) -> tuple[fl
     return tuple(float(w) for w in weights)
 
 
-def _number(key: str, value: Any, flags: Mapping[str, Any], where: str) -> int | float:
+def _number(key: str, value: Any, flags: Mapping[str, Any], where: str, prefix: str) -> int | float:
     integer, least, highest = NUMBERS[key]
     if integer:
         if not is_integer(value) or value < least:
-            raise ConfigError(f"{_source(key, flags, where)} must be an integer >= {least}, got {value!r}.", at=(key,))
+            raise ConfigError(
+                f"{_source(key, flags, where, prefix)} must be an integer >= {least}, got {value!r}.", at=(key,)
+            )
         return int(value)
     if not is_number(value) or not least <= value <= highest:
         wanted = f"a finite number >= {least:g}" if highest == math.inf else f"a number from {least:g} to {highest:g}"
-        raise ConfigError(f"{_source(key, flags, where)} must be {wanted}, got {value!r}.", at=(key,))
+        raise ConfigError(f"{_source(key, flags, where, prefix)} must be {wanted}, got {value!r}.", at=(key,))
     return float(value)
 
 
 def check_values(
-    values: dict[str, Any], flags: Mapping[str, Any], where: str, project_root: Path, default_inputs: Sequence[str]
+    values: dict[str, Any],
+    flags: Mapping[str, Any],
+    where: str,
+    project_root: Path,
+    default_inputs: Sequence[str],
+    prefix: str = "--",
 ) -> dict[str, Any]:
     """The run's values (key -> raw value) checked and converted for Settings; paths made absolute
     (a flag's from the working directory, the file's from the project root)."""
     checked = dict(values)
-    checked["methods"] = _methods(_names(values.get("methods", ())), flags, where)
+    checked["methods"] = _methods(_names(values.get("methods", ())), flags, where, prefix)
     if "hybrid_inputs" in values:
         checked["hybrid_inputs"] = _hybrid_inputs(_names(values["hybrid_inputs"]), where)
     if values.get("hybrid_weights"):
         inputs = checked.get("hybrid_inputs", default_inputs)
         checked["hybrid_weights"] = _hybrid_weights(values["hybrid_weights"], inputs, where)
     for key in NUMBERS.keys() & values.keys():
-        checked[key] = _number(key, values[key], flags, where)
+        checked[key] = _number(key, values[key], flags, where, prefix)
     if values.get("executor", EXECUTORS[0]) not in EXECUTORS:
-        source = "--executor" if "executor" in flags else f"{where}: executor"
+        source = _source("executor", flags, where, prefix)
         raise ConfigError(
             f"{source} must be one of {', '.join(EXECUTORS)}, got {values['executor']!r}.", at=("executor",)
         )

@@ -93,7 +93,7 @@ class GateSession:
 
     def settings(self) -> Settings:
         assert self.project_file is not None
-        return load_settings(self.project_file.parent, self.overrides)
+        return load_settings(self.project_file.parent, self.overrides, flag_prefix="--retrieval-")
 
     def unauthenticated(self) -> str | None:
         """Why a recording of this profile cannot authenticate (a bad project file too), or None."""

@@ -740,3 +740,10 @@ def test_a_wrong_value_type_in_the_project_file_is_one_failed_gate_item(
     where = f"{adopter}/pyproject.toml, line 9"
     expected = f"FAILED pyproject.toml::test_gate[gate] - ConfigError: {where}: {problem}"
     assert expected in result.stdout.lines
+
+
+def test_a_wrong_flag_is_named_as_pytest_spells_it(pytester: pytest.Pytester, accepted: Path) -> None:
+    # The settings loader serves the CLI too: its message used to say `--executor`, a flag pytest has not.
+    ran = _run(pytester, "--retrieval-executor", "spark")
+    ran.stdout.fnmatch_lines(["*--retrieval-executor must be one of local, ray, got 'spark'.*"])
+    assert "--executor must" not in ran.stdout.str().replace("--retrieval-executor must", "")
