@@ -193,7 +193,10 @@ def start_analysis(
         return None
     if _known(documents, cache) is not None:
         return None  # analysed already (by an earlier run, or in this process: a recording runs twice)
-    return PendingAnalysis(documents, workers, cpus)
+    try:
+        return PendingAnalysis(documents, workers, cpus)
+    except OSError:  # no process to be had (a container's limit, memory): analysed here
+        return None
 
 
 def _fingerprint(documents: Sequence[Document]) -> str | None:

@@ -172,6 +172,18 @@ def test_parts_of_a_worker_that_died_are_analysed_here(monkeypatch: pytest.Monke
     _assert_identical(analyze_documents(documents, pending=pending), expected)
 
 
+def test_a_fork_that_fails_analyses_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    documents = _documents(120, seed=12)
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(corpus_parts.ProcessPoolExecutor, "submit", no_process)
+    assert corpus_parts.start_analysis(documents, processes=2) is None
+    forget_analyses()
+    _assert_identical(analyze_documents(documents, processes=2), analyze_corpus(d.content for d in documents))
+
+
 def test_blas_threads_are_limited_while_workers_run_and_restored_after() -> None:
     from threadpoolctl import threadpool_info
 
