@@ -9,6 +9,7 @@ order of the lines in corpus.jsonl.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,13 +42,16 @@ def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) ->
     float32 BLAS kernels differ between CPUs in their last bits, which could swap two
     near-tied documents and make a replayed gate disagree with the machine that recorded it.
     A corpus of up to DOCUMENT_BLOCK documents is copied to float64 once per call; a larger one
-    (possibly memory-mapped) is read block by block, so memory does not grow with the corpus.
+    (possibly memory-mapped) is read block by block, so memory does not grow with the corpus,
+    and scored in float32 only to find the candidates that float64 then scores (the same
+    rankings and scores: `_blocked_rankings`).
     """
     if len(documents) > DOCUMENT_BLOCK and depth > 0:
         rankings: list[Ranking] = []
+        largest = _largest_norm(documents)
         for start in range(0, len(questions), BLOCKED_QUESTION_BATCH):
             batch = np.asarray(questions[start : start + BLOCKED_QUESTION_BATCH], dtype=np.float64)
-            rankings.extend(_blocked_rankings(batch, documents, depth))
+            rankings.extend(_blocked_rankings(batch, documents, depth, largest))
         return rankings
     corpus = np.asarray(documents, dtype=np.float64)
     rankings = []
@@ -58,7 +62,7 @@ def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) ->
     return rankings
 
 
-def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> list[Ranking]:
+def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int, largest: float) -> list[Ranking]:
     """top_k of each question's rounded float64 cosines over the whole corpus, read by blocks.
 
     Products in float64 cost three times those in float32, so the blocks are scored in float32
@@ -66,7 +70,8 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> l
     one-block path scores every document. A float32 dot product of n terms is within
     `_float32_error` (n + 2 units of 2^-23, times the two norms: the classic bound for any
     order of summation, and the conversion of each side to float32) of the exact one, and so
-    of the rounded float64 cosine, up to the 5e-10 of rounding. Let M be that bound and r_k the
+    of the rounded float64 cosine, up to the 5e-10 of rounding (`largest` is the corpus's largest
+    vector norm, `_largest_norm`). Let M be that bound and r_k the
     depth-th best rounded cosine: fewer than `depth` documents have a float32 score above
     r_k + M, so the depth-th best float32 score t is at most r_k + M, and every document of
     the final top (rounded cosine >= r_k) has a float32 score >= r_k - M >= t - 2M. Each
@@ -77,7 +82,7 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> l
     n_questions, n = len(batch), len(documents)
     k = min(depth, n)
     questions32 = batch.astype(np.float32)
-    margin = 2 * _float32_error(batch, documents)
+    margin = 2 * _float32_error(batch, largest)
     best = np.full((n_questions, k), -np.inf, dtype=np.float32)
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
@@ -121,17 +126,23 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> l
     return rankings
 
 
-def _float32_error(questions: np.ndarray, documents: np.ndarray) -> np.ndarray:
-    """Per question, a bound on |float32 dot product - rounded float64 cosine| over the corpus:
-    (n + 2) x 2^-23 x |q| x max |d| for n dimensions, plus the rounding to SCORE_DECIMALS."""
+def _largest_norm(documents: np.ndarray) -> float:
+    """The largest vector norm of a corpus (possibly memory-mapped), read block by block."""
     largest = 0.0
     for start in range(0, len(documents), DOCUMENT_BLOCK):
         block = np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float64)
         norms = np.einsum("ij,ij->i", block, block)
         if len(norms):
             largest = max(largest, float(np.nanmax(norms, initial=0.0)))
+    return math.sqrt(largest)
+
+
+def _float32_error(questions: np.ndarray, largest: float) -> np.ndarray:
+    """Per question, a bound on |float32 dot product - rounded float64 cosine| against documents
+    of norm at most `largest`: (n + 2) x 2^-23 x |q| x largest for n dimensions, plus the
+    rounding to SCORE_DECIMALS."""
     unit = (questions.shape[1] + 2) * 2.0**-23
-    return unit * np.linalg.norm(questions, axis=1) * np.sqrt(largest) + 10.0**-SCORE_DECIMALS
+    return unit * np.linalg.norm(questions, axis=1) * largest + 10.0**-SCORE_DECIMALS
 
 
 def _below(values: np.ndarray, margin: np.ndarray) -> np.ndarray:
