@@ -16,7 +16,7 @@ on the result is the same float.
 
 Workers are forked (POSIX): they inherit the documents, so no text is copied through a pipe,
 and send back only their parts' ids. Below `START_DOCUMENTS` documents, with one CPU, or where
-fork is unavailable, the corpus is analysed in this process.
+fork is unavailable or unsafe (Windows, macOS), the corpus is analysed in this process.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -189,7 +190,9 @@ def start_analysis(
     analyses it here."""
     cpus = _cpus()
     workers = (cpus if processes is None else processes) - 1
-    if workers < 1 or len(documents) < START_DOCUMENTS or "fork" not in multiprocessing.get_all_start_methods():
+    # macOS offers fork, but system frameworks in the parent can crash a forked child there.
+    forkable = "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
+    if workers < 1 or len(documents) < START_DOCUMENTS or not forkable:
         return None
     if _known(documents, cache) is not None:
         return None  # analysed already (by an earlier run, or in this process: a recording runs twice)
