@@ -28,7 +28,6 @@ from retrieval.files.atomic import clean_stale, staging_directory
 __all__ = ["KEEP", "load_analysis", "store_analysis"]
 
 KEEP = 2
-_FILES = ("ids.npy", "lengths.npy", "vocabulary.json")
 
 
 def _code_digest() -> str:
@@ -43,8 +42,9 @@ def _entry(folder: Path, fingerprint: str) -> Path:
     return folder / key
 
 
-def load_analysis(folder: str | Path, fingerprint: str) -> AnalysedCorpus | None:
-    """The AnalysedCorpus stored for this corpus fingerprint by this analyzer, or None."""
+def load_analysis(folder: str | Path, fingerprint: str, documents: int) -> AnalysedCorpus | None:
+    """The AnalysedCorpus stored for this corpus fingerprint (of `documents` documents) by this
+    analyzer, or None."""
     entry = _entry(Path(folder), fingerprint)
     try:
         ids = np.load(entry / "ids.npy", mmap_mode="r", allow_pickle=False)
@@ -61,6 +61,8 @@ def load_analysis(folder: str | Path, fingerprint: str) -> AnalysedCorpus | None
         ids.dtype == np.int32
         and ids.ndim == lengths.ndim == 1
         and lengths.dtype == np.int64
+        and len(lengths) == documents
+        and (not len(lengths) or int(lengths.min()) >= 0)
         and int(lengths.sum()) == len(ids)
         and all(type(term) is str for term in vocabulary)
         and (not len(ids) or 0 <= int(ids.min()) <= int(ids.max()) < len(vocabulary))

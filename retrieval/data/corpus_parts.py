@@ -216,7 +216,7 @@ def _known(documents: Sequence[Document], cache: str | Path | None) -> AnalysedC
         return None
     known = remembered_corpus(f"corpus {fingerprint}")
     if known is None and cache is not None:
-        known = load_analysis(cache, fingerprint)
+        known = load_analysis(cache, fingerprint, len(documents))
         if known is not None:
             remember_corpus(f"corpus {fingerprint}", known)
     return known

@@ -36,25 +36,26 @@ def test_an_entry_reads_back_as_stored_and_only_for_its_corpus(tmp_path: Path) -
     documents = _loaded(60, seed=1)
     corpus = analyze_corpus(d.content for d in documents)
     store_analysis(tmp_path, documents.corpus_fingerprint, corpus)
-    loaded = load_analysis(tmp_path, documents.corpus_fingerprint)
+    loaded = load_analysis(tmp_path, documents.corpus_fingerprint, len(documents))
     assert loaded is not None
     _assert_identical(loaded, corpus)
-    assert load_analysis(tmp_path, "sha256:another") is None
+    assert load_analysis(tmp_path, "sha256:another", len(documents)) is None
+    assert load_analysis(tmp_path, documents.corpus_fingerprint, len(documents) + 1) is None  # and removed
     assert not list(tmp_path.glob(".*"))  # no staging folder left
 
 
 def test_the_analyzer_code_is_in_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     documents = _loaded(60, seed=2)
     store_analysis(tmp_path, documents.corpus_fingerprint, analyze_corpus(d.content for d in documents))
-    assert load_analysis(tmp_path, documents.corpus_fingerprint) is not None
+    assert load_analysis(tmp_path, documents.corpus_fingerprint, len(documents)) is not None
     monkeypatch.setattr(analysis_cache.analyzer, "ANALYZER_VERSION", "fr-edited")
-    assert load_analysis(tmp_path, documents.corpus_fingerprint) is None
+    assert load_analysis(tmp_path, documents.corpus_fingerprint, len(documents)) is None
     monkeypatch.undo()
     # An edit of the analyzer's source without a version bump misses too.
     edited = tmp_path / "analyzer_copy.py"
     edited.write_bytes(Path(corpus_terms.__file__).read_bytes() + b"\n# edited\n")
     monkeypatch.setattr(analysis_cache.corpus_terms, "__file__", str(edited))
-    assert load_analysis(tmp_path, documents.corpus_fingerprint) is None
+    assert load_analysis(tmp_path, documents.corpus_fingerprint, len(documents)) is None
 
 
 @pytest.mark.parametrize("damage", ["truncated ids", "ids past the vocabulary", "missing vocabulary", "not json"])
@@ -71,11 +72,11 @@ def test_a_damaged_entry_is_a_miss_and_is_written_again(tmp_path: Path, damage: 
         (entry / "vocabulary.json").unlink()
     else:
         (entry / "vocabulary.json").write_text("[", encoding="utf-8")
-    assert load_analysis(tmp_path, documents.corpus_fingerprint) is None
+    assert load_analysis(tmp_path, documents.corpus_fingerprint, len(documents)) is None
     assert not entry.exists()  # removed: the next analysis writes it again
     forget_analyses()
     _assert_identical(corpus_parts.analyze_documents(documents, processes=1, cache=tmp_path), expected)
-    rewritten = load_analysis(tmp_path, documents.corpus_fingerprint)
+    rewritten = load_analysis(tmp_path, documents.corpus_fingerprint, len(documents))
     assert rewritten is not None
     _assert_identical(rewritten, expected)
 
@@ -85,8 +86,8 @@ def test_only_the_newest_entries_are_kept(tmp_path: Path) -> None:
     for documents in corpora:
         store_analysis(tmp_path, documents.corpus_fingerprint, analyze_corpus(d.content for d in documents))
     assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == analysis_cache.KEEP
-    assert load_analysis(tmp_path, corpora[0].corpus_fingerprint) is None
-    assert load_analysis(tmp_path, corpora[-1].corpus_fingerprint) is not None
+    assert load_analysis(tmp_path, corpora[0].corpus_fingerprint, len(corpora[0])) is None
+    assert load_analysis(tmp_path, corpora[-1].corpus_fingerprint, len(corpora[-1])) is not None
 
 
 def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path) -> None:
@@ -94,7 +95,7 @@ def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
     store_analysis(blocked / "cache", documents.corpus_fingerprint, analyze_corpus(d.content for d in documents))
-    assert load_analysis(blocked / "cache", documents.corpus_fingerprint) is None
+    assert load_analysis(blocked / "cache", documents.corpus_fingerprint, len(documents)) is None
 
 
 def test_bm25_finds_its_analysis_in_the_cache_and_starts_no_worker(
