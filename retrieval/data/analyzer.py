@@ -19,7 +19,16 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import chain
 
-__all__ = ["ANALYZER_VERSION", "STOP_WORDS", "analyze", "analyze_many", "forget_documents"]
+__all__ = [
+    "ANALYZER_VERSION",
+    "DIGITS",
+    "STOP_WORDS",
+    "ChunkCache",
+    "analyze",
+    "analyze_many",
+    "analyze_with",
+    "forget_documents",
+]
 
 ANALYZER_VERSION = "fr-2"
 
@@ -30,7 +39,7 @@ _IDENTIFIER = re.compile(
     r"|\b(?P<c>[A-Z]{2,}) (?P<d>\d{2,})\b"
     r"|\b(?P<e>[A-Za-z]{2,})(?P<f>\d{3,})\b"
 )
-_DIGITS = re.compile(r"\d+")
+DIGITS = re.compile(r"\d+")  # a run of digits: an identifier's number, or a chunk to analyse whole
 _ASCII_LETTERS = frozenset(string.ascii_letters)
 # The apostrophe, straight or typographic (\u2019, written as an escape so that it shows).
 _ELISION = re.compile(r"\b(?:l|d|j|m|n|s|t|c|qu|jusqu|lorsqu|puisqu|quoiqu)['\u2019]", re.IGNORECASE)
@@ -91,7 +100,7 @@ def _chunk_terms(chunk: str) -> tuple[str, ...]:
     return tuple(t for t in map(_term, _WORD.findall(folded)) if t)
 
 
-class _ChunkCache(dict[str, tuple[str, ...]]):
+class ChunkCache(dict[str, tuple[str, ...]]):
     """Chunk -> terms, computed on first lookup; lookups that hit stay in C (dict.__getitem__)."""
 
     def __missing__(self, chunk: str) -> tuple[str, ...]:
@@ -101,7 +110,7 @@ class _ChunkCache(dict[str, tuple[str, ...]]):
 
 # Chunk caches are emptied when full: bounded memory without LRU bookkeeping. analyze()
 # shares one for the life of the process; analyze_many() has its own, larger, per call.
-_SHARED_CHUNKS = _ChunkCache()
+_SHARED_CHUNKS = ChunkCache()
 _SHARED_CHUNKS_LIMIT = 1 << 16
 _MANY_CHUNKS_LIMIT = 1 << 20
 # Analysed documents by text, for the life of the process: a run indexes its corpus once per
@@ -123,7 +132,7 @@ def _identifiers(text: str) -> Iterator[re.Match[str]]:
     position per run, left to right from the end of the previous match, as finditer would.
     """
     end = 0
-    for digits in _DIGITS.finditer(text):
+    for digits in DIGITS.finditer(text):
         first = digits.start()
         start = first - 1 if first and text[first - 1] in "-_ " else first
         while start > end and text[start - 1] in _ASCII_LETTERS:
@@ -134,7 +143,9 @@ def _identifiers(text: str) -> Iterator[re.Match[str]]:
             yield match
 
 
-def _analyze(text: str, chunks: _ChunkCache) -> list[str]:
+def analyze_with(text: str, chunks: ChunkCache) -> list[str]:
+    """analyze(), with `chunks` as the cache of each whitespace-separated chunk's terms (a
+    corpus's analysis keeps one per process: retrieval.data.corpus_terms)."""
     text = unicodedata.normalize("NFKC", text)
     lookup = chunks.__getitem__
     terms: list[str] = []
@@ -158,7 +169,7 @@ def analyze(text: str) -> list[str]:
     """Turn text into BM25 terms: identifiers whole (`hel-4040`), French words folded, filtered."""
     if len(_SHARED_CHUNKS) > _SHARED_CHUNKS_LIMIT:
         _SHARED_CHUNKS.clear()
-    return _analyze(text, _SHARED_CHUNKS)
+    return analyze_with(text, _SHARED_CHUNKS)
 
 
 def forget_documents() -> None:
@@ -173,14 +184,14 @@ def analyze_many(texts: Iterable[str]) -> list[list[str]]:
     """analyze() over a corpus, faster: a larger chunk cache that lives as long as the call,
     and the terms of each text kept for the next call that analyses it."""
     global _documents_terms
-    chunks = _ChunkCache()
+    chunks = ChunkCache()
     out: list[list[str]] = []
     for text in texts:
         terms = _DOCUMENTS.get(text)
         if terms is None:
             if len(chunks) > _MANY_CHUNKS_LIMIT:
                 chunks.clear()
-            terms = tuple(_analyze(text, chunks))
+            terms = tuple(analyze_with(text, chunks))
             if _documents_terms + len(terms) > _DOCUMENTS_LIMIT:
                 forget_documents()
             _DOCUMENTS[text] = terms

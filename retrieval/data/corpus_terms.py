@@ -16,7 +16,7 @@ from itertools import chain, islice
 import numpy as np
 
 from retrieval.data import analyzer
-from retrieval.data.analyzer import _DIGITS, _analyze, _ChunkCache, analyze_many
+from retrieval.data.analyzer import DIGITS, ChunkCache, analyze_many, analyze_with
 
 __all__ = [
     "AnalysedCorpus",
@@ -102,7 +102,7 @@ class _IdChunks(dict[str, int]):
     """Chunk -> its code in the stream (see _END and the codes after it): one int per chunk,
     so the stream is one `np.fromiter` over the look-ups, with no tuple per chunk."""
 
-    def __init__(self, chunks: _ChunkCache, numbering: _Numbering) -> None:
+    def __init__(self, chunks: ChunkCache, numbering: _Numbering) -> None:
         super().__init__({_SEPARATOR: _END})
         self.chunks, self.numbering = chunks, numbering
         self.multi: list[tuple[int, ...]] = []
@@ -114,9 +114,9 @@ class _IdChunks(dict[str, int]):
         self.multi = []
 
     def __missing__(self, chunk: str) -> int:
-        if not _DIGITS.search(chunk):
+        if not DIGITS.search(chunk):
             terms: Iterable[str] = self.chunks[_canonical(chunk)]
-        elif _DIGITS.match(chunk):
+        elif DIGITS.match(chunk):
             # Only a chunk that starts with digits can end an identifier begun in the chunk
             # before ("HEL 4040"): its document is analysed whole.
             self[chunk] = _HAS_DIGIT
@@ -124,7 +124,7 @@ class _IdChunks(dict[str, int]):
         else:
             # Identifiers inside one chunk are found as in the whole text: \b sees whitespace
             # and a string's edge alike, and no match spans whitespace but "HEL 4040".
-            terms = _analyze(chunk, self.chunks)
+            terms = analyze_with(chunk, self.chunks)
         ids = tuple(map(self.numbering.__getitem__, terms))
         if len(ids) == 1:
             code = ids[0]
@@ -137,14 +137,14 @@ class _IdChunks(dict[str, int]):
         return code
 
 
-def _analyse_batch(texts: list[str], chunks: _ChunkCache, id_chunks: _IdChunks) -> tuple[np.ndarray, np.ndarray]:
+def _analyse_batch(texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks) -> tuple[np.ndarray, np.ndarray]:
     """(ids, lengths) of a batch of documents, with provisional ids.
 
     Every chunk of every document goes through one C-level pipeline (split, cached look-up of
     its code, fromiter): no Python code runs per word once the chunk cache is warm; the codes
     are then expanded to term ids with numpy. A document whose chunks all start with a
     non-digit has its identifiers inside chunks, so its terms are its chunks' terms, as in
-    _analyze; any other is analysed by _analyze itself, and its terms replace its span.
+    analyze_with; any other is analysed by analyze_with itself, and its terms replace its span.
     """
     pieces: list[list[str]] = []
     for text in texts:
@@ -177,7 +177,7 @@ def _analyse_batch(texts: list[str], chunks: _ChunkCache, id_chunks: _IdChunks) 
     previous = 0
     for doc in flagged.tolist():
         segments.append(ids[starts[previous] : starts[doc]])
-        terms = _analyze(texts[doc], chunks)
+        terms = analyze_with(texts[doc], chunks)
         segments.append(np.fromiter(map(id_chunks.numbering.__getitem__, terms), dtype=np.int32, count=len(terms)))
         lengths[doc] = len(terms)
         previous = doc + 1
@@ -202,7 +202,7 @@ class AnalysisState:
 
     def __init__(self) -> None:
         self.numbering = _Numbering()
-        self.chunks = _ChunkCache()
+        self.chunks = ChunkCache()
         self.id_chunks = _IdChunks(self.chunks, self.numbering)
 
 
