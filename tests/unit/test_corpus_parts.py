@@ -69,13 +69,19 @@ def test_parts_in_processes_equal_one_analysis(processes: int, tmp_path: Path, m
     monkeypatch.setattr(corpus_parts, "analyze_corpus", _recording_analysis)
     monkeypatch.setitem(_PIDS, "folder", tmp_path)
     forget_analyses()
-    got = analyze_documents(documents, processes=processes)
-    _assert_identical(got, expected)
+    # Which process takes which part is a race; made deterministic: the workers take them all
+    # before this process asks for the result (the dying-worker test has this process take them).
+    pending = corpus_parts.start_analysis(documents, processes=processes)
+    assert pending is not None and corpus_parts._FORKED is None
+    workers = set(pending._pool._processes)
+    assert len(workers) == processes - 1
+    for future in pending._futures:
+        future.result(timeout=60)
+    _assert_identical(analyze_documents(documents, pending=pending), expected)
     pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
-    # Every part analysed once, in this process and at least one worker.
+    # Every part analysed once, by the workers.
     assert len(pids) == len(corpus_parts.part_bounds(len(documents), processes)) - 1
-    assert os.getpid() in pids and len(set(pids)) >= 2
-    assert corpus_parts._FORKED is None
+    assert set(pids) <= workers and os.getpid() not in pids
 
 
 def test_parts_shrink_to_the_end_and_cover_the_corpus() -> None:
@@ -159,7 +165,7 @@ def _dies() -> dict[int, AnalysedCorpus]:
     os._exit(3)
 
 
-def test_parts_of_a_worker_that_died_are_analysed_here(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parts_of_a_worker_that_died_are_analysed_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     documents = _documents(150, seed=9)
     forget_analyses()
     expected = analyze_corpus(d.content for d in documents)
@@ -169,7 +175,12 @@ def test_parts_of_a_worker_that_died_are_analysed_here(monkeypatch: pytest.Monke
     assert pending is not None
     pending._futures[0].exception(timeout=30)  # the worker died: part 0 was taken, never sent
     assert pending._counter.value == 1
+    monkeypatch.setattr(corpus_parts, "analyze_corpus", _recording_analysis)
+    monkeypatch.setitem(_PIDS, "folder", tmp_path)
     _assert_identical(analyze_documents(documents, pending=pending), expected)
+    # This process analysed every part: the ones it took, and the dead worker's.
+    pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+    assert pids == [os.getpid()] * (len(pending.bounds) - 1)
 
 
 def test_a_fork_that_fails_analyses_here(monkeypatch: pytest.MonkeyPatch) -> None:
