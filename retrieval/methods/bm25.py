@@ -75,8 +75,9 @@ class BM25Method:
         fuse and that could even put a relevant document in the top 10 by luck. They are left
         out, as a BM25 search engine returns only the documents that match.
         """
-        # The index is built once per corpus, then questions are scored in batches.
-        # A large corpus is analysed in several processes, into the same ids (corpus_parts).
+        # The index is built once per corpus, then questions are scored in batches. A large
+        # corpus is analysed in several processes, into the same ids (corpus_parts), from
+        # `prepare` on when the evaluator called it, and kept in the analysis cache.
         started, self._pending = self._pending, None
         pending = None
         if started is not None:
