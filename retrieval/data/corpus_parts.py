@@ -84,6 +84,12 @@ def part_bounds(count: int, processes: int) -> list[int]:
     return bounds
 
 
+def _analyse_part(
+    documents: Sequence[Document], bounds: Sequence[int], part: int, state: AnalysisState
+) -> AnalysedCorpus:
+    return analyze_corpus((documents[i].content for i in range(bounds[part], bounds[part + 1])), state)
+
+
 def _take_parts(documents: Sequence[Document], bounds: Sequence[int], counter: Any) -> dict[int, AnalysedCorpus]:
     """Analyse parts, one at a time, until the counter says every part is taken."""
     state = AnalysisState()
@@ -94,8 +100,7 @@ def _take_parts(documents: Sequence[Document], bounds: Sequence[int], counter: A
             if part >= len(bounds) - 1:
                 return done
             counter.value = part + 1
-        texts = (documents[i].content for i in range(bounds[part], bounds[part + 1]))
-        done[part] = analyze_corpus(texts, state)
+        done[part] = _analyse_part(documents, bounds, part, state)
 
 
 def _worker() -> dict[int, AnalysedCorpus]:
@@ -167,8 +172,7 @@ class PendingAnalysis:
         state = AnalysisState()
         for k in range(len(self.bounds) - 1):
             if k not in parts:
-                texts = (self.documents[i].content for i in range(self.bounds[k], self.bounds[k + 1]))
-                parts[k] = analyze_corpus(texts, state)
+                parts[k] = _analyse_part(self.documents, self.bounds, k, state)
         return merge_parts([parts[k] for k in range(len(self.bounds) - 1)])
 
     def close(self, wait: bool = False) -> None:
@@ -209,16 +213,21 @@ def _fingerprint(documents: Sequence[Document]) -> str | None:
     return fingerprint if isinstance(fingerprint, str) else None
 
 
+def _memory_key(fingerprint: str) -> str:
+    """The key of a loaded corpus among the analyses this process remembers (corpus_terms)."""
+    return f"corpus {fingerprint}"
+
+
 def _known(documents: Sequence[Document], cache: str | Path | None) -> AnalysedCorpus | None:
     """The corpus's analysis if this process or the cache folder has it (then remembered here)."""
     fingerprint = _fingerprint(documents)
     if fingerprint is None:
         return None
-    known = remembered_corpus(f"corpus {fingerprint}")
+    known = remembered_corpus(_memory_key(fingerprint))
     if known is None and cache is not None:
         known = load_analysis(cache, fingerprint, len(documents))
         if known is not None:
-            remember_corpus(f"corpus {fingerprint}", known)
+            remember_corpus(_memory_key(fingerprint), known)
     return known
 
 
@@ -242,7 +251,7 @@ def analyze_documents(
     corpus = pending.result() if pending is not None else analyze_corpus(d.content for d in documents)
     fingerprint = _fingerprint(documents)
     if fingerprint is not None:
-        remember_corpus(f"corpus {fingerprint}", corpus)
+        remember_corpus(_memory_key(fingerprint), corpus)
         if cache is not None:
             store_analysis(cache, fingerprint, corpus)
     return corpus
