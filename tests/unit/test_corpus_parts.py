@@ -126,7 +126,7 @@ def _all_ended(pids: list[int | None], seconds: float = 30.0) -> bool:
     def ended(pid: int | None) -> bool:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # reaped between the open and the read
             return True
         return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
