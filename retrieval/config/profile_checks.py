@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from retrieval.config.settings import EmbeddingSettings, LLMSettings, Profile
+from retrieval.config.rerank_services import SERVICES
+from retrieval.config.settings import EmbeddingSettings, LLMSettings, Profile, RerankAPISettings
 
 __all__ = [
     "CHECKS",
@@ -18,6 +19,7 @@ __all__ = [
     "ENCODINGS",
     "MAX_BATCH",
     "check_profile",
+    "rerank_api",
     "url_problems",
 ]
 
@@ -85,6 +87,25 @@ def gemini_llm(settings: LLMSettings) -> Problems:
     return url_problems("base_url", settings.base_url)
 
 
+def rerank_api(settings: RerankAPISettings) -> Problems:
+    """The rerank API group: a known service with a model, and a URL where the service has none
+    of its own (a self-hosted server). A group without a service is not used, so not checked."""
+    if settings.service is None:
+        return []
+    service = SERVICES.get(settings.service)
+    if service is None:
+        return [("service", f"= {settings.service!r} is not a known rerank API; use one of {', '.join(SERVICES)}.")]
+    problems: Problems = []
+    if not settings.model:
+        what = "the model the server serves (it names the cassette and the price)" if not service.sends_model else "a model"
+        problems.append(("model", f'is empty: {service.name} needs {what}, e.g. "{service.example_model}".'))
+    if not settings.url and not service.hosted:
+        example = f"http://127.0.0.1:8080{service.path}"
+        problems.append(("url", f'is empty: a self-hosted {service.name} server needs its endpoint, e.g. "{example}".'))
+    problems += url_problems("url", settings.url)
+    return problems
+
+
 # provider -> (its embeddings check, its LLM check). A new provider adds its line here and its
 # credentials in retrieval.providers.PROVIDERS.
 CHECKS: dict[str, tuple[Callable[[EmbeddingSettings], Problems], Callable[[LLMSettings], Problems]]] = {
@@ -103,6 +124,7 @@ def check_profile(profile: Profile) -> list[tuple[str, str, str]]:
     if embeddings.provider not in CHECKS:
         return [("embeddings", "provider", f"= {embeddings.provider!r} is not a known provider; {_KNOWN}")]
     problems = [("embeddings", key, problem) for key, problem in CHECKS[embeddings.provider][0](embeddings)]
+    problems += [("rerank_api", key, problem) for key, problem in rerank_api(profile.rerank_api)]
     llm = profile.llm
     if llm.provider is None:
         return problems

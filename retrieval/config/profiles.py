@@ -1,7 +1,7 @@
 """Profiles: each `[profiles.NAME]` table of the defaults and the project file, checked and built.
 
 A profile names the models and endpoints of one evaluation setup, grouped by what uses them
-(embeddings, llm, retries); the project file writes them flat (`embedding_model`, FLAT_KEYS) or
+(embeddings, llm, retries, rerank_api); the project file writes them flat (`embedding_model`, FLAT_KEYS) or
 grouped (`[profiles.x.embeddings]`), and each provider's rules for its group are checked here
 (retrieval.config.profile_checks) without importing the provider.
 """
@@ -22,6 +22,7 @@ from retrieval.config.settings import (
     EmbeddingSettings,
     LLMSettings,
     Profile,
+    RerankAPISettings,
     RetrySettings,
     unknown_keys,
 )
@@ -120,12 +121,14 @@ def _build_profile(name: str, values: _Values, spelled: Mapping[tuple[str, str],
         embeddings=EmbeddingSettings(**of("embeddings")),
         llm=LLMSettings(**of("llm")),
         retries=RetrySettings(**of("retries")),
+        rerank_api=RerankAPISettings(**of("rerank_api")),
         **of(""),
     )
     # Settings no provider owns: how many LLM calls run at once, how live calls retry.
     generic = [
         ("llm", "workers", profile.llm.workers >= 1, "must be at least 1"),
         ("embeddings", "workers", profile.embeddings.workers >= 1, "must be at least 1"),
+        ("rerank_api", "workers", profile.rerank_api.workers >= 1, "must be at least 1"),
         ("retries", "attempts", profile.retries.attempts >= 1, "must be at least 1"),
         ("retries", "timeout", profile.retries.timeout > 0, "must be positive"),
         ("retries", "backoff", profile.retries.backoff > 0, "must be positive"),

@@ -170,7 +170,8 @@ def check_values(
 
 def check_prices(prices: Any, where: str) -> Mapping[str, Mapping[str, float]]:
     """The price table checked: model or service -> {"input": USD, "output": USD} per million
-    tokens and {"call": USD} per call, numbers >= 0; a misspelt key is refused, not priced at 0."""
+    tokens, {"call": USD} per call and {"search_unit": USD} per search unit, numbers >= 0; a
+    misspelt key is refused, not priced at 0."""
     from retrieval.run.cost import PRICE_KEYS
 
     if not isinstance(prices, Mapping):
@@ -188,7 +189,7 @@ def check_prices(prices: Any, where: str) -> Mapping[str, Mapping[str, float]]:
         if unknown:
             raise ConfigError(
                 f'{where}: prices."{model}" has {unknown_keys(unknown, PRICE_KEYS)}; known: input and output (USD per '
-                "million tokens), call (USD per call).",
+                "million tokens), call (USD per call), search_unit (USD per search unit).",
                 at=("prices", model, unknown[0]),
             )
     return prices

@@ -19,6 +19,7 @@ __all__ = [
     "EmbeddingSettings",
     "LLMSettings",
     "Profile",
+    "RerankAPISettings",
     "RetrySettings",
     "Settings",
     "flat_profile",
@@ -91,6 +92,29 @@ class LLMSettings:
 
 
 @dataclass(frozen=True)
+class RerankAPISettings:
+    """The rerank API the `rerank_api` method calls (retrieval.config.rerank_services names them):
+    a hosted service (cohere, jina, voyage) or a self-hosted server (tei, vllm, llamacpp).
+
+    `url` is the endpoint (empty: the hosted service's own); `api_key_env` the variable holding
+    its Bearer key (None: the service's own, COHERE_API_KEY for instance; "" for none); `workers`
+    how many calls run at once. For TEI, which serves one model and is sent none, `model` names
+    the served model for the cassette and the price table.
+    """
+
+    service: str | None = None
+    model: str | None = None
+    url: str = ""
+    api_key_env: str | None = None
+    workers: int = 8
+
+    @property
+    def configured(self) -> bool:
+        """True when the profile names a rerank API (a service and a model)."""
+        return bool(self.service and self.model)
+
+
+@dataclass(frozen=True)
 class RetrySettings:
     """How every live call of the profile waits and retries (seconds, attempts)."""
 
@@ -111,6 +135,7 @@ class Profile:
     embeddings: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     retries: RetrySettings = field(default_factory=RetrySettings)
+    rerank_api: RerankAPISettings = field(default_factory=RerankAPISettings)
     server: str | None = None
     api_key_env: str = ""
 
@@ -195,16 +220,22 @@ FLAT_KEYS: dict[str, tuple[str, str]] = {
     "rerank_base_url": ("llm", "base_url"),
     "rerank_workers": ("llm", "workers"),
     "json_schema": ("llm", "json_schema"),
+    "rerank_api_service": ("rerank_api", "service"),
+    "rerank_api_model": ("rerank_api", "model"),
+    "rerank_api_url": ("rerank_api", "url"),
+    "rerank_api_key_env": ("rerank_api", "api_key_env"),
+    "rerank_api_workers": ("rerank_api", "workers"),
     "timeout": ("retries", "timeout"),
     "retry_attempts": ("retries", "attempts"),
     "retry_backoff": ("retries", "backoff"),
     "server": ("", "server"),
     "api_key_env": ("", "api_key_env"),
 }
-GROUPS: dict[str, type[EmbeddingSettings] | type[LLMSettings] | type[RetrySettings]] = {
+GROUPS: dict[str, type[EmbeddingSettings] | type[LLMSettings] | type[RetrySettings] | type[RerankAPISettings]] = {
     "embeddings": EmbeddingSettings,
     "llm": LLMSettings,
     "retries": RetrySettings,
+    "rerank_api": RerankAPISettings,
 }
 
 
@@ -233,5 +264,6 @@ def flat_profile(name: str, **keys: Any) -> Profile:
         embeddings=EmbeddingSettings(**groups["embeddings"]),
         llm=LLMSettings(**groups["llm"]),
         retries=RetrySettings(**groups["retries"]),
+        rerank_api=RerankAPISettings(**groups["rerank_api"]),
         **groups[""],
     )

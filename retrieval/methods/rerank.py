@@ -2,8 +2,9 @@
 
 For each question the top `candidates` of the hybrid ranking go to the model in one
 call; it returns their ids by relevance. The final ranking is the reranked candidates
-followed by the rest of the hybrid ranking, so recall beyond the candidate pool is
-exactly hybrid's.
+followed by the rest of the hybrid ranking (retrieval.methods.support.reranking), so recall
+beyond the candidate pool is exactly hybrid's. The pointwise mode, one yes/no question per
+candidate, is retrieval.methods.rerank_pointwise.
 
 Degraded mode (the seed's "si l'appel de reranking échoue, renvoyer l'ordre hybrid"):
 a ProviderError for one question (timeout, HTTP error after retries, empty or blocked
@@ -19,18 +20,17 @@ scores are not comparable with the model's order, so they are not reused.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from retrieval.config import Settings
-from retrieval.methods.base import Context
 from retrieval.methods.prompts import RERANK_SCHEMA, answer_field, render_rerank_prompt
-from retrieval.methods.support.llm import ask_or_degrade, channel_for, map_in_order
-from retrieval.providers.base import (
-    GenerationProvider,
-    ProviderError,
-)
-from retrieval.run.ranking import Ranking
+from retrieval.methods.support.llm import channel_for
+from retrieval.methods.support.reranking import CandidateReranker
+from retrieval.providers.base import GenerationProvider, ProviderError
+from retrieval.run.cost import Usage
+
+if TYPE_CHECKING:
+    from retrieval.data.dataset import Document, Question
 
 __all__ = ["RerankMethod", "factory", "parse_ranking"]
 
@@ -64,7 +64,7 @@ def parse_ranking(raw: str, candidate_ids: Sequence[str]) -> list[str]:
     return list(ordered)
 
 
-class RerankMethod:
+class RerankMethod(CandidateReranker):
     """Reranks the top candidates of another method (hybrid by default) with one listwise LLM
     call per question.
 
@@ -74,24 +74,19 @@ class RerankMethod:
     """
 
     name = "rerank"
-    needs_vectors = False
-    calls = "http"
-    degradable = True
 
     def __init__(
         self, generator: GenerationProvider, candidates: int = 20, workers: int = 8, source: str = "hybrid"
     ) -> None:
-        if candidates < 1:
-            raise ValueError(f"candidates must be >= 1, got {candidates}")
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
+        super().__init__(candidates, workers, source)
         self.generator = generator
-        self.candidates = candidates
-        self.workers = workers
-        self.candidate_source = source
-        self.requires: tuple[str, ...] = (source,)
+        self.model = generator.model
         self.cost_model = generator.model
         self.channel = channel_for("rerank", generator.model)
+
+    @property
+    def usage(self) -> Usage:
+        return self.generator.usage
 
     @property
     def config(self) -> dict[str, object]:
@@ -100,49 +95,14 @@ class RerankMethod:
 
         return {"model": self.generator.model, "prompt": PROMPT_VERSION, "candidates": self.candidates}
 
-    def rank(self, context: Context) -> list[Ranking]:
-        """One Ranking per question, in dataset order; failed calls give degraded hybrid order."""
-        source = context.rankings[self.candidate_source]
-        questions = context.dataset.questions
-        if len(source) != len(questions):
-            raise ValueError(f"{self.candidate_source} has {len(source)} rankings for {len(questions)} questions")
-        # The report reads the provider's counters as the method's calls and tokens.
-        context.usage[self.name] = self.generator.usage
-        bar = context.progress(len(questions), self.name) if context.progress and questions else None
-        # Question order whatever order the calls finish in; a fatal error (replay miss, missing
-        # key) cancels the queued calls.
-        return map_in_order(lambda qi: self._rank_one(context, qi), len(questions), self.workers, bar)
-
-    def _rank_one(self, context: Context, qi: int) -> Ranking:
-        hybrid = context.rankings[self.candidate_source][qi]
-        pool = hybrid.indices[: self.candidates]
-        if len(pool) < 2:  # nothing to reorder: no call
-            return hybrid
-        documents = context.dataset.documents
-        question = context.dataset.questions[qi]
-        candidates = [(documents[i].id, documents[i].title, documents[i].text) for i in pool]
+    def order(self, question: Question, pool: Sequence[Document]) -> list[int]:
+        """The model's listwise order of the pool, as positions within it."""
+        candidates = [(d.id, d.title, d.text) for d in pool]
         ids = [c[0] for c in candidates]
-        order = ask_or_degrade(
-            lambda: parse_ranking(
-                self.generator.generate_json(
-                    render_rerank_prompt(question.text, candidates), RERANK_SCHEMA, SCHEMA_NAME
-                ),
-                ids,
-            ),
-            f"rerank of question {question.id}",
-            self.generator.model,
-        )
-        if isinstance(order, ProviderError):  # the candidate source's order, said degraded
-            return Ranking(hybrid.indices, hybrid.scores, status=f"degraded: {order.reason}")
-        position = {doc_id: int(i) for doc_id, i in zip(ids, pool, strict=True)}
-        indices = np.concatenate(
-            [
-                np.asarray([position[d] for d in order], dtype=hybrid.indices.dtype),
-                hybrid.indices[len(pool) :],
-            ]
-        )
-        scores = np.arange(len(indices), 0, -1, dtype=np.float64)
-        return Ranking(indices, scores)
+        prompt = render_rerank_prompt(question.text, candidates)
+        order = parse_ranking(self.generator.generate_json(prompt, RERANK_SCHEMA, SCHEMA_NAME), ids)
+        position = {doc_id: p for p, doc_id in enumerate(ids)}
+        return [position[d] for d in order]
 
 
 def factory(settings: Settings, *, replay: bool = False) -> RerankMethod:

@@ -20,7 +20,7 @@ from retrieval.config import Profile
 from retrieval.providers.base import ProviderError, ReplayMissError, cause_of
 from retrieval.text.redaction import credential_name, redacted
 
-__all__ = ["RetryPolicy", "dumps", "is_replay_miss", "new_client", "post_json", "tls_context"]
+__all__ = ["RetryPolicy", "dumps", "is_replay_miss", "new_client", "post_json", "post_json_value", "tls_context"]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -100,6 +100,23 @@ def post_json(
     Raises ReplayMissError when a cassette has no answer for the request (never retried),
     ProviderError with reason "timeout", "http NNN", "connect" or "bad json" otherwise.
     """
+    data = post_json_value(client, url, body, headers=headers, retry=retry, what=what)
+    if not isinstance(data, dict):
+        raise ProviderError(f"{_describe(url, what)} answered with a non-object JSON", "bad json")
+    return data
+
+
+def post_json_value(
+    client: httpx.Client,
+    url: str,
+    body: Any,
+    *,
+    headers: Mapping[str, str] | None = None,
+    retry: RetryPolicy = RetryPolicy(),
+    what: str = "",
+) -> Any:
+    """`post_json` for an API whose answer may be any JSON value (text-embeddings-inference's
+    /rerank answers with a bare list)."""
     content = dumps(body)
     request_headers = {"content-type": "application/json", **(headers or {})}
     last: ProviderError | None = None
@@ -122,8 +139,6 @@ def post_json(
                     data = response.json()
                 except ValueError as exc:
                     raise ProviderError(f"{_describe(url, what)} answered with invalid JSON", "bad json") from exc
-                if not isinstance(data, dict):
-                    raise ProviderError(f"{_describe(url, what)} answered with a non-object JSON", "bad json")
                 return data
             detail = _error_detail(response.text, {**client.headers, **request_headers})
             last = ProviderError(

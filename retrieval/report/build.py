@@ -41,6 +41,8 @@ class CostRow:
     recorded_seconds: float | None
     cost: float | None
     cost_per_1000_questions: float | None
+    # Billed units other than tokens (Cohere's rerank search units); 0 for every other pipeline.
+    search_units: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[Cost
         recorded_seconds: float | None = 0.0
         for stage in stages:
             u = run.usage.get(stage, Usage())
-            total.add(u.calls, u.input_tokens, u.output_tokens, u.seconds)
+            total.add(u.calls, u.input_tokens, u.output_tokens, u.seconds, search_units=u.search_units)
             if u.calls:
                 stage_cost = estimate_cost(u, run.cost_models.get(stage) or "", prices)
                 cost = None if cost is None or stage_cost is None else cost + stage_cost
@@ -112,6 +114,7 @@ def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[Cost
                 recorded_seconds=round(recorded_seconds, 3) if recorded_seconds is not None and recorded else None,
                 cost=cost,
                 cost_per_1000_questions=None if cost is None else cost * 1000 / n,
+                search_units=total.search_units,
             )
         )
     return rows

@@ -198,21 +198,25 @@ def _chart(report: Report) -> list[str]:
 
 
 def _cost(report: Report) -> list[str]:
+    # A column for search units only when a service billed some (Cohere Rerank): other reports keep their table.
+    units = any(c.search_units for c in report.cost)
     out = [
         "",
         "### Cost",
         "",
-        "| Method | Pipeline | Calls | Input tokens | Output tokens | Time this run (s) "
-        "| Time when recorded (s) | Est. cost | per 1,000 questions |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Method | Pipeline | Calls | Input tokens | Output tokens | "
+        + ("Search units | " if units else "")
+        + "Time this run (s) | Time when recorded (s) | Est. cost | per 1,000 questions |",
+        "|---|---|---|---|---|" + ("---|" if units else "") + "---|---|---|---|",
     ]
     for c in report.cost:
         money = "n/a" if c.cost is None else f"${c.cost:.4f}"
         per = "n/a" if c.cost_per_1000_questions is None else f"${c.cost_per_1000_questions:.2f}"
         rec = "-" if c.recorded_seconds is None else f"{c.recorded_seconds:.2f}"
+        billed = f"{c.search_units} | " if units else ""
         out.append(
             f"| {c.method} | {' → '.join(c.stages)} | {c.calls} | {c.input_tokens} | {c.output_tokens} "
-            f"| {c.seconds:.2f} | {rec} | {money} | {per} |"
+            f"| {billed}{c.seconds:.2f} | {rec} | {money} | {per} |"
         )
     for stage, i in report.indexing.items():
         recorded = f" ({i['recorded_seconds']:.2f} s when recorded)" if i.get("recorded_seconds") is not None else ""

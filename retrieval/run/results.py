@@ -242,7 +242,14 @@ def load_run(path: str | Path) -> Run:
     try:
         for stage, u in header["usage"].items():
             usage[stage] = Usage()
-            usage[stage].add(u["calls"], u["input_tokens"], u["output_tokens"], u["seconds"], u.get("truncated", 0))
+            usage[stage].add(
+                u["calls"],
+                u["input_tokens"],
+                u["output_tokens"],
+                u["seconds"],
+                u.get("truncated", 0),
+                u.get("search_units", 0),
+            )
     except (KeyError, TypeError, AttributeError) as exc:
         raise RunLogError(f"{path}:1: unreadable usage in the header ({exc}). {again}") from exc
     return Run(

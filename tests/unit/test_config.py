@@ -380,7 +380,7 @@ def test_path_setting_must_be_a_string(tmp_path: Path) -> None:
             '[prices."search"]\ncalls = 0.002',
             2,
             "prices.\"search\" has unknown key 'calls' (did you mean 'call'?); known: input and output (USD per "
-            "million tokens), call (USD per call).",
+            "million tokens), call (USD per call), search_unit (USD per search unit).",
         ),
         (
             'methods = ["bm25", 1]',

