@@ -97,7 +97,11 @@ def rerank_api(settings: RerankAPISettings) -> Problems:
         return [("service", f"= {settings.service!r} is not a known rerank API; use one of {', '.join(SERVICES)}.")]
     problems: Problems = []
     if not settings.model:
-        what = "the model the server serves (it names the cassette and the price)" if not service.sends_model else "a model"
+        what = (
+            "the model the server serves (it names the cassette and the price)"
+            if not service.sends_model
+            else "a model"
+        )
         problems.append(("model", f'is empty: {service.name} needs {what}, e.g. "{service.example_model}".'))
     if not settings.url and not service.hosted:
         example = f"http://127.0.0.1:8080{service.path}"

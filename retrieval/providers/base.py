@@ -9,6 +9,7 @@ it is the caller's job (the reranker), so a provider knows nothing of ranking.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from retrieval.run.cost import Usage
@@ -23,6 +24,9 @@ __all__ = [
     "MissingKeyError",
     "ProviderError",
     "ReplayMissError",
+    "RerankProvider",
+    "ShortAnswer",
+    "ShortAnswerProvider",
     "cause_of",
     "normalize",
 ]
@@ -79,6 +83,42 @@ class GenerationProvider(Protocol):
 
     def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:
         """Return the model's raw answer text; raise ProviderError when there is none."""
+        ...
+
+
+@dataclass(frozen=True)
+class ShortAnswer:
+    """A model's short free-text answer and, where the server returned them, the log-probabilities
+    of the likeliest tokens at its first position (token -> natural log-probability)."""
+
+    text: str
+    first_token_logprobs: Mapping[str, float] | None = None
+
+
+class ShortAnswerProvider(Protocol):
+    """Answers a prompt in a word or two, deterministically, with the first token's alternatives
+    when the server gives them (OpenAI-compatible `logprobs`/`top_logprobs`, Gemini's
+    `responseLogprobs`): what the pointwise reranker reads its yes/no from."""
+
+    provider: str
+    model: str
+    usage: Usage
+
+    def generate_short(self, prompt: str, top_logprobs: int) -> ShortAnswer:
+        """Return the answer; raise ProviderError when there is none."""
+        ...
+
+
+class RerankProvider(Protocol):
+    """Scores texts against a query in one call (a rerank API, a cross-encoder behind a server)."""
+
+    provider: str
+    model: str
+    usage: Usage
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]:
+        """(index into `texts`, relevance score) pairs, best first; texts it left out have none.
+        Raise ProviderError when there is no usable answer."""
         ...
 
 

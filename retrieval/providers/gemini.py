@@ -33,6 +33,7 @@ from retrieval.providers.base import (
     MissingKeyError,
     ProviderError,
     ReplayMissError,
+    ShortAnswer,
     normalize,
 )
 from retrieval.providers.http import RetryPolicy, is_replay_miss, tls_context
@@ -260,6 +261,29 @@ class GeminiGenerator(_GeminiBase):
             response_mime_type="application/json",
             response_schema=_gemini_schema(schema),
         )
+        return self._text(self._generate(what, prompt, config), what)
+
+    def generate_short(self, prompt: str, top_logprobs: int) -> ShortAnswer:
+        """A short answer with the `top_logprobs` likeliest first tokens (`responseLogprobs`), where
+        the model returns them: a model without log-probabilities gives the text alone."""
+        from google.genai import types
+
+        what = f"gemini {self.model}:generateContent"
+        config = types.GenerateContentConfig(temperature=0.0, response_logprobs=True, logprobs=top_logprobs)
+        response = self._generate(what, prompt, config)
+        text = self._text(response, what)
+        result = response.candidates[0].logprobs_result if response.candidates else None
+        top = (result.top_candidates or []) if result is not None else []
+        first = (top[0].candidates or []) if top else []
+        found = {
+            c.token: float(c.log_probability)
+            for c in first
+            if isinstance(c.token, str) and isinstance(c.log_probability, int | float)
+        }
+        return ShortAnswer(text, found or None)
+
+    def _generate(self, what: str, prompt: str, config: Any) -> Any:
+        """One generateContent call, its usage counted."""
         response, seconds = self._call(
             what,
             self._client.models.generate_content,
@@ -278,6 +302,10 @@ class GeminiGenerator(_GeminiBase):
             output_tokens=int(output),
             seconds=seconds,
         )
+        return response
+
+    def _text(self, response: Any, what: str) -> str:
+        """The answer's text; ProviderError "blocked"/"empty" when there is none."""
         feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason:
             raise ProviderError(f"{what}: prompt blocked ({_name(feedback.block_reason)})", "blocked")

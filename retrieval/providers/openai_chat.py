@@ -17,7 +17,7 @@ import httpx
 
 from retrieval.config.profile_checks import openai_llm as check
 from retrieval.config.settings import Profile
-from retrieval.providers.base import MissingKeyError, ProviderError
+from retrieval.providers.base import MissingKeyError, ProviderError, ShortAnswer
 from retrieval.providers.http import RetryPolicy, new_client, post_json
 from retrieval.run.cost import Usage
 
@@ -79,6 +79,34 @@ class OpenAIChat:
             "temperature": 0,
             "response_format": self._response_format(schema, schema_name),
         }
+        content, _ = self._complete(body)
+        return content
+
+    def generate_short(self, prompt: str, top_logprobs: int) -> ShortAnswer:
+        """One token of answer with the `top_logprobs` likeliest first tokens (OpenAI's logprobs,
+        served by vLLM, llama.cpp and Ollama too); a server that returns none gives the text alone."""
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": 1,
+            "logprobs": True,
+            "top_logprobs": top_logprobs,
+        }
+        content, choice = self._complete(body)
+        logprobs = choice.get("logprobs")
+        steps = logprobs.get("content") if isinstance(logprobs, dict) else None
+        first = steps[0] if isinstance(steps, list) and steps and isinstance(steps[0], dict) else {}
+        alternatives = first.get("top_logprobs")
+        found = {
+            str(a["token"]): float(a["logprob"])
+            for a in (alternatives if isinstance(alternatives, list) else [])
+            if isinstance(a, dict) and isinstance(a.get("token"), str) and _number(a.get("logprob"))
+        }
+        return ShortAnswer(content, found or None)
+
+    def _complete(self, body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The content of one answer and its choice, usage counted."""
         what = f"chat {self.model}"
         started = time.perf_counter()
         try:
@@ -104,7 +132,7 @@ class OpenAIChat:
         content = message.get("content")
         if not isinstance(content, str) or not content.strip():
             raise ProviderError(f"{what}: empty answer (finish reason {choice.get('finish_reason')})", "empty")
-        return content
+        return content, choice
 
     def close(self) -> None:
         """Close the HTTP client if this object created it."""
@@ -114,3 +142,8 @@ class OpenAIChat:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _number(value: Any) -> bool:
+    # A log-probability: finite or -inf (a server may give -9999.0 or -inf for an impossible token).
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value

@@ -1,4 +1,4 @@
-"""The versioned reranking prompt: template, response schema and deterministic rendering.
+"""The versioned reranking prompts (listwise, pointwise): templates, response schema and deterministic rendering.
 
 Cassettes match requests byte for byte, so the rendered prompt must be a pure function
 of the question and the candidates. Anything that changes its bytes (the template, the
@@ -14,9 +14,20 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-__all__ = ["PROMPT_VERSION", "RERANK_SCHEMA", "TEXT_CHARS", "answer_field", "render_rerank_prompt", "template"]
+__all__ = [
+    "POINTWISE_PROMPT_VERSION",
+    "PROMPT_VERSION",
+    "RERANK_SCHEMA",
+    "TEXT_CHARS",
+    "answer_field",
+    "render_pointwise_prompt",
+    "render_rerank_prompt",
+    "template",
+]
 
 PROMPT_VERSION = "rerank-v1"
+# The pointwise reranker's: one passage per prompt, answered yes or no.
+POINTWISE_PROMPT_VERSION = "rerank-pointwise-v1"
 
 # Part of the prompt version: 20 candidates x 1,000 characters keeps a call near 6k tokens.
 TEXT_CHARS = 1000
@@ -71,6 +82,13 @@ def render_rerank_prompt(question: str, candidates: Sequence[tuple[str, str, str
         count=len(candidates),
         candidates="\n\n".join(blocks),
     )
+
+
+def render_pointwise_prompt(question: str, title: str, text: str) -> str:
+    """Render the pointwise prompt for one question and one candidate: its title (when it has one)
+    and its text, whitespace-collapsed and cut at TEXT_CHARS characters as in the listwise prompt."""
+    passage = f"{_one_line(title)}\n{_truncate(text)}" if title.strip() else _truncate(text)
+    return template(POINTWISE_PROMPT_VERSION).substitute(question=_one_line(question), passage=passage)
 
 
 def answer_field(raw: str, field: str, kind: type, what: str) -> Any:

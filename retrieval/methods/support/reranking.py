@@ -11,7 +11,7 @@ model's scores are not comparable with the source's fused scores below the pool)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from retrieval.data.dataset import Document, Question
 
 __all__ = ["CandidateReranker", "degraded", "reordered"]
+
+T = TypeVar("T")
 
 
 def reordered(source: Ranking, order: Sequence[int]) -> Ranking:
@@ -100,7 +102,7 @@ class CandidateReranker:
 
         return self.map(context, one, len(questions))
 
-    def map(self, context: Context, call: Callable[[int], Ranking], count: int) -> list[Ranking]:
+    def map(self, context: Context, call: Callable[[int], T], count: int) -> list[T]:
         """`call` over 0..count-1, `workers` at a time, with the run's progress bar; a fatal error
         (replay miss, missing key) cancels the queued calls."""
         bar = context.progress(count, self.name) if context.progress and count else None
