@@ -45,7 +45,7 @@ from retrieval.measures.refusion import (
     kept_lists,
     required_depth,
 )
-from retrieval.methods.prompts import render_rerank_prompt
+from retrieval.methods.prompts import PROMPT_VERSION, render_rerank_prompt
 from retrieval.run.results import Run
 
 __all__ = [
@@ -146,9 +146,12 @@ def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | Non
 
 def token_ratio(run: Run, setup: Setup, source: str) -> tuple[float, str]:
     """Characters per token for rerank prompts over `source`, and the rule to print: measured
-    on a reranker of the run that reads `source` when one has input tokens, else CHARS_PER_TOKEN."""
+    on a reranker of the run that reads `source` with the listwise prompt (its declared config's
+    `prompt`: a pointwise reranker or a rerank API counts other texts) when one has input tokens,
+    else CHARS_PER_TOKEN."""
     for method, read in setup.candidate_sources.items():
-        measured = measured_chars_per_token(run, setup, method) if read == source else None
+        listwise = run.config.get(f"{method}.prompt") == PROMPT_VERSION
+        measured = measured_chars_per_token(run, setup, method) if read == source and listwise else None
         if measured is not None:
             tokens = run.usage[method].input_tokens
             return measured, CALIBRATED_RULE.format(ratio=measured, method=method, tokens=tokens)

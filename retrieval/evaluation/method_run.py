@@ -184,7 +184,7 @@ def run_method(
     context.rankings[declared.name] = checked
     own = context.usage.get(declared.name)
     if own is not None:  # the method's provider counted its calls and tokens
-        usage.add(own.calls, own.input_tokens, own.output_tokens)
+        usage.add(own.calls, own.input_tokens, own.output_tokens, search_units=own.search_units)
     elif declared.calls == "http" and _counters(context) == counted:
         # A method that counts none of its calls (a team's search client) is charged with those its
         # cassette answered (a live run counts them on their way out).

@@ -117,6 +117,12 @@ class FakeEmbeddingsServer:
             client.close()
         self._httpd.stop()
 
+    def __enter__(self) -> FakeEmbeddingsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def make_profile(url: str, **changes: Any) -> Profile:
     fields: dict[str, Any] = {

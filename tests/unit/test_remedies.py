@@ -12,7 +12,7 @@ from retrieval.data.dataset import Question
 from retrieval.diagnosis.remedies import Remedy, diagnose, remedy_summary, render_diagnosis
 from retrieval.diagnosis.sweeps import FusionSettings, Setup, measured_chars_per_token, sweeps, token_ratio
 from retrieval.measures.fusion import reciprocal_rank_fusion
-from retrieval.methods.prompts import render_rerank_prompt
+from retrieval.methods.prompts import PROMPT_VERSION, render_rerank_prompt
 from retrieval.run.cost import Usage
 from retrieval.run.ranking import Ranking
 from retrieval.run.results import MethodResult, QuestionResult, Run
@@ -236,7 +236,11 @@ def test_token_estimates_calibrate_on_the_rerankers_measured_tokens() -> None:
     chars = sum(len(p) for p in prompts)
     usage = Usage()
     usage.add(6, 589, 50)  # the provider counted 589 input tokens: 6 characters per token
-    run = Run("hand", "f", {}, ["bm25", "vector", "hybrid", "rerank"], results, {"rerank": usage})
+    methods = ["bm25", "vector", "hybrid", "rerank"]
+    # A reranker whose calls are not the listwise prompt (pointwise, a rerank API) calibrates nothing.
+    pointwise = Run("hand", "f", {"rerank.prompt": "rerank-pointwise-v1"}, methods, results, {"rerank": usage})
+    assert token_ratio(pointwise, setup, "hybrid")[0] == 4.0
+    run = Run("hand", "f", {"rerank.prompt": PROMPT_VERSION}, methods, results, {"rerank": usage})
     assert chars == 3534 and measured_chars_per_token(run, setup, "rerank") == 6.0
     assert token_ratio(run, setup, "hybrid") == (
         6.0,
