@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from retrieval.config import ConfigError, Settings, load_settings
@@ -13,7 +14,7 @@ from retrieval.data.dataset import DatasetError, load_dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.method_run import raising_method
 from retrieval.evaluation.progress import stderr_progress
-from retrieval.files.atomic import atomic_write_text
+from retrieval.files.atomic import atomic_write_text, replace_files
 from retrieval.gate.compare import at_k, config_changes, incompatibility
 from retrieval.gate.questions import run_data_changes
 from retrieval.gate.reference import baseline_at
@@ -25,6 +26,7 @@ from retrieval.recording.recorder import Mode
 from retrieval.report.build import build_report, render_json
 from retrieval.report.sections import render_markdown
 from retrieval.run.results import Run, RunLogError, load_run, run_log
+from retrieval.run.trec import trec_files
 from retrieval.text.markdown import fit
 from retrieval.text.redaction import failure_text, redacted
 
@@ -39,7 +41,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dataset", help="dataset folder (native: corpus.jsonl + questions.jsonl; or BEIR)")
     p.add_argument("--profile", help="profile from retrieval.toml / [tool.retrieval] (default: local)")
-    p.add_argument("--methods", help="comma-separated: bm25,vector,hybrid,rerank or module:factory")
+    p.add_argument(
+        "--methods",
+        help="comma-separated: bm25,vector,hybrid,rerank, module:factory, trec:RUN_FILE, langchain:module:object "
+        "or llamaindex:module:object",
+    )
+    p.add_argument(
+        "--run",
+        action="append",
+        metavar="FILE",
+        help="also evaluate this TREC run file as a method (trec:FILE; may be repeated)",
+    )
     p.add_argument("--k", type=int, help="recall cut-off (default 5)")
     p.add_argument("--rrf-k", type=int, dest="rrf_k", help="reciprocal rank fusion constant (default 60)")
     p.add_argument("--candidates", type=int, help="hybrid candidates given to the reranker (default 20)")
@@ -57,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["markdown", "json"], default="markdown")
     p.add_argument("--output", help="write the report to this file instead of standard output")
     p.add_argument("--log", help="write the per-question run log (JSONL) to this file")
+    p.add_argument(
+        "--export-trec",
+        dest="export_trec",
+        metavar="DIR",
+        help="write every method's run (DIR/<method>.run) and the qrels (DIR/qrels.txt) in TREC format, "
+        "for trec_eval, ir_measures or ranx",
+    )
     p.add_argument(
         "--summary-output",
         dest="summary_output",
@@ -178,8 +197,12 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     # --baseline names the file to compare with, not the project's `baseline` setting.
     settings = load_settings(
-        ".", {k: v for k, v in vars(args).items() if k not in ("baseline", "baseline_ref", "gate")}
+        ".",
+        {k: v for k, v in vars(args).items() if k not in ("baseline", "baseline_ref", "gate", "run", "export_trec")},
     )
+    if args.run:  # a path given on the command line is the shell's: from the working directory
+        runs = tuple(f"trec:{Path(file).resolve()}" for file in args.run)
+        settings = replace(settings, methods=tuple(dict.fromkeys((*settings.methods, *runs))))
     recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
     if args.gate:
         return _gate(settings, args)
@@ -206,6 +229,9 @@ def _main(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
     if args.log:
         _write(args.log, run_log(run))
+    if args.export_trec:
+        # As one set: a folder holds one run's files, never some of this run's and some of another's.
+        replace_files(args.export_trec, trec_files(run))
     entry, notice, accepted = None, None, None
     if args.baseline_ref and args.baseline is None:
         raise ConfigError("--baseline-ref REF compares with a baseline: give it with --baseline.")

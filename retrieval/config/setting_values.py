@@ -16,7 +16,16 @@ from typing import Any
 from retrieval.config.names import name_problem
 from retrieval.config.settings import ConfigError, is_integer, is_number, unknown_keys
 
-__all__ = ["EXECUTORS", "MAX_TOLERANCE", "NUMBERS", "PATH_KEYS", "SETTING_KEYS", "check_prices", "check_values"]
+__all__ = [
+    "EXECUTORS",
+    "MAX_TOLERANCE",
+    "NUMBERS",
+    "PATH_KEYS",
+    "SETTING_KEYS",
+    "SPEC_SCHEMES",
+    "check_prices",
+    "check_values",
+]
 
 PATH_KEYS = ("dataset", "cassettes", "vectors", "cache", "baseline", "snapshots")
 # The gate's tolerance is at most 0.05 (5 points of recall or MRR): replay is exact, so a
@@ -50,6 +59,9 @@ SETTING_KEYS = {
 }
 # A user method given by its factory: `package.module:function`.
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+# Methods given by what they wrap, `SCHEME:REST` (retrieval.evaluation.pipeline builds each): a TREC
+# run file (`trec:runs/engine.run`), a LangChain or LlamaIndex retriever (`langchain:module:object`).
+SPEC_SCHEMES = ("trec", "langchain", "llamaindex")
 
 
 def _source(key: str, flags: Mapping[str, Any], where: str, prefix: str = "--") -> str:
@@ -72,7 +84,8 @@ def _methods(methods: Any, flags: Mapping[str, Any], where: str, prefix: str) ->
     for method in methods:
         # A name becomes a cassette's file name; a `module:factory` spec is checked as the name its
         # factory gives the method (retrieval.evaluation.pipeline).
-        problem = None if _SPEC.fullmatch(method) else name_problem("method", method)
+        wrapped = method.partition(":")[0] in SPEC_SCHEMES
+        problem = None if _SPEC.fullmatch(method) or wrapped else name_problem("method", method)
         if problem:
             raise ConfigError(
                 f"{source}: {problem} A method of yours may be given as module.path:factory.", at=("methods",)

@@ -2,39 +2,34 @@
 
 A built-in method is one module of `retrieval.methods` named after it, with a
 `factory(settings, *, replay)`; a user method is any `module.path:factory` whose
-`factory(settings)` returns an object following `retrieval.methods.base.Method`.
+`factory(settings)` returns an object following `retrieval.methods.base.Method`; a method that
+wraps something is `SCHEME:REST`, built by its scheme's adapter (`trec:runs/engine.run`, a run
+file; `langchain:module:object` and `llamaindex:module:object`, a framework's retriever).
 Either way the evaluator only reads the method's declarations.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
-import retrieval.methods
 from retrieval.config import ConfigError, Settings
 from retrieval.config.names import name_problem
+from retrieval.methods import builtin_methods
 from retrieval.methods.base import Declaration, DeclarationError, Method, MethodUnavailable, declaration
 
-__all__ = ["BUILTIN_METHODS", "MethodUnavailable", "Plan", "builtin_methods", "plan"]
-
-_NOT_METHODS = {"base"}  # the contract (shared helpers are in the support package)
-
-
-def builtin_methods() -> tuple[str, ...]:
-    """The built-in method names: the modules of retrieval.methods that define a factory."""
-    return tuple(
-        sorted(
-            m.name
-            for m in pkgutil.iter_modules(retrieval.methods.__path__)
-            if not m.ispkg and m.name not in _NOT_METHODS
-        )
-    )
-
+__all__ = ["BUILTIN_METHODS", "SCHEMES", "MethodUnavailable", "Plan", "builtin_methods", "plan"]
 
 BUILTIN_METHODS = builtin_methods()
+
+# SCHEME -> the adapter function building its method from (the rest of the spec, the settings);
+# the configuration accepts the same schemes (retrieval.config.setting_values.SPEC_SCHEMES).
+SCHEMES: dict[str, str] = {
+    "trec": "retrieval.adapters.trec_run:from_spec",
+    "langchain": "retrieval.adapters.frameworks:langchain_from_spec",
+    "llamaindex": "retrieval.adapters.frameworks:llamaindex_from_spec",
+}
 
 
 @dataclass
@@ -104,12 +99,23 @@ def _user_method(spec: str, settings: Settings) -> Method:
                 f"method {spec!r}: the object {attr}(settings) returned has no {needed!r}. A method needs name, "
                 "requires, needs_vectors and rank(context) (see retrieval.methods.base.Method)."
             )
+    return _not_builtin(method, spec)
+
+
+def _not_builtin(method: Method, spec: str) -> Method:
     if method.name in BUILTIN_METHODS:
         raise ConfigError(
             f"method {spec!r} is named {method.name!r}, the name of a built-in method. Give it another name: "
             "its figures would replace the built-in's row."
         )
     return method
+
+
+def _wrapped(spec: str, settings: Settings) -> Method:
+    scheme, _, rest = spec.partition(":")
+    module_name, _, function = SCHEMES[scheme].partition(":")
+    method: Method = getattr(importlib.import_module(module_name), function)(rest, settings)
+    return _not_builtin(method, spec)
 
 
 def _builtin(name: str, settings: Settings, replay: bool) -> Method:
@@ -121,6 +127,8 @@ def _builtin(name: str, settings: Settings, replay: bool) -> Method:
 def _build(name: str, settings: Settings, replay: bool) -> Method:
     if name in BUILTIN_METHODS:
         return _builtin(name, settings, replay)
+    if name.partition(":")[0] in SCHEMES:
+        return _wrapped(name, settings)
     if ":" in name:
         return _user_method(name, settings)
     raise ConfigError(f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory.")
