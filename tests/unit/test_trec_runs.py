@@ -5,6 +5,7 @@ refused in one line naming the file and the line."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -88,7 +89,6 @@ def test_the_runs_digest_is_in_the_configuration(exported: Path, tmp_path: Path)
     path.write_bytes((exported / "vector.run").read_bytes())
     settings = demo_settings(root=str(tmp_path))
     run = evaluate(demo_dataset(), settings, mode="replay", methods=["trec:engine.trec"])
-    import hashlib
 
     assert run.methods == ["engine"]
     assert run.config["engine.file"] == "engine.trec"
