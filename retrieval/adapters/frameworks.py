@@ -1,0 +1,214 @@
+"""LangChain and LlamaIndex retrievers gated as methods, with no adapter to write.
+
+Spec: `langchain:MODULE:OBJECT` or `llamaindex:MODULE:OBJECT`, options after `?`:
+`langchain:myapp.rag:retriever?id_key=doc_id&calls=http&name=docs`. OBJECT is the retriever (a
+LangChain `BaseRetriever`, whose `invoke(query)` returns Documents; a LlamaIndex `BaseRetriever`,
+whose `retrieve(query)` returns NodeWithScore), or a function of the evaluated Dataset that builds
+one over its documents. In code, `langchain_method(retriever, ...)` and `llamaindex_method(...)`
+return the same method for a `module:factory` of your own.
+
+Each returned document is the dataset document named by its metadata's `id_key` ("id" by default);
+a document without one fails the run in one line, and an id the dataset does not hold is refused
+(retrieval.run.ranking.ranking_from_ids). Chunks of one document count once, at the rank of the
+first (the best) of them: the dataset judges documents, not chunks. LangChain returns no scores, so
+the order is the ranking; LlamaIndex's scores are kept when every node has one, best first.
+
+`calls` says what the retriever reaches, as for any method (retrieval.run.declaration.Calls):
+"rankings" by default, which records each question's ranking with `--record` and replays it
+without the retriever (whatever it reaches: a hosted vector store, a database, a model), valid
+while the retriever's module and these options are unchanged; "http" when it reaches services
+over HTTP, whose calls are then recorded and replayed through the retriever's own code; "none"
+when it runs in process (an in-memory store over a local embedding), run for real every time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, get_args
+from urllib.parse import parse_qsl
+
+from retrieval.config import ConfigError
+from retrieval.methods.base import Calls, Context
+from retrieval.run.ranking import Ranking, ranking_from_ids
+
+if TYPE_CHECKING:
+    from retrieval.config import Settings
+    from retrieval.data.dataset import Dataset, Question
+
+__all__ = [
+    "ID_KEY",
+    "FrameworkRetriever",
+    "langchain_from_spec",
+    "langchain_method",
+    "llamaindex_from_spec",
+    "llamaindex_method",
+]
+
+Framework = Literal["langchain", "llamaindex"]
+ID_KEY = "id"
+_OPTIONS = ("id_key", "calls", "name")
+
+
+def _langchain_hits(retriever: Any, query: str) -> list[tuple[Mapping[str, Any], float | None, str]]:
+    return [(doc.metadata or {}, None, doc.page_content) for doc in retriever.invoke(query)]
+
+
+def _llamaindex_hits(retriever: Any, query: str) -> list[tuple[Mapping[str, Any], float | None, str]]:
+    return [(hit.node.metadata or {}, hit.score, hit.node.get_content()) for hit in retriever.retrieve(query)]
+
+
+_HITS: dict[Framework, tuple[str, Callable[[Any, str], list[tuple[Mapping[str, Any], float | None, str]]]]] = {
+    "langchain": ("invoke", _langchain_hits),
+    "llamaindex": ("retrieve", _llamaindex_hits),
+}
+
+
+class FrameworkRetriever:
+    """A framework's retriever as a method: one `invoke`/`retrieve` per question, in dataset order.
+
+    `retriever` is the retriever, or a function of the Dataset returning one (built when the
+    method ranks, over the evaluated documents); `sources` are the modules that define it (a
+    `calls = "rankings"` replay is valid while they are unchanged)."""
+
+    requires: tuple[str, ...] = ()
+    needs_vectors = False
+
+    def __init__(
+        self,
+        framework: Framework,
+        retriever: Any,
+        *,
+        name: str,
+        id_key: str = ID_KEY,
+        calls: Calls = "rankings",
+        sources: Sequence[str] = (),
+        described: str = "",
+    ) -> None:
+        if calls not in get_args(Calls):
+            raise ConfigError(f"method {name!r}: calls must be one of {', '.join(get_args(Calls))}, got {calls!r}.")
+        self.framework = framework
+        self.retriever = retriever
+        self.name = name
+        self.id_key = id_key
+        self.calls = calls
+        self.sources = tuple(sources)
+        self.described = described or f"{type(retriever).__module__}.{type(retriever).__qualname__}"
+
+    @property
+    def config(self) -> dict[str, str]:
+        """Recorded in the baseline configuration (and digested with a ranking cassette)."""
+        return {"framework": self.framework, "retriever": self.described, "id_key": self.id_key}
+
+    def _built(self, dataset: Dataset) -> Any:
+        method, _ = _HITS[self.framework]
+        if hasattr(self.retriever, method):
+            return self.retriever
+        retriever = self.retriever(dataset)
+        if not hasattr(retriever, method):
+            raise ConfigError(
+                f"method {self.name!r}: {self.described}(dataset) returned {type(retriever).__name__}, which has no "
+                f"{method}(query): return the {self.framework} retriever."
+            )
+        return retriever
+
+    def _ids(self, question: Question, hits: Sequence[tuple[Mapping[str, Any], float | None, str]]) -> list[str]:
+        ids: list[str] = []
+        for metadata, _, content in hits:
+            value = metadata.get(self.id_key)
+            if not isinstance(value, str | int) or isinstance(value, bool) or str(value) == "":
+                shown = " ".join(str(content).split())[:60]
+                raise ConfigError(
+                    f"method {self.name!r}: the retriever returned a document without {self.id_key!r} in its metadata "
+                    f"for question {question.id} («{shown}»): give each indexed document its dataset id as "
+                    f"metadata[{self.id_key!r}], or name the key holding it with ?id_key=KEY."
+                )
+            ids.append(str(value))
+        return ids
+
+    def rank(self, context: Context) -> list[Ranking]:
+        """The retriever's documents for every question, as dataset documents best first."""
+        retriever = self._built(context.dataset)
+        _, hits_of = _HITS[self.framework]
+        rankings = []
+        for question in context.dataset.questions:
+            hits = hits_of(retriever, question.text)
+            ids = self._ids(question, hits)
+            first: dict[str, int] = {}
+            for n, doc in enumerate(ids):
+                first.setdefault(doc, n)  # a document's best chunk
+            kept = list(first)[: context.depth]
+            values = _scores([hits[first[d]][1] for d in kept])
+            rankings.append(ranking_from_ids(kept, context.dataset, values))
+        return rankings
+
+
+def _scores(scores: Sequence[float | None]) -> list[float] | None:
+    """The retriever's scores when every document has one and they never rise (best first), else
+    None: the order alone is the ranking."""
+    if not scores or not all(isinstance(s, int | float) for s in scores):
+        return None
+    values = [float(s) for s in scores if s is not None]
+    return values if all(a >= b for a, b in itertools.pairwise(values)) else None
+
+
+def langchain_method(
+    retriever: Any, *, name: str, id_key: str = ID_KEY, calls: Calls = "rankings", sources: Sequence[str] = ()
+) -> FrameworkRetriever:
+    """A LangChain retriever (or a function of the Dataset building one) as a method; see the module."""
+    return FrameworkRetriever("langchain", retriever, name=name, id_key=id_key, calls=calls, sources=sources)
+
+
+def llamaindex_method(
+    retriever: Any, *, name: str, id_key: str = ID_KEY, calls: Calls = "rankings", sources: Sequence[str] = ()
+) -> FrameworkRetriever:
+    """A LlamaIndex retriever (or a function of the Dataset building one) as a method; see the module."""
+    return FrameworkRetriever("llamaindex", retriever, name=name, id_key=id_key, calls=calls, sources=sources)
+
+
+def _from_spec(framework: Framework, rest: str) -> FrameworkRetriever:
+    spec = f"{framework}:{rest}"
+    target, _, query = rest.partition("?")
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(
+            f"method {spec!r}: give {framework}:MODULE:OBJECT, e.g. {framework}:myapp.rag:retriever "
+            "(options after ?: id_key, calls, name)."
+        )
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise ConfigError(f"method {spec!r}: unknown option {unknown[0]!r}; known: {', '.join(_OPTIONS)}.")
+    try:
+        retriever = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"method {spec!r}: cannot import it ({exc}). The module must be installed, on PYTHONPATH or at the "
+            "project root."
+        ) from exc
+    method = _HITS[framework][0]
+    if not hasattr(retriever, method) and not callable(retriever):
+        raise ConfigError(
+            f"method {spec!r}: {attr} is a {type(retriever).__name__}, neither a retriever with {method}(query) nor "
+            "a function of the dataset returning one."
+        )
+    return FrameworkRetriever(
+        framework,
+        retriever,
+        name=options.get("name") or attr,
+        id_key=options.get("id_key") or ID_KEY,
+        calls=options.get("calls", "rankings"),  # type: ignore[arg-type]
+        sources=(module_name,),
+        described=f"{module_name}:{attr}",
+    )
+
+
+def langchain_from_spec(rest: str, settings: Settings) -> FrameworkRetriever:
+    """The method of `langchain:MODULE:OBJECT[?options]`."""
+    return _from_spec("langchain", rest)
+
+
+def llamaindex_from_spec(rest: str, settings: Settings) -> FrameworkRetriever:
+    """The method of `llamaindex:MODULE:OBJECT[?options]`."""
+    return _from_spec("llamaindex", rest)

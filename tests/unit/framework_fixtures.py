@@ -1,0 +1,95 @@
+"""FIXTURE retrievers built with the real LangChain and LlamaIndex libraries over a dataset, on a
+deterministic embedding named as a fixture: hashed bag-of-words counts, no model, no network. Its
+vectors stand for no model's; they give the frameworks' own stores something to rank by."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document as LangChainDocument
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core import VectorStoreIndex
+from llama_index.core.embeddings import BaseEmbedding
+from llama_index.core.schema import TextNode
+
+from retrieval.data.dataset import Dataset
+
+DIMENSIONS = 256
+TOP_K = 10
+_WORD = re.compile(r"\w+")
+
+
+def fixture_embedding(text: str) -> list[float]:
+    """FIXTURE vector of a text: its lowercase words counted in DIMENSIONS hashed buckets."""
+    vector = np.zeros(DIMENSIONS)
+    for word in _WORD.findall(text.lower()):
+        vector[int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % DIMENSIONS] += 1.0
+    return vector.tolist() if vector.any() else [1.0] + [0.0] * (DIMENSIONS - 1)
+
+
+class FixtureLangChainEmbeddings(Embeddings):
+    """FIXTURE LangChain embeddings: `fixture_embedding`."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [fixture_embedding(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return fixture_embedding(text)
+
+
+class FixtureLlamaIndexEmbedding(BaseEmbedding):
+    """FIXTURE LlamaIndex embedding: `fixture_embedding`."""
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return fixture_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return fixture_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return fixture_embedding(text)
+
+
+def chunks(text: str, parts: int) -> list[str]:
+    """A text cut in `parts` pieces of words (a document indexed as chunks)."""
+    words = text.split()
+    size = max(1, -(-len(words) // parts))
+    return [" ".join(words[i : i + size]) for i in range(0, len(words), size)] or [text]
+
+
+def langchain_retriever(dataset: Dataset, parts: int = 1, id_key: str = "id") -> Any:
+    """A LangChain InMemoryVectorStore retriever over the dataset's documents (in `parts` chunks each)."""
+    store = InMemoryVectorStore(embedding=FixtureLangChainEmbeddings())
+    store.add_documents(
+        [
+            LangChainDocument(page_content=piece, metadata={id_key: d.id, "title": d.title})
+            for d in dataset.documents
+            for piece in chunks(d.content, parts)
+        ]
+    )
+    return store.as_retriever(search_kwargs={"k": TOP_K})
+
+
+def langchain_chunked(dataset: Dataset) -> Any:
+    """The LangChain retriever over documents indexed in 3 chunks each."""
+    return langchain_retriever(dataset, parts=3)
+
+
+def langchain_without_ids(dataset: Dataset) -> Any:
+    """FIXTURE mistake: the documents' ids indexed under `source`, not `id`."""
+    return langchain_retriever(dataset, id_key="source")
+
+
+def llamaindex_retriever(dataset: Dataset) -> Any:
+    """A LlamaIndex VectorStoreIndex retriever (its SimpleVectorStore) over the dataset's documents."""
+    # The id is metadata the retriever returns, not text it embeds.
+    nodes = [
+        TextNode(text=d.content, id_=f"node-{d.id}", metadata={"id": d.id}, excluded_embed_metadata_keys=["id"])
+        for d in dataset.documents
+    ]
+    index = VectorStoreIndex(nodes=nodes, embed_model=FixtureLlamaIndexEmbedding())
+    return index.as_retriever(similarity_top_k=TOP_K)

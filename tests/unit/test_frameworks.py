@@ -1,0 +1,173 @@
+"""LangChain and LlamaIndex retrievers gated as methods, with the real libraries: langchain-core's
+InMemoryVectorStore retriever and llama-index-core's VectorStoreIndex retriever over a FIXTURE
+embedding (framework_fixtures.py), no network. Checked: the ranking they give is the dataset's
+documents in the order the store ranks them (equal to a cosine computed here), chunks count once,
+a document without an id fails in one line, `calls` as declared, and a recorded ranking replayed
+without the retriever."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from demo_fixture import demo_dataset, demo_settings
+from framework_fixtures import TOP_K, fixture_embedding, langchain_retriever
+
+from retrieval.adapters.frameworks import langchain_method
+from retrieval.config import ConfigError
+from retrieval.config.setting_values import SPEC_SCHEMES
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.evaluation.pipeline import SCHEMES
+from retrieval.measures.metrics import score_run
+from retrieval.methods.base import Context
+
+LANGCHAIN = "langchain:framework_fixtures:langchain_retriever"
+LLAMAINDEX = "llamaindex:framework_fixtures:llamaindex_retriever"
+
+
+def cosines(dataset: Dataset) -> dict[str, dict[str, float]]:
+    """Each question's cosine with every document over the fixture vectors, computed here."""
+    docs = np.array([fixture_embedding(d.content) for d in dataset.documents])
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    found = {}
+    for question in dataset.questions:
+        query = np.array(fixture_embedding(question.text))
+        scores = docs @ (query / np.linalg.norm(query))
+        found[question.id] = {d.id: float(s) for d, s in zip(dataset.documents, scores, strict=True)}
+    return found
+
+
+def assert_cosine_top(ranked: dict[str, list[str]], dataset: Dataset) -> None:
+    """Each question's ranking is TOP_K of the dataset's documents best first by cosine (documents
+    of equal cosine in any order: each store breaks such ties its own way)."""
+    for qid, scores in cosines(dataset).items():
+        best = sorted(scores.values(), reverse=True)[:TOP_K]
+        assert len(set(ranked[qid])) == TOP_K
+        assert [scores[d] for d in ranked[qid]] == pytest.approx(best, abs=1e-9), qid
+
+
+def test_the_schemes_the_configuration_accepts_are_those_the_pipeline_builds() -> None:
+    assert set(SCHEMES) == set(SPEC_SCHEMES)
+
+
+@pytest.mark.parametrize("spec", [LANGCHAIN, LLAMAINDEX])
+def test_a_framework_retriever_ranks_the_datasets_documents(spec: str) -> None:
+    dataset = demo_dataset()
+    run = evaluate(dataset, demo_settings(), mode="replay", methods=[f"{spec}?calls=none&name=framework"])
+    assert run.methods == ["framework"]
+    assert_cosine_top(run.ranked_ids("framework"), dataset)
+    declared = run.declared("framework")
+    assert (declared.calls, declared.first_stage) == ("none", True)
+    framework = spec.split(":")[0]
+    assert run.config["framework.framework"] == framework
+    assert run.config["framework.retriever"] == spec.split(":", 1)[1]
+    assert run.config["framework.id_key"] == "id"
+    # LlamaIndex's scores are kept (best first); LangChain gives none, so the order is scored.
+    scores = run.results[0].methods["framework"].scores
+    if framework == "llamaindex":
+        assert scores != list(range(TOP_K, 0, -1)) and scores == sorted(scores, reverse=True)
+    else:
+        assert scores == [float(s) for s in range(TOP_K, 0, -1)]
+    assert 0 < score_run(run)["framework"].overall["recall@5"] < 1
+
+
+def test_both_frameworks_give_the_same_figures_over_the_same_vectors() -> None:
+    run = evaluate(
+        demo_dataset(), demo_settings(), mode="replay", methods=[f"{LANGCHAIN}?calls=none", f"{LLAMAINDEX}?calls=none"]
+    )
+    assert run.methods == ["langchain_retriever", "llamaindex_retriever"]
+    ours = score_run(run)
+    assert ours["langchain_retriever"].per_question == ours["llamaindex_retriever"].per_question
+    for method in run.methods:
+        assert_cosine_top(run.ranked_ids(method), demo_dataset())
+
+
+def test_chunks_of_one_document_count_once_at_their_best_rank() -> None:
+    dataset = demo_dataset()
+    method = langchain_method(
+        lambda d: langchain_retriever(d, parts=3), name="chunked", calls="none", sources=("framework_fixtures",)
+    )
+    context = Context(dataset=dataset, depth=1000)
+    rankings = method.rank(context)
+    retriever = langchain_retriever(dataset, parts=3)
+    for question, ranking in zip(dataset.questions, rankings, strict=True):
+        hits = [doc.metadata["id"] for doc in retriever.invoke(question.text)]
+        expected = list(dict.fromkeys(hits))
+        assert [dataset.documents[i].id for i in ranking.indices] == expected
+        assert len(expected) < len(hits) or len(set(hits)) == len(hits)
+    assert any(len(r) < TOP_K for r in rankings)  # some questions met one document's chunks twice
+
+
+def test_a_returned_document_without_an_id_fails_in_one_line() -> None:
+    with pytest.raises(ConfigError) as caught:
+        evaluate(
+            demo_dataset(),
+            demo_settings(),
+            mode="replay",
+            methods=["langchain:framework_fixtures:langchain_without_ids?calls=none"],
+        )
+    message = str(caught.value)
+    assert message.startswith(
+        "method 'langchain_without_ids': the retriever returned a document without 'id' in its metadata for "
+        "question q01 («"
+    )
+    assert message.endswith(
+        "give each indexed document its dataset id as metadata['id'], or name the key holding it with ?id_key=KEY."
+    )
+    assert "\n" not in message
+    # Naming the key the documents hold fixes it.
+    run = evaluate(
+        demo_dataset(),
+        demo_settings(),
+        mode="replay",
+        methods=["langchain:framework_fixtures:langchain_without_ids?calls=none&id_key=source&name=fixed"],
+    )
+    assert_cosine_top(run.ranked_ids("fixed"), demo_dataset())
+
+
+def test_an_id_the_dataset_does_not_hold_is_refused() -> None:
+    demo = demo_dataset()
+    fewer = replace(demo, documents=demo.documents[1:])  # the retriever still indexes the first one
+    method = langchain_method(lambda d: langchain_retriever(demo), name="stale", calls="none")
+    with pytest.raises(ConfigError, match=r"method 'stale': the engine returned 1 id\(s\) that dataset"):
+        evaluate(fewer, demo_settings(), mode="replay", extra=[method], methods=[])
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("langchain:framework_fixtures", "give langchain:MODULE:OBJECT, e.g. langchain:myapp.rag:retriever"),
+        (f"{LANGCHAIN}?k=5", "unknown option 'k'; known: id_key, calls, name"),
+        (f"{LANGCHAIN}?calls=sql", "calls must be one of none, http, rankings, got 'sql'"),
+        ("langchain:framework_fixtures:nothing", "cannot import it"),
+        ("llamaindex:framework_fixtures:TOP_K", "TOP_K is a int, neither a retriever with retrieve(query)"),
+        (f"{LANGCHAIN}?name=a/b", "`channel` must be a plain file name, got 'a/b'"),
+    ],
+)
+def test_a_bad_spec_is_one_line(spec: str, says: str) -> None:
+    with pytest.raises(ConfigError, match="method ") as caught:
+        evaluate(demo_dataset(), demo_settings(), mode="replay", methods=[spec])
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_recorded_ranking_replays_without_the_retriever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import framework_fixtures
+
+    settings = demo_settings(cassettes=str(tmp_path / "cassettes"), cache=str(tmp_path / "cache"))
+    dataset = replace(demo_dataset(), questions=demo_dataset().questions[:4])
+    recorded = evaluate(dataset, settings, mode="record", methods=[LLAMAINDEX])  # calls = "rankings", the default
+    assert recorded.declared("llamaindex_retriever").calls == "rankings"
+    assert (tmp_path / "cassettes" / "local" / "llamaindex_retriever.rankings.json").is_file()
+
+    def unreachable(dataset: Dataset) -> None:
+        raise AssertionError("replay ran the retriever")
+
+    # The retriever is never built in replay; its module's digest is checked, not its code run.
+    monkeypatch.setattr(framework_fixtures, "llamaindex_retriever", unreachable)
+    replayed = evaluate(dataset, settings, mode="replay", methods=[LLAMAINDEX])
+    assert replayed.ranked_ids("llamaindex_retriever") == recorded.ranked_ids("llamaindex_retriever")
+    replayed_scores = replayed.results[0].methods["llamaindex_retriever"].scores
+    assert replayed_scores == pytest.approx(recorded.results[0].methods["llamaindex_retriever"].scores, abs=1e-9)
