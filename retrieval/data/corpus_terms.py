@@ -16,7 +16,7 @@ from itertools import chain, islice
 import numpy as np
 
 from retrieval.data import analyzer
-from retrieval.data.analyzer import DIGITS, ChunkCache, analyze_many, analyze_with
+from retrieval.data.analyzer import DEFAULT_LANGUAGE, DIGITS, ChunkCache, analyze_with, analyzer_for
 
 __all__ = [
     "AnalysedCorpus",
@@ -198,16 +198,21 @@ _UNSEEN = np.iinfo(np.int64).max
 class AnalysisState:
     """What analyze_corpus learns about chunks and terms, kept across the calls one process makes
     for the parts of one corpus (retrieval.data.corpus_parts): a chunk is analysed once per
-    process, not once per part. Term ids stay provisional: each call renumbers its own."""
+    process, not once per part. Term ids stay provisional: each call renumbers its own. The
+    state is of one language: its chunks' terms are that language's."""
 
-    def __init__(self) -> None:
+    def __init__(self, language: str = DEFAULT_LANGUAGE) -> None:
+        self.language = language
         self.numbering = _Numbering()
-        self.chunks = ChunkCache()
+        self.chunks = analyzer_for(language).chunk_cache()
         self.id_chunks = _IdChunks(self.chunks, self.numbering)
 
 
-def analyze_corpus(texts: Iterable[str], state: AnalysisState | None = None) -> AnalysedCorpus:
-    """analyze() over every text, as term ids (see AnalysedCorpus): what a BM25 index reads.
+def analyze_corpus(
+    texts: Iterable[str], state: AnalysisState | None = None, language: str = DEFAULT_LANGUAGE
+) -> AnalysedCorpus:
+    """analyze(text, language) over every text, as term ids (see AnalysedCorpus): what a BM25
+    index reads. With `state`, the state's language is used.
 
     `vocabulary[ids]` split by `lengths` equals `[analyze(t) for t in texts]` (tested on the
     demo set, generated French and random strings); it costs a fraction of analyze_many at
@@ -217,15 +222,17 @@ def analyze_corpus(texts: Iterable[str], state: AnalysisState | None = None) -> 
     `state`, the texts are one part of a corpus: the state's caches are used and kept, and the
     result is not remembered (the whole is, by `remember_corpus`).
     """
+    if state is not None:
+        language = state.language
     iterator = iter(texts)
     head = list(islice(iterator, _CORPORA_TEXTS + 1))
-    key = tuple(head) if len(head) <= _CORPORA_TEXTS and state is None else None
+    key = (language, tuple(head)) if len(head) <= _CORPORA_TEXTS and state is None else None
     if key is not None and key in _CORPORA:
         return _CORPORA[key]
     if len(head) <= _SMALL_CORPUS and state is None:
         # The batch pipeline's fixed cost (a few dozen numpy calls) outweighs a small corpus.
-        return AnalysedCorpus.from_terms(analyze_many(head))
-    state = state or AnalysisState()
+        return AnalysedCorpus.from_terms(analyzer_for(language).analyze_many(head))
+    state = state or AnalysisState(language)
     numbering, chunks, id_chunks = state.numbering, state.chunks, state.id_chunks
     batches: list[np.ndarray] = []
     all_lengths: list[np.ndarray] = []
@@ -272,7 +279,8 @@ def analyze_corpus(texts: Iterable[str], state: AnalysisState | None = None) -> 
 
 
 def remembered_corpus(key: Hashable) -> AnalysedCorpus | None:
-    """The AnalysedCorpus kept under `key` (analyze_corpus keys a corpus by its texts), if any."""
+    """The AnalysedCorpus kept under `key` (analyze_corpus keys a corpus by its language and
+    texts), if any."""
     return _CORPORA.get(key)
 
 

@@ -52,12 +52,34 @@ class Document:
 
 @dataclass(frozen=True)
 class Question:
-    """A question, its type (a report column) and the ids of the documents that answer it."""
+    """A question, its type (a report column) and the ids of the documents that answer it.
+
+    `relevant` holds the documents that count as relevant (a grade at least the run's
+    `relevant_grade`): what recall, MRR and the failure analysis read. `grades` holds every
+    judgment the data gave, (document id, grade) in the file's order, grade 0 (or below) for a
+    document judged not relevant; empty when the data gave no grades (a list of relevant ids):
+    each relevant document is then of grade 1. Read them through `judgments`.
+    """
 
     id: str
     text: str
     type: str
     relevant: tuple[str, ...]
+    grades: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def judgments(self) -> Mapping[str, int]:
+        """Every judged document -> its grade (1 for each relevant id when the data gave no
+        grades; 0 or below: judged not relevant). A document absent was never judged."""
+        return MappingProxyType(dict(self.grades) if self.grades else dict.fromkeys(self.relevant, 1))
+
+    @property
+    def graded(self) -> bool:
+        """Whether the judgments say more than "these documents are relevant": a grade other
+        than 1, or a document judged not relevant."""
+        return bool(self.grades) and (
+            any(grade != 1 for _, grade in self.grades) or len(self.grades) != len(self.relevant)
+        )
 
 
 @dataclass(frozen=True)
@@ -86,9 +108,15 @@ class Dataset:
         return list(dict.fromkeys(q.type for q in self.questions))
 
 
-def load_dataset(path: str | Path) -> Dataset:
+def load_dataset(path: str | Path, split: str = "test", relevant_grade: int = 1) -> Dataset:
     """Load a native folder (corpus.jsonl + questions.jsonl) or a BEIR folder
-    (corpus.jsonl + queries.jsonl + qrels/test.tsv), validated."""
+    (corpus.jsonl + queries.jsonl + qrels/<split>.tsv), validated.
+
+    Judgments keep their grades (`Question.judgments`); a document counts as relevant (is in
+    `Question.relevant`) from `relevant_grade` on. A question with no document that high is
+    left out and counted in `dropped_questions`."""
+    if relevant_grade < 1:
+        raise ValueError(f"relevant_grade must be at least 1, got {relevant_grade!r}")
     root = Path(path)
     if not root.is_dir():
         raise DatasetError(f"{root}: not a folder. Pass --dataset a folder holding corpus.jsonl.")
@@ -98,13 +126,14 @@ def load_dataset(path: str | Path) -> Dataset:
     documents = _load_corpus(corpus_path)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
     documents = dict(sorted(documents.items()))
-    dropped = 0
     if (root / "questions.jsonl").is_file():
-        questions = _load_native_questions(root / "questions.jsonl", documents)
+        questions, dropped = _load_native_questions(root / "questions.jsonl", documents, relevant_grade)
     elif (root / "queries.jsonl").is_file():
-        questions, dropped = _load_beir_questions(root, documents)
+        questions, dropped = _load_beir_questions(root, documents, split, relevant_grade)
     else:
-        raise DatasetError(f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/test.tsv (BEIR).")
+        raise DatasetError(
+            f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/{split}.tsv (BEIR)."
+        )
     # The corpus digest is the fingerprint's first part (documents sorted by id in both): hashed
     # once, and carried by the documents for corpus_fingerprint (a second pass over the corpus).
     digest = hashlib.sha256()
@@ -254,27 +283,80 @@ def _check_relevant(relevant: list[str], documents: dict[str, Document], where: 
             )
 
 
-def _load_native_questions(path: Path, documents: dict[str, Document]) -> list[Question]:
+def _grade(value: Any, where: str, what: str) -> int:
+    """A judgment's grade: a whole number (1.0 is 1), or DatasetError naming `what` holds it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise DatasetError(
+            f"{where}: {what} is {value!r}, not a grade. Use whole numbers: 0 (judged not relevant), 1, 2..."
+        )
+    if value != int(value):
+        raise DatasetError(
+            f"{where}: {what} is {value!r}, not a whole number. Grades are whole numbers: 0 (judged not "
+            "relevant), 1, 2..."
+        )
+    return int(value)
+
+
+def _graded_question(
+    qid: str, text: str, qtype: str, judged: Mapping[str, int], relevant_grade: int, from_grades: bool
+) -> Question | None:
+    """The question with its judgments (`grades` kept when the data gave grades); None when no
+    document reaches `relevant_grade` (the question is left out)."""
+    relevant = tuple(doc for doc, grade in judged.items() if grade >= relevant_grade)
+    if not relevant:
+        return None
+    return Question(qid, text, qtype, relevant, tuple(judged.items()) if from_grades else ())
+
+
+def _load_native_questions(
+    path: Path, documents: dict[str, Document], relevant_grade: int = 1
+) -> tuple[list[Question], int]:
     questions: list[Question] = []
     seen: dict[str, int] = {}
+    dropped = 0
     for number, record in _jsonl(path):
         where = f"{path}:{number}"
         qid, text = _record_id_and_text(record, where, number, "question", seen)
         qtype = _question_type(_text_field(record, "type", where), where)
         relevant = record.get("relevant")
         if relevant is None:
-            raise DatasetError(f'{where}: missing field "relevant". Add "relevant": ["doc-id", ...].')
-        if not isinstance(relevant, list) or not all(isinstance(r, str) for r in relevant):
-            raise DatasetError(f'{where}: "relevant" must be a list of document ids (strings).')
+            raise DatasetError(
+                f'{where}: missing field "relevant". Add "relevant": ["doc-id", ...] or {{"doc-id": grade, ...}}.'
+            )
+        from_grades = isinstance(relevant, dict)
+        if from_grades:
+            pairs = [(str(doc), _grade(g, where, f'the grade of "{doc}" in "relevant"')) for doc, g in relevant.items()]
+        elif isinstance(relevant, list) and all(isinstance(r, str) for r in relevant):
+            pairs = [(r, 1) for r in relevant]
+        else:
+            raise DatasetError(
+                f'{where}: "relevant" must be a list of document ids (strings) or an object of document id -> '
+                "grade (0 judged not relevant, 1, 2...)."
+            )
         # Stripped as the corpus ids are, so " HEL-4040" finds HEL-4040.
-        relevant = [_valid_unicode(r, where, "relevant").strip() for r in relevant]
-        if "" in relevant:
+        judged = {_valid_unicode(doc, where, "relevant").strip(): grade for doc, grade in pairs}
+        if "" in judged:
             raise DatasetError(f'{where}: an empty id in "relevant". Remove it or give the document id.')
-        _check_relevant(relevant, documents, where, qid)
-        questions.append(Question(qid, text, qtype, tuple(dict.fromkeys(relevant))))
+        _check_relevant([doc for doc, grade in judged.items() if grade > 0], documents, where, qid)
+        for doc in judged:
+            if doc not in documents:
+                raise DatasetError(
+                    f'{where}: question "{qid}" judges document "{doc}", which is not in corpus.jsonl. '
+                    "Fix the id or add the document."
+                )
+        question = _graded_question(qid, text, qtype, judged, relevant_grade, from_grades)
+        if question is None:
+            dropped += 1
+        else:
+            questions.append(question)
     if not questions:
+        if dropped:
+            raise DatasetError(
+                f"{path}: no question has a document of grade {relevant_grade} or more (relevant_grade). "
+                "Lower relevant_grade or grade the documents."
+            )
         raise DatasetError(f"{path}: no question. Add one JSON object per line.")
-    return questions
+    return questions, dropped
 
 
 def _question_type(value: str, where: str) -> str:
@@ -287,11 +369,15 @@ def _question_type(value: str, where: str) -> str:
 _QRELS_HEADER_IDS = {"query-id", "query_id", "qid"}
 
 
-def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[list[Question], int]:
+def _load_beir_questions(
+    root: Path, documents: dict[str, Document], split: str = "test", relevant_grade: int = 1
+) -> tuple[list[Question], int]:
     queries_path = root / "queries.jsonl"
-    qrels_path = root / "qrels" / "test.tsv"
+    qrels_path = root / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
-        raise DatasetError(f"{qrels_path}: missing. A BEIR folder needs qrels/test.tsv.")
+        found = sorted(p.stem for p in (root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
+        offer = f" The folder has qrels for: {', '.join(found)} (choose one with split)." if found else ""
+        raise DatasetError(f"{qrels_path}: missing. A BEIR folder needs qrels/{split}.tsv.{offer}")
     texts: dict[str, tuple[str, str, str]] = {}
     seen: dict[str, int] = {}
     for number, record in _jsonl(queries_path):
@@ -302,8 +388,7 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[li
         qtype = _question_type(_text_field(source, "type", where), where) if "type" in source else "all"
         texts[qid] = (text, qtype, where)
 
-    relevant: dict[str, list[str]] = {}
-    judged: set[str] = set()
+    judged: dict[str, dict[str, int]] = {}
     with io.StringIO(_read_text(qrels_path), newline="") as handle:
         for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
             # Cells are read stripped: a header written "query-id " is still the header.
@@ -326,21 +411,25 @@ def _load_beir_questions(root: Path, documents: dict[str, Document]) -> tuple[li
                 raise DatasetError(
                     f'{where}: score "{score}" is not a finite number. Use 0 (not relevant) or a positive grade.'
                 )
+            grade = _grade(graded, where, f'score "{score}"')
             if qid not in texts:
                 raise DatasetError(f'{where}: query "{qid}" is not in queries.jsonl.')
-            judged.add(qid)
-            if graded > 0:
+            grades = judged.setdefault(qid, {})
+            if grade > 0:
                 _check_relevant([doc_id], documents, where, qid)
-                relevant.setdefault(qid, []).append(doc_id)
-    # BEIR ships queries for every split: evaluate those judged in test.tsv, in queries.jsonl order.
-    questions = [
-        Question(qid, text, qtype, tuple(dict.fromkeys(relevant[qid])))
-        for qid, (text, qtype, _) in texts.items()
-        if qid in relevant
-    ]
+            elif doc_id not in documents:
+                continue  # judged not relevant, and not in the corpus: no ranking can hold it
+            grades[doc_id] = grade  # a pair judged twice: the last line holds, as in trec_eval's reading
+    # BEIR ships queries for every split: evaluate those judged in <split>.tsv, in queries.jsonl order.
+    questions = []
+    for qid, (text, qtype, _) in texts.items():
+        question = _graded_question(qid, text, qtype, judged[qid], relevant_grade, True) if qid in judged else None
+        if question is not None:
+            questions.append(question)
     if not questions:
-        raise DatasetError(f"{qrels_path}: no query with a relevant document (score > 0).")
-    return questions, len(judged - set(relevant))
+        least = "score > 0" if relevant_grade == 1 else f"score >= {relevant_grade}, the relevant_grade"
+        raise DatasetError(f"{qrels_path}: no query with a relevant document ({least}).")
+    return questions, len(judged) - len(questions)
 
 
 class _Documents(tuple[Document, ...]):
@@ -354,7 +443,11 @@ def _fingerprint(documents_digest: Any, questions: list[Question]) -> str:
     digest = documents_digest.copy()
     digest.update(b"\x00questions\x00")
     for q in questions:
-        digest.update(json.dumps([q.id, q.text, q.type, list(q.relevant)], ensure_ascii=False).encode())
+        # Grades only when they say more than the relevant ids: a dataset without grades (or
+        # whose grades are all 1) keeps the fingerprint it had before grades were read.
+        graded = [[doc, grade] for doc, grade in q.grades] if q.graded else None
+        fields = [q.id, q.text, q.type, list(q.relevant), *([graded] if graded else [])]
+        digest.update(json.dumps(fields, ensure_ascii=False).encode())
     return "sha256:" + digest.hexdigest()[:16]
 
 

@@ -1,0 +1,154 @@
+"""The analyzers of every language but French: a Snowball stemmer (PyStemmer) and the language's
+Snowball stop words (retrieval/data/stopwords/, with their source), identifiers kept whole as in
+every language (retrieval.data.analyzer).
+
+A chunk of text (no whitespace, no identifier) is lower-cased, cut into words (letters, digits
+and combining marks; an apostrophe or a hyphen separates words), and each word is dropped when
+it is a stop word or a single letter (the debris of elisions and possessives: l', d', 's), else
+stemmed; in alphabetic scripts, accents are then folded, so that a question typed without them
+("cancion", "Hauser") meets the document ("canción", "Häuser"). This is the analysis of
+Lucene's and bm25s's Snowball pipelines, with the identifier rule in front.
+
+Changing anything here, a stop list included, changes BM25 rankings: bump VERSION, which the
+baseline records in the analyzer's name.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from functools import lru_cache
+from importlib import resources
+
+from retrieval.data.analyzer import ChunkTerms
+
+__all__ = ["LANGUAGES", "VERSION", "analyzer_version", "chunk_terms", "stop_words"]
+
+VERSION = 1
+
+# ISO 639-1 code -> PyStemmer's Snowball algorithm. French is retrieval.data.analyzer's own.
+LANGUAGES = {
+    "ar": "arabic",
+    "ca": "catalan",
+    "cs": "czech",
+    "da": "danish",
+    "de": "german",
+    "el": "greek",
+    "en": "english",
+    "eo": "esperanto",
+    "es": "spanish",
+    "et": "estonian",
+    "eu": "basque",
+    "fa": "persian",
+    "fi": "finnish",
+    "ga": "irish",
+    "hi": "hindi",
+    "hu": "hungarian",
+    "hy": "armenian",
+    "id": "indonesian",
+    "it": "italian",
+    "lt": "lithuanian",
+    "ne": "nepali",
+    "nl": "dutch",
+    "no": "norwegian",
+    "pl": "polish",
+    "pt": "portuguese",
+    "ro": "romanian",
+    "ru": "russian",
+    "sr": "serbian",
+    "st": "sesotho",
+    "sv": "swedish",
+    "ta": "tamil",
+    "tr": "turkish",
+    "yi": "yiddish",
+}
+# Scripts whose vowels are combining marks: folding them away would merge different words.
+_UNFOLDED = frozenset({"ar", "fa", "hi", "ne", "ta", "yi"})
+
+
+def _known() -> str:
+    return ", ".join(["fr (the default)", *sorted(LANGUAGES)])
+
+
+def _algorithm(language: str) -> str:
+    try:
+        return LANGUAGES[language]
+    except KeyError:
+        raise ValueError(f"unknown language {language!r}: use one of {_known()}") from None
+
+
+@lru_cache(maxsize=None)
+def stop_words(language: str) -> frozenset[str]:
+    """The language's Snowball stop words (empty for a language Snowball gives no list for)."""
+    name = f"{_algorithm(language)}.stop"
+    folder = resources.files("retrieval.data").joinpath("stopwords")
+    entry = folder.joinpath(name)
+    if not entry.is_file():
+        return frozenset()
+    return frozenset(word.lower() for word in entry.read_text("utf-8").split())
+
+
+def stop_list_bytes(language: str) -> bytes:
+    """The stop list file as shipped (b"" without one): what the analysis cache keys on."""
+    entry = resources.files("retrieval.data").joinpath("stopwords", f"{_algorithm(language)}.stop")
+    return entry.read_bytes() if entry.is_file() else b""
+
+
+def analyzer_version(language: str) -> str:
+    """The analyzer's name and version, as the baseline records it: the language, this module's
+    VERSION and the PyStemmer release (its Snowball algorithms), e.g. "en-snowball-1 (PyStemmer 3.1)"."""
+    _algorithm(language)
+    import Stemmer
+
+    release = ".".join(str(Stemmer.version()).split(".")[:2])
+    return f"{language}-snowball-{VERSION} (PyStemmer {release})"
+
+
+@lru_cache(maxsize=1)
+def _word_pattern() -> re.Pattern[str]:
+    # \w leaves out combining marks (a Devanagari vowel sign, a decomposed accent): a word is
+    # letters and digits with the marks inside it. Built once, when a Snowball language is first used.
+    marks, start = [], None
+    for code in range(sys.maxunicode + 2):
+        is_mark = code <= sys.maxunicode and unicodedata.category(chr(code)).startswith("M")
+        if is_mark and start is None:
+            start = code
+        elif not is_mark and start is not None:
+            marks.append(f"{re.escape(chr(start))}-{re.escape(chr(code - 1))}")
+            start = None
+    return re.compile(f"(?:[^\\W_]|[{''.join(marks)}])+")
+
+
+class _Combining(dict[int, int | None]):
+    """str.translate table dropping combining marks (filled on first sight of each code point)."""
+
+    def __missing__(self, code: int) -> int | None:
+        value = self[code] = None if unicodedata.combining(chr(code)) else code
+        return value
+
+
+def chunk_terms(language: str) -> ChunkTerms:
+    """The language's rule for one whitespace-free chunk without identifier (module docstring)."""
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer(_algorithm(language))
+    stop = stop_words(language)
+    words = _word_pattern().findall
+    fold = language not in _UNFOLDED
+    combining = _Combining()
+
+    @lru_cache(maxsize=1 << 16)
+    def term(word: str) -> str | None:
+        if word in stop or (len(word) == 1 and not word.isdigit()):
+            return None
+        stem: str = stemmer.stemWord(word)
+        if fold and not stem.isascii():
+            stem = unicodedata.normalize("NFKD", stem).translate(combining)
+            stem = unicodedata.normalize("NFC", stem)
+        return stem
+
+    def terms(chunk: str) -> tuple[str, ...]:
+        return tuple(t for t in map(term, words(chunk.lower())) if t)
+
+    return terms
