@@ -2,8 +2,9 @@
 Snowball stop words (retrieval/data/stopwords/, with their source), identifiers kept whole as in
 every language (retrieval.data.analyzer).
 
-A chunk of text (no whitespace, no identifier) is lower-cased, cut into words (letters, digits
-and combining marks; an apostrophe or a hyphen separates words), and each word is dropped when
+A chunk of text (no whitespace, no identifier) is lower-cased, cut into words (letters and
+digits, with the combining marks inside them in the scripts whose vowels are marks; an apostrophe
+or a hyphen separates words), and each word is dropped when
 it is a stop word or a single letter (the debris of elisions and possessives: l', d', 's), else
 stemmed; in alphabetic scripts, accents are then folded, so that a question typed without them
 ("cancion", "Hauser") meets the document ("canción", "Häuser"). This is the analysis of
@@ -105,10 +106,13 @@ def analyzer_version(language: str) -> str:
     return f"{language}-snowball-{VERSION} (PyStemmer {release})"
 
 
+_WORD = re.compile(r"[^\W_]+")
+
+
 @lru_cache(maxsize=1)
-def _word_pattern() -> re.Pattern[str]:
-    # \w leaves out combining marks (a Devanagari vowel sign, a decomposed accent): a word is
-    # letters and digits with the marks inside it. Built once, when a Snowball language is first used.
+def _word_with_marks() -> re.Pattern[str]:
+    # \w leaves out combining marks (a Devanagari vowel sign): in those scripts a word is letters
+    # and digits with the marks inside it. Built once (half a second), for those languages only.
     marks, start = [], None
     for code in range(sys.maxunicode + 2):
         is_mark = code <= sys.maxunicode and unicodedata.category(chr(code)).startswith("M")
@@ -134,8 +138,8 @@ def chunk_terms(language: str) -> ChunkTerms:
 
     stemmer = Stemmer.Stemmer(_algorithm(language))
     stop = stop_words(language)
-    words = _word_pattern().findall
     fold = language not in _UNFOLDED
+    words = (_WORD if fold else _word_with_marks()).findall
     combining = _Combining()
 
     @lru_cache(maxsize=1 << 16)
