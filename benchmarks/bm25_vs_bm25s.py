@@ -73,7 +73,9 @@ def bm25s_run(dataset: Dataset, depth: int, language: str, stopwords: str) -> Ra
     corpus = bm25s.tokenize(texts, stopwords=stopwords, stemmer=stemmer, show_progress=False)
     retriever = bm25s.BM25(k1=1.5, b=0.75)
     retriever.index(corpus, show_progress=False)
-    queries = bm25s.tokenize([q.text for q in dataset.questions], stopwords=stopwords, stemmer=stemmer, show_progress=False)
+    queries = bm25s.tokenize(
+        [q.text for q in dataset.questions], stopwords=stopwords, stemmer=stemmer, show_progress=False
+    )
     k = min(depth, len(dataset.documents))
     found, _ = retriever.retrieve(queries, k=k, show_progress=False, n_threads=1)
     ids = dataset.doc_ids
@@ -146,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     if args.dataset:
         dataset = load_dataset(args.dataset, args.split)
-        described = f"{dataset.name} ({args.split}): {len(dataset.questions):,} questions x {len(dataset.documents):,} documents"
+        sizes = f"{len(dataset.questions):,} questions x {len(dataset.documents):,} documents"
+        described = f"{dataset.name} ({args.split}): {sizes}"
     else:
         dataset = generate(args.documents, args.questions, 1, args.seed).dataset
         described = f"synthetic French, seed {args.seed}: {args.questions:,} questions x {args.documents:,} documents"

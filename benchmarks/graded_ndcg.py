@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     theirs = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ 10], qrels, run)}
     gap = max(abs(theirs.get(q.id, 0.0) - v) for q, v in zip(dataset.questions, graded, strict=True))
     grades = sorted({g for q in dataset.questions for g in q.judgments.values()})
-    print(f"{dataset.name} ({args.split}): {len(dataset.questions)} questions, {len(dataset.documents):,} documents, grades {grades}")
+    print(
+        f"{dataset.name} ({args.split}): {len(dataset.questions)} questions, "
+        f"{len(dataset.documents):,} documents, grades {grades}"
+    )
     print(f"nDCG@10, graded (the tool):      {statistics.fmean(graded):.4f}")
     print(f"nDCG@10, graded (ir_measures):   {statistics.fmean(theirs.get(q.id, 0.0) for q in dataset.questions):.4f}")
     print(f"nDCG@10, every relevant grade 1: {statistics.fmean(binary):.4f}")

@@ -67,7 +67,11 @@ def scifact(source: Path, out: Path) -> list[str]:
             return list(csv.DictReader(io.TextIOWrapper(archive.open(name), "utf-8", newline="")))
 
         corpus = [
-            {"_id": d["doc_id"], "title": d["title"].strip(), "text": " ".join(s.strip() for s in _sentences(d["abstract"]))}
+            {
+                "_id": d["doc_id"],
+                "title": d["title"].strip(),
+                "text": " ".join(s.strip() for s in _sentences(d["abstract"])),
+            }
             for d in rows("corpus_train.csv")
         ]
         claims: dict[str, tuple[str, str, str]] = {}
@@ -76,16 +80,28 @@ def scifact(source: Path, out: Path) -> list[str]:
                 claims.setdefault(row["id"], (row["claim"], split, row["cited_doc_ids"]))
     queries = [{"_id": qid, "text": claim} for qid, (claim, _, _) in claims.items()]
     judged = sorted(
-        {(qid, doc.strip(",")) for qid, (_, split, cited) in claims.items() if split == "validation" for doc in cited.strip("[]").split()}
+        {
+            (qid, doc.strip(","))
+            for qid, (_, split, cited) in claims.items()
+            if split == "validation"
+            for doc in cited.strip("[]").split()
+        }
     )
     files = {
         "corpus.jsonl": _jsonl(corpus),
         "queries.jsonl": _jsonl(queries),
         "qrels/test.tsv": "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in judged),
     }
-    counts = {"documents": len(corpus), "queries": len(queries), "judgments": len(judged), "judged": len({q for q, _ in judged})}
+    counts = {
+        "documents": len(corpus),
+        "queries": len(queries),
+        "judgments": len(judged),
+        "judged": len({q for q, _ in judged}),
+    }
     problems = [f"{k}: {counts[k]:,}, BEIR has {v:,}" for k, v in SCIFACT.items() if counts[k] != v]
-    problems += [f"{n}: {len(files[n]):,} characters, BEIR's has {v:,}" for n, v in SCIFACT_CHARS.items() if len(files[n]) != v]
+    problems += [
+        f"{n}: {len(files[n]):,} characters, BEIR's has {v:,}" for n, v in SCIFACT_CHARS.items() if len(files[n]) != v
+    ]
     if not problems:
         _write(out, files)
     return problems

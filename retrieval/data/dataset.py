@@ -14,13 +14,10 @@ they are the report's rows and do not take part in any ranking.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
-import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from json.encoder import encode_basestring
@@ -28,11 +25,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from retrieval.data.judgments import Question, load_beir_questions, load_native_questions
+from retrieval.data.records import DatasetError, _jsonl, _read_text, _record_id_and_text, _text_field
+
 __all__ = ["Dataset", "DatasetError", "Document", "Question", "load_dataset"]
-
-
-class DatasetError(ValueError):
-    """The dataset on disk cannot be evaluated; the message says where and how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -48,38 +44,6 @@ class Document:
     def content(self) -> str:
         """What retrievers index: the title then the text."""
         return f"{self.title}\n{self.text}" if self.title else self.text
-
-
-@dataclass(frozen=True)
-class Question:
-    """A question, its type (a report column) and the ids of the documents that answer it.
-
-    `relevant` holds the documents that count as relevant (a grade at least the run's
-    `relevant_grade`): what recall, MRR and the failure analysis read. `grades` holds every
-    judgment the data gave, (document id, grade) in the file's order, grade 0 (or below) for a
-    document judged not relevant; empty when the data gave no grades (a list of relevant ids):
-    each relevant document is then of grade 1. Read them through `judgments`.
-    """
-
-    id: str
-    text: str
-    type: str
-    relevant: tuple[str, ...]
-    grades: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def judgments(self) -> Mapping[str, int]:
-        """Every judged document -> its grade (1 for each relevant id when the data gave no
-        grades; 0 or below: judged not relevant). A document absent was never judged."""
-        return MappingProxyType(dict(self.grades) if self.grades else dict.fromkeys(self.relevant, 1))
-
-    @property
-    def graded(self) -> bool:
-        """Whether the judgments say more than "these documents are relevant": a grade other
-        than 1, or a document judged not relevant."""
-        return bool(self.grades) and (
-            any(grade != 1 for _, grade in self.grades) or len(self.grades) != len(self.relevant)
-        )
 
 
 @dataclass(frozen=True)
@@ -127,13 +91,11 @@ def load_dataset(path: str | Path, split: str = "test", relevant_grade: int = 1)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
     documents = dict(sorted(documents.items()))
     if (root / "questions.jsonl").is_file():
-        questions, dropped = _load_native_questions(root / "questions.jsonl", documents, relevant_grade)
+        questions, dropped = load_native_questions(root / "questions.jsonl", documents, relevant_grade)
     elif (root / "queries.jsonl").is_file():
-        questions, dropped = _load_beir_questions(root, documents, split, relevant_grade)
+        questions, dropped = load_beir_questions(root, documents, split, relevant_grade)
     else:
-        raise DatasetError(
-            f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/{split}.tsv (BEIR)."
-        )
+        raise DatasetError(f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/{split}.tsv (BEIR).")
     # The corpus digest is the fingerprint's first part (documents sorted by id in both): hashed
     # once, and carried by the documents for corpus_fingerprint (a second pass over the corpus).
     digest = hashlib.sha256()
@@ -147,94 +109,6 @@ def load_dataset(path: str | Path, split: str = "test", relevant_grade: int = 1)
         fingerprint=_fingerprint(digest, questions),
         dropped_questions=dropped,
     )
-
-
-def _read_text(path: Path) -> str:
-    """A file's text: UTF-8, a byte order mark ignored; DatasetError naming the file otherwise."""
-    try:
-        return path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise DatasetError(
-            f"{path}:{line}: not UTF-8 ({exc.reason} at byte {exc.start}). Re-save the file as UTF-8."
-        ) from exc
-
-
-def _jsonl(path: Path, text: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a JSON-lines file (its `text` when already read), with their line numbers."""
-    lines = (_read_text(path) if text is None else text).splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            # The decoder's own step without json.loads's wrapping; a line with whitespace around the
-            # object, or anything else, is decoded again by json.loads for its exact result or error.
-            record, end = _RAW_DECODE(line)
-            if end != len(line):
-                record = json.loads(line)
-        except json.JSONDecodeError:
-            record = _loads_or_raise(line, path, number)
-        if not isinstance(record, dict):
-            raise DatasetError(
-                f"{path}:{number}: expected a JSON object, got {type(record).__name__}. Write one JSON object per line."
-            )
-        yield number, record
-
-
-_RAW_DECODE = json.JSONDecoder().raw_decode
-
-
-def _loads_or_raise(line: str, path: Path, number: int) -> Any:
-    """json.loads of one line, its error as a DatasetError naming the file and the line."""
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno}). Each line must be one JSON object."
-        ) from exc
-
-
-def _text_field(record: dict[str, Any], key: str, where: str, *, required: bool = True) -> str:
-    value = record.get(key)
-    if value is None and not required:
-        return ""
-    if value is None:
-        raise DatasetError(f'{where}: missing field "{key}". Add "{key}": "..." to this line.')
-    if not isinstance(value, str | int) or isinstance(value, bool):
-        raise DatasetError(f'{where}: field "{key}" must be a string. Quote the value.')
-    return _valid_unicode(str(value), where, key)
-
-
-def _valid_unicode(value: str, where: str, key: str) -> str:
-    # A JSON escape such as "\ud800" gives a lone surrogate: no encoder, HTTP body or hash takes it.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise DatasetError(
-            f'{where}: field "{key}" holds a lone surrogate ({value[exc.start]!r} at character {exc.start}), '
-            "which is not text. Fix the \\u escape."
-        ) from exc
-    return value
-
-
-def _record_id_and_text(
-    record: dict[str, Any], where: str, number: int, what: str, seen: dict[str, int]
-) -> tuple[str, str]:
-    """The id (BEIR's "_id" or "id") and text of the record on line `number`, checked: present,
-    unique among `seen` (id -> line, updated), not empty."""
-    key = "_id" if "_id" in record else "id"
-    record_id = _text_field(record, key, where).strip()
-    if not record_id:
-        raise DatasetError(f'{where}: empty "{key}". Give every {what} a unique id.')
-    if record_id in seen:
-        raise DatasetError(
-            f'{where}: duplicate {what} id "{record_id}" (first at line {seen[record_id]}). Ids must be unique.'
-        )
-    text = _text_field(record, "text", where)
-    if not text.strip():
-        raise DatasetError(f'{where}: {what} "{record_id}" has an empty "text". Fill it or remove the line.')
-    seen[record_id] = number
-    return record_id, text
 
 
 def _load_corpus(path: Path) -> dict[str, Document]:
@@ -267,169 +141,6 @@ def _load_corpus(path: Path) -> dict[str, Document]:
     if not documents:
         raise DatasetError(f"{path}: no document. Add one JSON object per line.")
     return documents
-
-
-def _check_relevant(relevant: list[str], documents: dict[str, Document], where: str, qid: str) -> None:
-    if not relevant:
-        raise DatasetError(
-            f'{where}: question "{qid}" has no relevant document. '
-            'List at least one document id in "relevant" or remove the question.'
-        )
-    for doc_id in relevant:
-        if doc_id not in documents:
-            raise DatasetError(
-                f'{where}: question "{qid}" lists relevant document "{doc_id}", '
-                "which is not in corpus.jsonl. Fix the id or add the document."
-            )
-
-
-def _grade(value: Any, where: str, what: str) -> int:
-    """A judgment's grade: a whole number (1.0 is 1), or DatasetError naming `what` holds it."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise DatasetError(
-            f"{where}: {what} is {value!r}, not a grade. Use whole numbers: 0 (judged not relevant), 1, 2..."
-        )
-    if value != int(value):
-        raise DatasetError(
-            f"{where}: {what} is {value!r}, not a whole number. Grades are whole numbers: 0 (judged not "
-            "relevant), 1, 2..."
-        )
-    return int(value)
-
-
-def _graded_question(
-    qid: str, text: str, qtype: str, judged: Mapping[str, int], relevant_grade: int, from_grades: bool
-) -> Question | None:
-    """The question with its judgments (`grades` kept when the data gave grades); None when no
-    document reaches `relevant_grade` (the question is left out)."""
-    relevant = tuple(doc for doc, grade in judged.items() if grade >= relevant_grade)
-    if not relevant:
-        return None
-    return Question(qid, text, qtype, relevant, tuple(judged.items()) if from_grades else ())
-
-
-def _load_native_questions(
-    path: Path, documents: dict[str, Document], relevant_grade: int = 1
-) -> tuple[list[Question], int]:
-    questions: list[Question] = []
-    seen: dict[str, int] = {}
-    dropped = 0
-    for number, record in _jsonl(path):
-        where = f"{path}:{number}"
-        qid, text = _record_id_and_text(record, where, number, "question", seen)
-        qtype = _question_type(_text_field(record, "type", where), where)
-        relevant = record.get("relevant")
-        if relevant is None:
-            raise DatasetError(
-                f'{where}: missing field "relevant". Add "relevant": ["doc-id", ...] or {{"doc-id": grade, ...}}.'
-            )
-        from_grades = isinstance(relevant, dict)
-        if from_grades:
-            pairs = [(str(doc), _grade(g, where, f'the grade of "{doc}" in "relevant"')) for doc, g in relevant.items()]
-        elif isinstance(relevant, list) and all(isinstance(r, str) for r in relevant):
-            pairs = [(r, 1) for r in relevant]
-        else:
-            raise DatasetError(
-                f'{where}: "relevant" must be a list of document ids (strings) or an object of document id -> '
-                "grade (0 judged not relevant, 1, 2...)."
-            )
-        # Stripped as the corpus ids are, so " HEL-4040" finds HEL-4040.
-        judged = {_valid_unicode(doc, where, "relevant").strip(): grade for doc, grade in pairs}
-        if "" in judged:
-            raise DatasetError(f'{where}: an empty id in "relevant". Remove it or give the document id.')
-        _check_relevant([doc for doc, grade in judged.items() if grade > 0], documents, where, qid)
-        for doc in judged:
-            if doc not in documents:
-                raise DatasetError(
-                    f'{where}: question "{qid}" judges document "{doc}", which is not in corpus.jsonl. '
-                    "Fix the id or add the document."
-                )
-        question = _graded_question(qid, text, qtype, judged, relevant_grade, from_grades)
-        if question is None:
-            dropped += 1
-        else:
-            questions.append(question)
-    if not questions:
-        if dropped:
-            raise DatasetError(
-                f"{path}: no question has a document of grade {relevant_grade} or more (relevant_grade). "
-                "Lower relevant_grade or grade the documents."
-            )
-        raise DatasetError(f"{path}: no question. Add one JSON object per line.")
-    return questions, dropped
-
-
-def _question_type(value: str, where: str) -> str:
-    qtype = value.strip()
-    if not qtype:
-        raise DatasetError(f'{where}: empty "type". Give the question a type (a report column), e.g. "paraphrase".')
-    return qtype
-
-
-_QRELS_HEADER_IDS = {"query-id", "query_id", "qid"}
-
-
-def _load_beir_questions(
-    root: Path, documents: dict[str, Document], split: str = "test", relevant_grade: int = 1
-) -> tuple[list[Question], int]:
-    queries_path = root / "queries.jsonl"
-    qrels_path = root / "qrels" / f"{split}.tsv"
-    if not qrels_path.is_file():
-        found = sorted(p.stem for p in (root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
-        offer = f" The folder has qrels for: {', '.join(found)} (choose one with split)." if found else ""
-        raise DatasetError(f"{qrels_path}: missing. A BEIR folder needs qrels/{split}.tsv.{offer}")
-    texts: dict[str, tuple[str, str, str]] = {}
-    seen: dict[str, int] = {}
-    for number, record in _jsonl(queries_path):
-        where = f"{queries_path}:{number}"
-        qid, text = _record_id_and_text(record, where, number, "query", seen)
-        metadata: dict[str, Any] = record["metadata"] if isinstance(record.get("metadata"), dict) else {}
-        source = record if "type" in record else metadata
-        qtype = _question_type(_text_field(source, "type", where), where) if "type" in source else "all"
-        texts[qid] = (text, qtype, where)
-
-    judged: dict[str, dict[str, int]] = {}
-    with io.StringIO(_read_text(qrels_path), newline="") as handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-            # Cells are read stripped: a header written "query-id " is still the header.
-            if not row or (number == 1 and row[0].strip().lower() in _QRELS_HEADER_IDS):
-                continue
-            where = f"{qrels_path}:{number}"
-            if len(row) != 3:
-                raise DatasetError(f"{where}: expected 3 tab-separated columns (query-id, corpus-id, score).")
-            qid, doc_id, score = (cell.strip() for cell in row)
-            try:
-                graded = float(score)
-            except ValueError as exc:
-                if number == 1:  # a header BEIR would not recognise, not a score
-                    raise DatasetError(
-                        f"{where}: the first line is neither a judgment nor the header: write the header "
-                        f"query-id<TAB>corpus-id<TAB>score, got {chr(9).join(row)!r}."
-                    ) from exc
-                raise DatasetError(f'{where}: score "{score}" is not a number.') from exc
-            if not math.isfinite(graded):
-                raise DatasetError(
-                    f'{where}: score "{score}" is not a finite number. Use 0 (not relevant) or a positive grade.'
-                )
-            grade = _grade(graded, where, f'score "{score}"')
-            if qid not in texts:
-                raise DatasetError(f'{where}: query "{qid}" is not in queries.jsonl.')
-            grades = judged.setdefault(qid, {})
-            if grade > 0:
-                _check_relevant([doc_id], documents, where, qid)
-            elif doc_id not in documents:
-                continue  # judged not relevant, and not in the corpus: no ranking can hold it
-            grades[doc_id] = grade  # a pair judged twice: the last line holds, as in trec_eval's reading
-    # BEIR ships queries for every split: evaluate those judged in <split>.tsv, in queries.jsonl order.
-    questions = []
-    for qid, (text, qtype, _) in texts.items():
-        question = _graded_question(qid, text, qtype, judged[qid], relevant_grade, True) if qid in judged else None
-        if question is not None:
-            questions.append(question)
-    if not questions:
-        least = "score > 0" if relevant_grade == 1 else f"score >= {relevant_grade}, the relevant_grade"
-        raise DatasetError(f"{qrels_path}: no query with a relevant document ({least}).")
-    return questions, len(judged) - len(questions)
 
 
 class _Documents(tuple[Document, ...]):

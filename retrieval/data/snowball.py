@@ -19,14 +19,16 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache, lru_cache
 from importlib import resources
-
-from retrieval.data.analyzer import ChunkTerms
 
 __all__ = ["LANGUAGES", "VERSION", "analyzer_version", "chunk_terms", "stop_words"]
 
 VERSION = 1
+
+# What retrieval.data.analyzer's chunk caches call: one whitespace-free chunk -> its terms.
+ChunkTerms = Callable[[str], tuple[str, ...]]
 
 # ISO 639-1 code -> PyStemmer's Snowball algorithm. French is retrieval.data.analyzer's own.
 LANGUAGES = {
@@ -79,7 +81,7 @@ def _algorithm(language: str) -> str:
         raise ValueError(f"unknown language {language!r}: use one of {_known()}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def stop_words(language: str) -> frozenset[str]:
     """The language's Snowball stop words (empty for a language Snowball gives no list for)."""
     name = f"{_algorithm(language)}.stop"

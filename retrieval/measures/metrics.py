@@ -110,9 +110,7 @@ def score_method(
     def judged(name: str, qid: str) -> Collection[str] | Mapping[str, float]:
         return graded.get(qid, relevant[qid]) if name.startswith("ndcg@") else relevant[qid]
 
-    per_question = {
-        qid: {name: fn(ranked[qid], judged(name, qid)) for name, fn in fns.items()} for qid in relevant
-    }
+    per_question = {qid: {name: fn(ranked[qid], judged(name, qid)) for name, fn in fns.items()} for qid in relevant}
 
     def mean(qids: list[str]) -> dict[str, float]:
         return {name: sum(per_question[q][name] for q in qids) / len(qids) for name in fns}
@@ -132,6 +130,4 @@ def score_run(run: Run, k: int = 5, extra: bool = False) -> dict[str, MethodScor
     relevant = {r.question.id: r.question.relevant for r in run.results}
     types = {r.question.id: r.question.type for r in run.results}
     judgments = {r.question.id: r.question.judgments for r in run.results}
-    return {
-        m: score_method(run.ranked_ids(m), relevant, types, metric_names(k, extra), judgments) for m in run.methods
-    }
+    return {m: score_method(run.ranked_ids(m), relevant, types, metric_names(k, extra), judgments) for m in run.methods}

@@ -177,9 +177,9 @@ def _line_problem(row: Mapping[str, Any], methods: Mapping[str, MethodResult], l
     if not _is_strings(row["relevant"]) or not row["relevant"]:
         return f"relevant is {row['relevant']!r}, not a non-empty list of document ids"
     grades = row.get("grades", [])
+    # A grade is a whole number, 0 or below for a document judged not relevant.
     if not isinstance(grades, list) or not all(
-        isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) and isinstance(g[1], int) and not isinstance(g[1], bool)
-        for g in grades
+        isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) and _is_count(g[1]) for g in grades
     ):
         return f"grades is {grades!r}, not a list of [document id, whole-number grade]"
     absent = [m for m in listed if m not in methods]
