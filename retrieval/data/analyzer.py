@@ -19,9 +19,12 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import chain
+
+from retrieval.data import snowball
+from retrieval.data.snowball import ChunkTerms
 
 __all__ = [
     "ANALYZER_VERSION",
@@ -110,9 +113,6 @@ def _chunk_terms(chunk: str) -> tuple[str, ...]:
     """The terms of one whitespace-free piece of text (no identifier in it)."""
     folded = _fold(_ELISION.sub(" ", chunk))
     return tuple(t for t in map(_term, _WORD.findall(folded)) if t)
-
-
-ChunkTerms = Callable[[str], tuple[str, ...]]
 
 
 class ChunkCache(dict[str, tuple[str, ...]]):
@@ -237,9 +237,7 @@ def analyzer_for(language: str = DEFAULT_LANGUAGE) -> Analyzer:
     """The analyzer of a language code (`fr`, `en`, `de`...; retrieval.data.snowball.LANGUAGES),
     built once per process; ValueError naming the known codes for another."""
     found = _ANALYZERS.get(language)
-    if found is None:
-        from retrieval.data import snowball  # PyStemmer is imported only for a Snowball language
-
+    if found is None:  # PyStemmer is imported only here, for a Snowball language
         found = _ANALYZERS[language] = Analyzer(
             language, snowball.analyzer_version(language), snowball.chunk_terms(language)
         )

@@ -155,6 +155,6 @@ def chunk_terms(language: str) -> ChunkTerms:
         return stem
 
     def terms(chunk: str) -> tuple[str, ...]:
-        return tuple(t for t in map(term, words(chunk.lower())) if t)
+        return tuple(filter(None, map(term, words(chunk.lower()))))
 
     return terms
