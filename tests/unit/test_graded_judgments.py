@@ -230,3 +230,24 @@ def test_the_run_log_keeps_the_grades(tmp_path: Path) -> None:
     assert [dict(r.question.judgments) for r in again.results] == [dict(r.question.judgments) for r in run.results]
     assert [r.question.relevant for r in again.results] == [r.question.relevant for r in run.results]
     assert score_run(again, extra=True)["m"].per_question == score_run(run, extra=True)["m"].per_question
+
+
+def test_the_cli_evaluates_the_chosen_split_and_grade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from retrieval.cli import main
+
+    root = _beir(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--dataset", str(root), "--methods", "bm25", "--relevant-grade", "2", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["questions"] == 1 and report["dropped_questions"] == 1
+    assert report["config"]["relevant_grade"] == 2
+    assert main(["--dataset", str(root), "--methods", "bm25", "--relevant-grade", "2"]) == 0
+    assert (
+        "> 1 question(s) of the dataset have no document of grade 2 or more (relevant_grade)" in capsys.readouterr().out
+    )
+    (root / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nb3\td3\t1\n")
+    assert main(["--dataset", str(root), "--methods", "bm25", "--split", "dev", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["questions"] == 1 and report["config"]["split"] == "dev"
