@@ -7,7 +7,9 @@ highest first, tied scores in decreasing document id order (trec_eval sorts so; 
 is checked to be an integer and otherwise ignored). A run written here scores each question's
 documents by their rank (the first of N scores N, the last 1), whatever the method's own scores:
 tied scores would otherwise be put in another order by each reader, and the figures would not be
-this run's. Judgments go through `judgments`, one place for what a question's relevance holds.
+this run's. Judgments go through `judgments`, one place for what a question's relevance holds:
+their grades, so that graded nDCG reads the same; recall and MRR count grade >= `relevant_grade`,
+which ir_measures writes R(rel=2)@5, trec_eval `-l 2`.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ class TrecRun:
 
 
 def judgments(question: Question) -> dict[str, int]:
-    """A question's judged documents and their grades (every relevant document is grade 1)."""
-    return dict.fromkeys(question.relevant, 1)
+    """A question's judged documents and their grades, as the dataset gave them (a list of
+    relevant ids: each of grade 1; graded qrels: every grade, 0 for a document judged not
+    relevant), whatever `relevant_grade` the run counts from."""
+    return dict(question.judgments)
 
 
 def qrels_text(questions: Iterable[Question]) -> str:
