@@ -175,3 +175,34 @@ def test_the_cli_gates_a_run_file_and_exports(
 def test_a_missing_run_file_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"method 'trec:nothing.run': cannot read the run file"):
         evaluate(demo_dataset(), demo_settings(root=str(tmp_path)), mode="replay", methods=["trec:nothing.run"])
+
+
+def test_graded_judgments_are_exported_with_their_grades(tmp_path: Path) -> None:
+    """Graded qrels (grades 0 to 3) go out as they are: ir_measures' graded nDCG@10 on the export
+    is the report's; recall and MRR at relevant_grade 2 are ir_measures' R(rel=2) and RR(rel=2)."""
+    from retrieval.data.judgments import Question
+
+    demo = demo_dataset()
+    ids = [d.id for d in demo.documents]
+    questions = []
+    for n, q in enumerate(demo.questions):
+        grades = ((q.relevant[0], 3), (ids[(7 * n) % len(ids)], 2), (ids[(11 * n + 3) % len(ids)], 1))
+        grades = (*dict(grades).items(), (ids[(5 * n + 1) % len(ids)], 0))
+        relevant = tuple(d for d, g in dict(grades).items() if g >= 2)
+        questions.append(Question(q.id, q.text, q.type, relevant, tuple(dict(grades).items())))
+    graded = replace(demo, questions=tuple(questions))
+    run = evaluate(graded, demo_settings(), mode="replay", methods=METHODS)
+    files = trec_files(run)
+    qrels_lines = files[QRELS_FILE].decode().splitlines()
+    assert qrels_lines[:2] == [f"q01 0 {d} {g}" for d, g in questions[0].grades[:2]]
+    assert {line.split()[3] for line in qrels_lines} == {"0", "1", "2", "3"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    ours = score_run(run, k=5, extra=True)
+    qrels = list(ir_measures.read_trec_qrels(str(tmp_path / QRELS_FILE)))
+    measures = {nDCG @ 10: "ndcg@10", R(rel=2) @ 5: "recall@5", RR(rel=2) @ 10: "mrr"}
+    for method in METHODS:
+        scored = list(ir_measures.read_trec_run(str(tmp_path / f"{method}.run")))
+        for value in ir_measures.iter_calc(list(measures), qrels, scored):
+            expected = ours[method].per_question[value.query_id][measures[value.measure]]
+            assert value.value == pytest.approx(expected, abs=1e-12), (method, value)
