@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import ssl
 import time
 from collections.abc import Mapping
@@ -17,10 +18,19 @@ from typing import Any
 import httpx
 
 from retrieval.config import Profile
-from retrieval.providers.base import ProviderError, ReplayMissError, cause_of
+from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError, cause_of
 from retrieval.text.redaction import credential_name, redacted
 
-__all__ = ["RetryPolicy", "dumps", "is_replay_miss", "new_client", "post_json", "post_json_value", "tls_context"]
+__all__ = [
+    "RetryPolicy",
+    "bearer_header",
+    "dumps",
+    "is_replay_miss",
+    "new_client",
+    "post_json",
+    "post_json_value",
+    "tls_context",
+]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -54,6 +64,12 @@ class RetryPolicy:
         """The live-call policy a profile sets (retry_attempts, retry_backoff)."""
         return cls(attempts=profile.retries.attempts, backoff=profile.retries.backoff)
 
+    @classmethod
+    def for_mode(cls, profile: Profile, replay: bool, retry: RetryPolicy | None = None) -> RetryPolicy:
+        """One attempt in replay (a replayed request is answered or missing, never transient);
+        live, `retry` or the profile's policy."""
+        return cls(attempts=1) if replay else (retry or cls.for_profile(profile))
+
     def wait(self, attempt: int, retry_after: str | None = None) -> float:
         if retry_after:
             try:
@@ -61,6 +77,17 @@ class RetryPolicy:
             except ValueError:
                 pass
         return min(self.backoff * 2 ** (attempt - 1), self.max_wait)
+
+
+def bearer_header(variable: str, who: str, replay: bool) -> dict[str, str]:
+    """The Authorization header of a live call keyed by `variable` ({} without one, or in replay,
+    where no key is needed or sent); MissingKeyError naming `who` when the variable is unset."""
+    if not variable or replay:
+        return {}
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise MissingKeyError([variable], who)
+    return {"authorization": f"Bearer {key}"}
 
 
 def dumps(body: Any) -> bytes:

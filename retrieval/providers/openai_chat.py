@@ -8,7 +8,6 @@ a JSON object, and the reranker's strict parsing does the rest.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -17,8 +16,8 @@ import httpx
 
 from retrieval.config.profile_checks import openai_llm as check
 from retrieval.config.settings import Profile
-from retrieval.providers.base import MissingKeyError, ProviderError, ShortAnswer
-from retrieval.providers.http import RetryPolicy, new_client, post_json
+from retrieval.providers.base import ProviderError, ShortAnswer
+from retrieval.providers.http import RetryPolicy, bearer_header, new_client, post_json
 from retrieval.run.cost import Usage
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChat", "check"]
@@ -52,14 +51,8 @@ class OpenAIChat:
         self.url = (llm.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         self.json_schema = llm.json_schema
         self.usage = Usage()
-        # A replayed request is answered or missing, never transient: no retry.
-        self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy.for_profile(profile))
-        self._headers: dict[str, str] = {}
-        if profile.api_key_env and not replay:
-            key = os.environ.get(profile.api_key_env, "").strip()
-            if not key:
-                raise MissingKeyError([profile.api_key_env], "openai")
-            self._headers["authorization"] = f"Bearer {key}"
+        self._retry = RetryPolicy.for_mode(profile, replay, retry)
+        self._headers = bearer_header(profile.api_key_env, "openai", replay)
         self._owns_client = client is None
         self._client = client or new_client(profile.retries.timeout)
 

@@ -11,7 +11,6 @@ header is dropped from cassettes, as every header named like a token is), so onl
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -21,8 +20,8 @@ import httpx
 from retrieval.config.profile_checks import rerank_api as check
 from retrieval.config.rerank_services import SERVICES, RerankService
 from retrieval.config.settings import Profile
-from retrieval.providers.base import MissingKeyError, ProviderError
-from retrieval.providers.http import RetryPolicy, new_client, post_json_value
+from retrieval.providers.base import ProviderError
+from retrieval.providers.http import RetryPolicy, bearer_header, new_client, post_json_value
 from retrieval.run.cost import Usage
 
 __all__ = ["RerankAPI", "check", "key_variable", "read_results"]
@@ -93,14 +92,8 @@ class RerankAPI:
         self.url = settings.url or self.service.url
         self.key_variable = key_variable(profile)
         self.usage = Usage()
-        # A replayed request is answered or missing, never transient: no retry.
-        self._retry = RetryPolicy(attempts=1) if replay else (retry or RetryPolicy.for_profile(profile))
-        self._headers: dict[str, str] = {}
-        if self.key_variable and not replay:
-            key = os.environ.get(self.key_variable, "").strip()
-            if not key:
-                raise MissingKeyError([self.key_variable], f"{self.service.name} rerank")
-            self._headers["authorization"] = f"Bearer {key}"
+        self._retry = RetryPolicy.for_mode(profile, replay, retry)
+        self._headers = bearer_header(self.key_variable, f"{self.service.name} rerank", replay)
         self._owns_client = client is None
         self._client = client or new_client(profile.retries.timeout)
 
