@@ -131,7 +131,10 @@ def _build(name: str, settings: Settings, replay: bool) -> Method:
         return _wrapped(name, settings)
     if ":" in name:
         return _user_method(name, settings)
-    raise ConfigError(f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory.")
+    raise ConfigError(
+        f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory "
+        "(or trec:RUN_FILE, langchain:module:object, llamaindex:module:object)."
+    )
 
 
 def plan(requested: Sequence[str], settings: Settings, *, replay: bool, extra: Sequence[Method] = ()) -> Plan:

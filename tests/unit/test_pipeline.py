@@ -15,7 +15,17 @@ SETTINGS = Settings(profile=Profile("fixture"))
 
 
 def test_builtins_are_the_method_modules() -> None:
-    assert BUILTIN_METHODS == ("bm25", "enrich", "hybrid", "rerank", "rewrite", "rewrite_rerank", "vector")
+    assert BUILTIN_METHODS == (
+        "bm25",
+        "enrich",
+        "hybrid",
+        "rerank",
+        "rerank_api",
+        "rerank_pointwise",
+        "rewrite",
+        "rewrite_rerank",
+        "vector",
+    )
 
 
 @pytest.mark.parametrize(
@@ -55,8 +65,9 @@ def test_builtins_are_the_method_modules() -> None:
         ("no_such_module:factory", "method 'no_such_module:factory': cannot import it (No module named"),
         (
             "bm42",
-            "unknown method 'bm42': choose among bm25, enrich, hybrid, rerank, rewrite, rewrite_rerank, vector "
-            "or give module:factory.",
+            "unknown method 'bm42': choose among bm25, enrich, hybrid, rerank, rerank_api, rerank_pointwise, "
+            "rewrite, rewrite_rerank, vector or give module:factory (or trec:RUN_FILE, langchain:module:object, "
+            "llamaindex:module:object).",
         ),
     ],
 )
@@ -140,6 +151,7 @@ def test_a_requirement_naming_no_built_method_is_one_line() -> None:
     with pytest.raises(ConfigError) as caught:
         plan(["hybrid"], settings, replay=True)
     assert str(caught.value) == (
-        "unknown method 'title-overlap': choose among bm25, enrich, hybrid, rerank, rewrite, rewrite_rerank, vector "
-        "or give module:factory."
+        "unknown method 'title-overlap': choose among bm25, enrich, hybrid, rerank, rerank_api, rerank_pointwise, "
+        "rewrite, rewrite_rerank, vector or give module:factory (or trec:RUN_FILE, langchain:module:object, "
+        "llamaindex:module:object)."
     )
