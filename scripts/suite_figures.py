@@ -30,12 +30,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "suite-figures.json"
+# The measured run's whole output, kept for a look (the cache folder is not committed).
+LOG = ROOT / ".cache" / "suite-figures.log"
 PAGES = (ROOT / "README.md", ROOT / "docs" / "performance.md")
 START = "<!-- suite-figures:start -->"
 END = "<!-- suite-figures:end -->"
 NOTE = "<!-- Generated from docs/suite-figures.json by `python scripts/suite_figures.py`; do not edit by hand. -->"
-# pytest's closing line: "=== 1560 passed, 6 skipped in 116.32s (0:01:56) ===".
-_SUMMARY = re.compile(r"^=+ (?P<counts>.*?) in (?P<seconds>[\d.]+)s\b.*=+$", re.M)
+# pytest's closing line: "=== 1560 passed, 6 skipped in 116.32s (0:01:56) ===", without the
+# rules under -q ("35 passed, 1596 deselected in 29.31s").
+_SUMMARY = re.compile(r"^(?:=+ )?(?P<counts>\d+ \w+(?:, \d+ \w+)*) in (?P<seconds>[\d.]+)s\b.*$", re.M)
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?|warnings?|deselected)")
 # A figure of the machine's speed at the time, as the project's other measurements give it.
 CALIBRATION = "sum(range(3*10**7))"
@@ -89,7 +92,7 @@ def parse_summary(output: str) -> dict[str, Any]:
     """pytest's closing line: its counts by outcome and its own seconds."""
     found = list(_SUMMARY.finditer(output))
     if not found:
-        raise FiguresError("no pytest summary line in the output")
+        raise FiguresError(f"no pytest summary line in the output (kept in {LOG}):\n{output[-1500:]}")
     last = found[-1]
     counts = {
         word.rstrip("s") if word.startswith(("error", "warning")) else word: int(n)
@@ -170,6 +173,8 @@ def measure(timeout: float = 3600) -> dict[str, Any]:
         env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
         calibration_before, load_before = _calibrate(), _load()
         total, output = _timed(["bash", ".ci/run"], clone, env, timeout)
+        LOG.parent.mkdir(parents=True, exist_ok=True)
+        LOG.write_text(output, encoding="utf-8")
         summary = parse_summary(output)
         if collected(summary["counts"]) != tests:
             raise FiguresError(f"the run counted {collected(summary['counts'])} tests, collection {tests}")

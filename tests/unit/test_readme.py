@@ -96,6 +96,9 @@ def test_the_suite_summary_is_read_as_pytest_prints_it(suite_figures: ModuleType
         "line": "1560 passed, 6 skipped, 3 warnings in 116.32s (0:01:56)",
     }
     assert suite_figures.collected(summary["counts"]) == 1566
+    quiet = suite_figures.parse_summary("....\n35 passed, 1596 deselected in 29.31s\n")  # under -q
+    assert quiet["counts"] == {"passed": 35, "deselected": 1596} and quiet["seconds"] == 29.31
+    assert suite_figures.collected(quiet["counts"]) == 35
 
 
 def test_table_follows_the_seed_layout(readme_table: ModuleType) -> None:
