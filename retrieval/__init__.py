@@ -40,9 +40,12 @@ _EXPORTS = {
     "build_report": "retrieval.report.build",
     "render_markdown": "retrieval.report.sections",
     "Run": "retrieval.run.results",
+    "langchain_method": "retrieval.adapters.frameworks",
+    "llamaindex_method": "retrieval.adapters.frameworks",
 }
 
 if TYPE_CHECKING:
+    from retrieval.adapters.frameworks import langchain_method, llamaindex_method
     from retrieval.config import ConfigError, Profile, Settings, load_settings
     from retrieval.data.dataset import Dataset, DatasetError, Document, Question, load_dataset
     from retrieval.evaluation.evaluate import evaluate
@@ -105,6 +108,8 @@ __all__ = [
     "build_report",
     "evaluate",
     "hit_rate_at_k",
+    "langchain_method",
+    "llamaindex_method",
     "load_dataset",
     "load_settings",
     "ndcg_at_k",
