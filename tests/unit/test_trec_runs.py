@@ -186,7 +186,11 @@ def test_graded_judgments_are_exported_with_their_grades(tmp_path: Path) -> None
     ids = [d.id for d in demo.documents]
     questions = []
     for n, q in enumerate(demo.questions):
-        grades = ((q.relevant[0], 3), (ids[(7 * n) % len(ids)], 2), (ids[(11 * n + 3) % len(ids)], 1))
+        grades: tuple[tuple[str, int], ...] = (
+            (q.relevant[0], 3),
+            (ids[(7 * n) % len(ids)], 2),
+            (ids[(11 * n + 3) % len(ids)], 1),
+        )
         grades = (*dict(grades).items(), (ids[(5 * n + 1) % len(ids)], 0))
         relevant = tuple(d for d, g in dict(grades).items() if g >= 2)
         questions.append(Question(q.id, q.text, q.type, relevant, tuple(dict(grades).items())))
