@@ -110,4 +110,10 @@ def required_key(profile: Profile) -> str | None:
                 missing.append("GEMINI_API_KEY (or GOOGLE_API_KEY)")
         elif provider == "openai" and profile.api_key_env and not os.environ.get(profile.api_key_env, "").strip():
             missing.append(profile.api_key_env)
+    if profile.rerank_api.configured:
+        from retrieval.providers.rerank_api import key_variable
+
+        variable = key_variable(profile)
+        if variable and not os.environ.get(variable, "").strip() and variable not in missing:
+            missing.append(variable)
     return " and ".join(missing) or None

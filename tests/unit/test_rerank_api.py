@@ -263,3 +263,14 @@ def test_a_recording_with_a_failed_rerank_call_replaces_nothing(tmp_path: Path) 
         with pytest.raises(CassetteError, match=r"recording not kept: rerank_api of q01 \(http 503\)"):
             evaluate(dataset, settings, mode="record")
     assert not (tmp_path / "cassettes" / "fixture").exists()
+
+
+def test_a_recording_needs_the_rerank_apis_key_before_its_first_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    from retrieval.providers import required_key
+
+    monkeypatch.delenv("COHERE_API_KEY", raising=False)
+    profile = rerank_profile("cohere", "https://api.cohere.com/v2/rerank", rerank_api_key_env=None)
+    assert required_key(profile) == "COHERE_API_KEY"
+    monkeypatch.setenv("COHERE_API_KEY", KEY)
+    assert required_key(profile) is None
+    assert required_key(rerank_profile("tei", "http://127.0.0.1:8080/rerank")) is None  # keyless server
