@@ -462,7 +462,7 @@ def rerank_profile(service: str, url: str, **overrides: Any) -> Profile:
         "rerank_api_model": "fixture-reranker",
         "rerank_api_url": url,
         "rerank_api_key_env": "",
-        "timeout": TIMEOUT,
+        "timeout": 10.0,
     }
     values.update(overrides)
     return flat_profile(f"fixture-{service}", **values)
