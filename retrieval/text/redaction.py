@@ -169,7 +169,7 @@ def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
     }
     found: dict[str, None] = {}
     for t in texts:
-        hints = Hints(t.lower())
+        hints = Hints(t, _NAME_HINTS)
         shapes = list(matches(t, hints))
         found.update((f"{_what(shape, m)} at line {_line(t, m.start())}", None) for shape, m in shapes)
         # A credential already found by its shape or as a key's value is said once; a free-text

@@ -3,11 +3,11 @@ the redaction of messages (`redacted`) both read (retrieval.text.redaction).
 
 Each shape says what it is (the scan says that, never the match: its message reaches CI logs),
 its pattern, and what a message keeps of a match (the group `kept`, "ghp_" or "password=", then
-"…"). Where it is searched in a large text: a shape without hints starts with a literal, which the
-regex engine finds as fast as `str.find` (one pass over the text); a shape with hints runs only
-around the places where one of them occurs in the lower-cased text (`Hints.regions`), each hint
-found once for every shape and name that asks. The gate scans every committed cassette on every
-run (scripts/secret_scan_speed.py measures it).
+"…"). Where it is searched in a large text: a shape runs only around the places where one of its
+hints occurs (`Hints.regions`): a token's literal prefixes as written, found together in a few
+passes (`Hints.exact_positions`), or lower-case words in the lower-cased text, each found once
+for every shape and name that asks. The gate scans every committed cassette on every run
+(scripts/secret_scan_speed.py measures it).
 
 The near-misses a shape must leave (a page token, a sort key, a commit sha, a publishable key,
 `hf_hub_download`) are in tests/unit/test_secret_shapes.py, one per shape.
@@ -15,6 +15,7 @@ The near-misses a shape must leave (a page token, a sort key, a commit sha, a pu
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,19 +25,21 @@ __all__ = ["SHAPES", "Hints", "Shape", "cut", "matches", "search"]
 
 @dataclass(frozen=True)
 class Shape:
-    """A credential's shape. `hints`: lower-case strings one of which every match holds, a match
-    lying within `before` characters before one and `after` after it; none for a pattern that
-    starts with a literal. `free_text`: a form of free text (password=…), which the scan says
-    only where no credential name was found (the name says more), and only when its group
-    `value` looks like a secret (a digit, or 12 characters), not a word: "password: must be long"
-    in a corpus is no credential, while a message cuts any value."""
+    """A credential's shape. `hints`: strings one of which every match holds, a match lying within
+    `before` characters before one and `after` after it; found as written with `exact` (a token's
+    literal prefixes, "ghp_"), else lower-case in the lower-cased text ("bearer"). `free_text`: a
+    form of free text (password=…), which the scan says only where no credential name was found
+    (the name says more), and only when its group `value` looks like a secret (a digit, or 12
+    characters), not a word: "password: must be long" in a corpus is no credential, while a
+    message cuts any value."""
 
     what: str
     pattern: re.Pattern[str]
-    hints: tuple[str, ...] = ()
+    hints: tuple[str, ...]
     before: int = 0
     after: int = 0
     free_text: bool = False
+    exact: bool = False
 
 
 _LOOKS_SECRET = re.compile(r"(?=.*\d).{4,}|.{12,}", re.DOTALL)
@@ -53,28 +56,46 @@ def _shape(what: str, pattern: str, *hints: str, before: int = 0, after: int = 0
     return Shape(what, re.compile(pattern, flags), hints, before, after)
 
 
+def _exact(what: str, pattern: str, prefixes: tuple[str, ...], after: int, before: int = 0, flags: int = 0) -> Shape:
+    """A token known by its literal prefixes (case as written): `after` is how long it may run past one."""
+    return Shape(what, re.compile(pattern, flags), prefixes, before, after, exact=True)
+
+
 # Order matters where two shapes can match the same text: the first one's is said (Anthropic's
 # sk-ant- before OpenAI's sk-). A token's start is checked by a lookbehind after its literal, so
 # that the pattern still starts with the literal.
 SHAPES: tuple[Shape, ...] = (
-    _shape(
+    _exact(
         "a private key (-----BEGIN … PRIVATE KEY-----)",
         r"(?P<kept>-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)(?:(?!-----END ).){0,16384}"
         r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?",
+        ("-----BEGIN ",),
+        17000,
         flags=re.DOTALL,
     ),
-    _shape("a GitHub token (ghp_…)", r"(?P<kept>gh[pousr]_)" + _token_start(4) + r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
-    _shape(
+    _exact(
+        "a GitHub token (ghp_…)",
+        r"(?P<kept>gh[pousr]_)" + _token_start(4) + r"[A-Za-z0-9]{36}(?![A-Za-z0-9])",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        40,
+    ),
+    _exact(
         "a GitHub fine-grained token (github_pat_…)",
         r"(?P<kept>github_pat_)[A-Za-z0-9]{22}_[A-Za-z0-9]{59}(?![A-Za-z0-9])",
+        ("github_pat_",),
+        96,
     ),
-    _shape(
+    _exact(
         "a GitLab token (glpat-…)",
         r"(?P<kept>gl(?:pat|dt|rt|ptt|cbt|imt|ft|soat|oas|agent)-)[A-Za-z0-9_-]{20,}",
+        tuple(f"gl{kind}-" for kind in ("pat", "dt", "rt", "ptt", "cbt", "imt", "ft", "soat", "oas", "agent")),
+        128,
     ),
-    _shape(
+    _exact(
         "an AWS access key id (AKIA…)",
         r"(?P<kept>A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9]))" + _token_start(4) + r"[A-Z0-9]{16}(?![A-Za-z0-9])",
+        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
+        20,
     ),
     _shape(
         "an AWS secret access key",
@@ -85,49 +106,75 @@ SHAPES: tuple[Shape, ...] = (
         after=96,
         flags=re.IGNORECASE,
     ),
-    _shape("a Slack token (xox…)", r"(?P<kept>x(?:ox[abeoprs]|app)-)[0-9]+-[A-Za-z0-9-]{8,}"),
-    _shape("a Slack webhook (hooks.slack.com/…)", r"(?P<kept>https://hooks\.slack\.com/)[A-Za-z]+/[A-Za-z0-9/_-]{20,}"),
-    _shape(
+    _exact(
+        "a Slack token (xox…)",
+        r"(?P<kept>x(?:ox[abeoprs]|app)-)[0-9]+-[A-Za-z0-9-]{8,}",
+        (*(f"xox{kind}-" for kind in "abeoprs"), "xapp-"),
+        256,
+    ),
+    _exact(
+        "a Slack webhook (hooks.slack.com/…)",
+        r"(?P<kept>https://hooks\.slack\.com/)[A-Za-z]+/[A-Za-z0-9/_-]{20,}",
+        ("https://hooks.slack.com/",),
+        128,
+    ),
+    _exact(
         "a Stripe secret key (sk_live_…)",
         r"(?P<kept>[rs]k_(?:live|test)_)[A-Za-z0-9]{16,}",
-        "k_",
-        before=1,
-        after=128,
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+        128,
     ),
-    _shape("a Stripe webhook secret (whsec_…)", r"(?P<kept>whsec_)[A-Za-z0-9+/]{24,}"),
-    _shape(
+    _exact("a Stripe webhook secret (whsec_…)", r"(?P<kept>whsec_)[A-Za-z0-9+/]{24,}", ("whsec_",), 128),
+    _exact(
         "a JSON Web Token (eyJ…)",
         r"(?P<kept>eyJ)" + _token_start(3, "A-Za-z0-9_-") + r"[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+        ("eyJ",),
+        4096,
     ),
-    _shape(
+    _exact(
         "a Hugging Face token (hf_…)",
         r"(?P<kept>hf_)" + _token_start(3, "A-Za-z0-9_") + r"[A-Za-z0-9]{34,}(?![A-Za-z0-9])",
+        ("hf_",),
+        64,
     ),
-    _shape("a Hugging Face organization token (api_org_…)", r"(?P<kept>api_org_)[A-Za-z0-9]{34,}(?![A-Za-z0-9])"),
-    _shape("an Anthropic key (sk-ant-…)", r"(?P<kept>sk-ant-)" + _token_start(7) + r"[A-Za-z0-9_-]{32,}"),
+    _exact(
+        "a Hugging Face organization token (api_org_…)",
+        r"(?P<kept>api_org_)[A-Za-z0-9]{34,}(?![A-Za-z0-9])",
+        ("api_org_",),
+        64,
+    ),
+    _exact(
+        "an Anthropic key (sk-ant-…)", r"(?P<kept>sk-ant-)" + _token_start(7) + r"[A-Za-z0-9_-]{32,}", ("sk-ant-",), 256
+    ),
     # A key body holds a digit or a capital (48 random characters do): "sk-learn-compatible-estimators" does not.
-    _shape(
+    _exact(
         "an OpenAI-style key (sk-…)",
         r"(?P<kept>sk-" + _token_start(3) + r"(?!ant-)(?:proj-|svcacct-|admin-)?)"
         r"(?=[A-Za-z0-9_-]*[0-9A-Z])[A-Za-z0-9_-]{20,}",
+        ("sk-",),
+        256,
     ),
-    _shape("a Google API key (AIza…)", r"(?P<kept>AIza)[0-9A-Za-z_-]{30,}"),
-    _shape("a Google OAuth client secret (GOCSPX-…)", r"(?P<kept>GOCSPX-)[A-Za-z0-9_-]{24,}"),
-    _shape("a Google OAuth access token (ya29.…)", r"(?P<kept>ya29\.)" + _token_start(5) + r"[0-9A-Za-z_-]{20,}"),
-    _shape(
+    _exact("a Google API key (AIza…)", r"(?P<kept>AIza)[0-9A-Za-z_-]{30,}", ("AIza",), 64),
+    _exact("a Google OAuth client secret (GOCSPX-…)", r"(?P<kept>GOCSPX-)[A-Za-z0-9_-]{24,}", ("GOCSPX-",), 64),
+    _exact(
+        "a Google OAuth access token (ya29.…)",
+        r"(?P<kept>ya29\.)" + _token_start(5) + r"[0-9A-Za-z_-]{20,}",
+        ("ya29.",),
+        256,
+    ),
+    _exact(
         "an Azure account key (AccountKey=…)",
         r"(?P<kept>(?:AccountKey|SharedAccessKey)=)[A-Za-z0-9+/]{20,}={0,2}",
-        "key",
-        before=16,
-        after=128,
+        ("AccountKey=", "SharedAccessKey="),
+        128,
     ),
-    _shape("an Azure SAS signature (sig=…)", r"(?P<kept>sig=)(?<=[?&]sig=)[A-Za-z0-9%+/]{20,}={0,2}"),
-    _shape(
+    _exact("an Azure SAS signature (sig=…)", r"(?P<kept>sig=)(?<=[?&]sig=)[A-Za-z0-9%+/]{20,}={0,2}", ("sig=",), 256),
+    _exact(
         "an Azure client secret (…Q~…)",
         _token_start(0, "A-Za-z0-9_~.-") + r"[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
-        "q~",
+        ("Q~",),
+        40,
         before=4,
-        after=40,
     ),
     # A token holds a digit or a sign: "Bearer tokens" and "Basic usage" are words.
     _shape(
@@ -190,26 +237,90 @@ SHAPES += (
 )
 
 
+# A hint is found through one character it holds, the rarest in a cassette: for a token's prefix
+# a separator base64 does not use (else its first character), for a lower-case word a letter rare
+# in prose. One regex per such character finds every hint holding it in one pass, each occurrence
+# checked by lookarounds inside the regex engine: one `str.find` pass per hint took 1.4 s of a
+# 44 MiB scan's 2.6 s, and the table has 50 hints.
+_SEPARATORS = "-_.=~"
+_RARE_FIRST = "%@~_-=.kwzyxjqhfbgvpmcdluonrtiase"
+
+Group = tuple[re.Pattern[str], tuple[tuple[str, int], ...]]
+
+
+def _anchor(hint: str, exact: bool) -> int:
+    if exact:
+        return next((i for i, c in enumerate(hint) if c in _SEPARATORS), 0)
+    rank = {c: i for i, c in enumerate(_RARE_FIRST)}
+    return min(range(len(hint)), key=lambda i: rank.get(hint[i], len(rank)))
+
+
+@functools.cache
+def _groups(hints: tuple[str, ...], exact: bool) -> tuple[Group, ...]:
+    """(regex, its hints with the anchor's offset in each) for each anchor character of `hints`."""
+    by_anchor: dict[str, list[tuple[str, int]]] = {}
+    for hint in hints:
+        at = _anchor(hint, exact)
+        by_anchor.setdefault(hint[at], []).append((hint, at))
+    return tuple(
+        (
+            re.compile(
+                re.escape(char)
+                + "(?:"
+                + "|".join(f"(?<={re.escape(h[: at + 1])})(?={re.escape(h[at + 1 :])})" for h, at in group)
+                + ")"
+            ),
+            tuple(group),
+        )
+        for char, group in by_anchor.items()
+    )
+
+
+_EXACT_HINTS = tuple(dict.fromkeys(h for shape in SHAPES if shape.exact for h in shape.hints))
+_WORD_HINTS = tuple(dict.fromkeys(h for shape in SHAPES if not shape.exact for h in shape.hints))
+
+
 class Hints:
-    """Where each hint occurs in a lower-cased text, found once however many patterns ask."""
+    """Where each hint occurs in a text: an exact hint as written, a word (lower-case) in the
+    lower-cased text. `words` adds the words a caller will ask for (a name's hints): found with
+    the table's, in the same passes. Each group of hints is searched once, when first asked."""
 
-    def __init__(self, lowered: str) -> None:
-        self.lowered = lowered
-        self._found: dict[str, list[int]] = {}
+    def __init__(self, text: str, words: Iterable[str] = ()) -> None:
+        self.text = text
+        self.words = tuple(dict.fromkeys((*_WORD_HINTS, *words)))
+        self._lowered: str | None = None
+        self._found: dict[tuple[str, bool], list[int]] = {}
 
-    def positions(self, hint: str) -> list[int]:
-        if hint not in self._found:
-            found, at = [], self.lowered.find(hint)
-            while at != -1:
-                found.append(at)
-                at = self.lowered.find(hint, at + 1)
-            self._found[hint] = found
-        return self._found[hint]
+    def _search(self, hint: str, exact: bool) -> None:
+        if exact:
+            text = self.text
+        else:
+            if self._lowered is None:
+                self._lowered = self.text.lower()
+            text = self._lowered
+        for pattern, group in _groups(_EXACT_HINTS if exact else self.words, exact):
+            if any(h == hint for h, _ in group):
+                for h, _ in group:
+                    self._found[(h, exact)] = []
+                for m in pattern.finditer(text):
+                    for h, at in group:  # the lookarounds said one of them is here: which ones
+                        if text.startswith(h, m.start() - at):
+                            self._found[(h, exact)].append(m.start() - at)
+                return
+        raise KeyError(f"{hint!r} is no hint of the table nor of `words`")
 
-    def regions(self, hints: Iterable[str], before: int, after: int) -> list[tuple[int, int]]:
+    def positions(self, hint: str, exact: bool = False) -> list[int]:
+        """Where `hint` occurs (as written with `exact`, else in the lower-cased text), in order."""
+        if (hint, exact) not in self._found:
+            self._search(hint, exact)
+        return self._found[(hint, exact)]
+
+    def regions(self, hints: Iterable[str], before: int, after: int, exact: bool = False) -> list[tuple[int, int]]:
         """The stretches around each occurrence of a hint (merged where they meet): the only
         places a pattern holding one can match."""
-        spans = sorted((max(0, at - before), at + len(hint) + after) for hint in hints for at in self.positions(hint))
+        spans = sorted(
+            (max(0, at - before), at + len(hint) + after) for hint in hints for at in self.positions(hint, exact)
+        )
         merged: list[tuple[int, int]] = []
         for start, end in spans:
             if merged and start <= merged[-1][1]:
@@ -235,12 +346,7 @@ def matches(text: str, hints: Hints, free_text: bool = False) -> Iterator[tuple[
     free-text forms' alone with `free_text`, the others' without."""
     taken: list[tuple[int, int]] = []
     for shape in (s for s in SHAPES if s.free_text is free_text):
-        found = (
-            search(shape.pattern, text, hints.regions(shape.hints, shape.before, shape.after))
-            if shape.hints
-            else shape.pattern.finditer(text)
-        )
-        for match in found:
+        for match in search(shape.pattern, text, hints.regions(shape.hints, shape.before, shape.after, shape.exact)):
             if _found(shape, match) and not any(s < match.end() and match.start() < e for s, e in taken):
                 taken.append(match.span())
                 yield shape, match
@@ -256,6 +362,6 @@ def cut(text: str) -> str:
     """`text` with every shape's match cut to what it keeps, then "…" (messages: short texts)."""
     lowered = text.lower()
     for shape in SHAPES:
-        if not shape.hints or any(hint in lowered for hint in shape.hints):
+        if any(hint in (text if shape.exact else lowered) for hint in shape.hints):
             text = shape.pattern.sub(_cut_match, text)
     return text

@@ -174,14 +174,34 @@ def test_free_text_forms_are_cut_from_messages_whatever_their_value(text: str) -
     assert out.startswith(name) and out.endswith("…") and text.split("=")[-1].split(":")[-1].strip() not in out
 
 
-def test_each_shape_that_runs_over_a_whole_text_starts_with_a_literal() -> None:
-    # The regex engine finds a literal prefix as fast as str.find: one fast pass per shape over a
-    # 44 MiB cassette. A shape led by anything else (\b, a class, a lookbehind) needs hints.
-    from re import _parser  # type: ignore[attr-defined]
+@pytest.mark.parametrize("what", sorted(CASES))
+def test_each_shapes_credential_holds_one_of_its_hints(what: str) -> None:
+    # A shape is searched only around its hints: one its credential lacks would never be found.
+    [shape] = [s for s in SHAPES if s.what == what]
+    credential = CASES[what].credential
+    assert any(hint in (credential if shape.exact else credential.lower()) for hint in shape.hints)
 
-    for shape in SHAPES:
-        if not shape.hints:
-            first = _parser.parse(shape.pattern.pattern, shape.pattern.flags)[0]
-            if first[0] is _parser.SUBPATTERN:
-                first = first[1][3][0]
-            assert first[0] is _parser.LITERAL and not shape.pattern.flags & re.IGNORECASE, shape.what
+
+def _naive(text: str, hint: str) -> list[int]:
+    found, at = [], text.find(hint)
+    while at != -1:
+        found.append(at)
+        at = text.find(hint, at + 1)
+    return found
+
+
+def test_the_hints_are_found_where_a_plain_search_finds_them() -> None:
+    # The hints of a group are found together, through one character each: every occurrence of
+    # each, overlapping ones (sk- inside sk-ant-, -----BEGIN's dashes) and at both ends included.
+    from retrieval.text.redaction import _NAME_HINTS
+    from retrieval.text.secret_shapes import _EXACT_HINTS, _WORD_HINTS, Hints
+
+    pieces = [*_EXACT_HINTS, *_WORD_HINTS, *_NAME_HINTS, "--", "sk-ant-sk-", "AKIAKIA", "keykey", "%%"]
+    text = "".join(f"{piece}{'x-_.=~Q'[i % 7]}{piece.upper()}" for i, piece in enumerate(pieces)) + "eyJ"
+    hints = Hints(text, _NAME_HINTS)
+    for hint in _EXACT_HINTS:
+        assert hints.positions(hint, exact=True) == _naive(text, hint), hint
+    for hint in (*_WORD_HINTS, *_NAME_HINTS):
+        assert hints.positions(hint) == _naive(text.lower(), hint), hint
+    with pytest.raises(KeyError):
+        hints.positions("not-a-hint")
