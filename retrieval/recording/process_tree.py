@@ -85,8 +85,8 @@ def _enter_namespace() -> int | str:
         code = ctypes.get_errno()
         os.close(left)
         return (
-            f"unshare(CLONE_NEWNET) refused: {os.strerror(code)}; it needs root or CAP_SYS_ADMIN, "
-            "a user namespace a single-threaded process"
+            f"unshare(CLONE_NEWNET): {os.strerror(code)}; a network namespace needs root or CAP_SYS_ADMIN, "
+            "an unprivileged one a single-threaded process"
         )
     return left
 
@@ -161,7 +161,8 @@ def _open_line(reason: str) -> str:
     return (
         f"replay is not closed by a network namespace here ({reason}): child processes are closed only by "
         "proxy variables on a closed port and the guard Python children load, so a program that ignores "
-        "proxies (ssh, a compiled client, libc connect() through ctypes, here or in a child) can reach the network"
+        "proxies or its environment (ssh, a compiled client, libc connect() through ctypes, here or in a "
+        "child) can reach the network"
     )
 
 

@@ -179,8 +179,8 @@ def _environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
 SWITCHED_OFF_LINE = (
     "replay is not closed by a network namespace here (namespaces switched off by the test): child processes "
     "are closed only by proxy variables on a closed port and the guard Python children load, so a program "
-    "that ignores proxies (ssh, a compiled client, libc connect() through ctypes, here or in a child) can "
-    "reach the network"
+    "that ignores proxies or its environment (ssh, a compiled client, libc connect() through ctypes, here or "
+    "in a child) can reach the network"
 )
 
 
@@ -400,3 +400,12 @@ def test_ray_on_a_local_cluster_replays_inside_the_closure(monkeypatch: pytest.M
     # bm25 and vector were searched on the cluster, each with this thread closed (no network at all).
     assert seen == [(True, -1), (True, -1)]
     assert {m: on_cluster.ranked_ids(m) for m in local.methods} == {m: local.ranked_ids(m) for m in local.methods}
+
+
+def test_a_platform_without_namespaces_is_said_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process_tree.sys, "platform", "darwin")
+    with pytest.warns(OpenReplayWarning) as said, closed_network() as closure:
+        pass
+    assert closure.namespace is False and closure.open == str(said[0].message)
+    assert str(said[0].message).startswith("replay is not closed by a network namespace here (darwin has no ")
+    assert "\n" not in str(said[0].message)
