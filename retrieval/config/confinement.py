@@ -44,16 +44,20 @@ def check_confined(settings: Settings, written: Mapping[str, Any], flags: Collec
     # The profile's folders: one may be a link to elsewhere even when its parent is inside.
     profile = settings.profile.name
     vectors_key = "vectors" if settings.vectors else "cassettes"  # the key that decides the folder
-    for key, folder in (
-        ("cassettes", Path(settings.cassettes) / profile),
-        (vectors_key, Path(settings.vectors_folder) / profile),
+    for label, key, folder in (
+        ("cassettes", "cassettes", Path(settings.cassettes) / profile),
+        (
+            "vectors" if settings.vectors else "vectors (beside cassettes)",
+            vectors_key,
+            Path(settings.vectors_folder) / profile,
+        ),
     ):
         if key in flags:
             continue
         lands = _outside(folder, root)
         if lands is not None:
             raise ConfigError(
-                f"{where}: {key}: the profile's folder {shown_path(folder, root)} is a link to {lands}, "
+                f"{where}: {label}: the profile's folder {shown_path(folder, root)} is a link to {lands}, "
                 f"outside the project: {fix}.",
                 at=(key,) if key in written else (),
             )

@@ -81,7 +81,9 @@ def test_a_default_path_linked_outside_is_refused_too(project: Path) -> None:
         load_settings(project, environ={})
 
 
-@pytest.mark.parametrize(("folder", "key"), [("cassettes/local", "cassettes"), ("vectors/local", "cassettes")])
+@pytest.mark.parametrize(
+    ("folder", "key"), [("cassettes/local", "cassettes"), ("vectors/local", "vectors (beside cassettes)")]
+)
 def test_a_profile_folder_linked_outside_is_refused(project: Path, folder: str, key: str) -> None:
     shutil.rmtree(project / folder)
     (project / folder).symlink_to(project.parent / "outside", target_is_directory=True)
