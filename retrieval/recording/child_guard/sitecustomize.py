@@ -3,7 +3,8 @@ folder (retrieval.recording.process_tree): the socket guard for the child's whol
 sitecustomize module this one hides on the path, if there is one.
 
 The guard is loaded from its file, not imported: the child may be another interpreter, without
-this package installed. This folder holds this file alone, so that it shadows nothing else.
+this package installed. This folder holds nothing else a child could import by name (its
+`__init__.py` makes it part of the package, no module of the child's).
 """
 
 import importlib.machinery
@@ -39,5 +40,8 @@ def _chain() -> None:
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_close()
-_chain()
+# Only as the interpreter's own sitecustomize: imported as retrieval.recording.child_guard.sitecustomize
+# (a tool walking the package), it closes nothing and runs no other sitecustomize.
+if __name__ == "sitecustomize":
+    _close()
+    _chain()
