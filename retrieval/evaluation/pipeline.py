@@ -18,6 +18,7 @@ from retrieval.config import ConfigError, Settings
 from retrieval.config.names import name_problem
 from retrieval.methods import builtin_methods
 from retrieval.methods.base import Declaration, DeclarationError, Method, MethodUnavailable, declaration
+from retrieval.text.redaction import redacted
 
 __all__ = ["BUILTIN_METHODS", "SCHEMES", "MethodUnavailable", "Plan", "builtin_methods", "plan"]
 
@@ -169,7 +170,8 @@ def plan(requested: Sequence[str], settings: Settings, *, replay: bool, extra: S
         try:
             build(token)
         except MethodUnavailable as why:
-            result.unavailable[token] = str(why)
+            # Said in the report, the run log and the gate summary: a team's factory may quote its login.
+            result.unavailable[token] = redacted(str(why))
 
     def visit(name: str, chain: tuple[str, ...]) -> None:
         if name in chain:
