@@ -348,24 +348,31 @@ def evaluate(
     requested = list(methods if methods is not None else settings.methods)
     recorder = recorder_for(settings, mode)
     recorder.verify_code = verify_code
-    # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
-    previous = (
-        replay_previous(
-            recorder.has_any(),
-            lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra, verify_code=False),
+    if mode == "record":
+        recorder.hold()  # one recording of a profile at a time, from here to its commit or discard
+    try:
+        recorder.recover()  # a commit a killed run left half done: the old set or the new, before any read
+        # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
+        previous = (
+            replay_previous(
+                recorder.has_any(),
+                lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra, verify_code=False),
+            )
+            if mode == "record"
+            else None
         )
-        if mode == "record"
-        else None
-    )
-    chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
-    # The methods' own credentials join the providers': a recording holding a value is refused.
-    declared_keys = (k for d in chosen.declarations.values() for k in d.key_variables)
-    recorder.key_variables = tuple(dict.fromkeys((*recorder.key_variables, *declared_keys)))
-    # Whatever the run prints from here on (a warning, a traceback) hides their values too.
-    declare_key_variables(recorder.key_variables)
-    if not chosen.wanted:
-        reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
-        raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
+        chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
+        # The methods' own credentials join the providers': a recording holding a value is refused.
+        declared_keys = (k for d in chosen.declarations.values() for k in d.key_variables)
+        recorder.key_variables = tuple(dict.fromkeys((*recorder.key_variables, *declared_keys)))
+        # Whatever the run prints from here on (a warning, a traceback) hides their values too.
+        declare_key_variables(recorder.key_variables)
+        if not chosen.wanted:
+            reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
+            raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
+    except BaseException:
+        recorder.discard()  # the recording lock, released
+        raise
     context = Context(
         dataset=dataset, depth=settings.depth, progress=progress, mode=mode, rankings=Rankings(chosen.aliases)
     )

@@ -11,6 +11,7 @@ Three modes:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -168,15 +169,70 @@ class Recorder:
     vectors: Path | None = None
     # Segment files this recording created: removed when it is discarded (nothing lists them).
     _created: list[Path] = field(default_factory=list, init=False)
+    # The lock a recording of this profile holds from its start to its commit or discard
+    # (`hold`): a second recording at the same time is refused, never interleaved. In the cache
+    # folder, which is not committed, as the baseline's lock.
+    lock: Path | None = None
+    _held: Any = field(default=None, init=False, repr=False)
+
+    def hold(self) -> None:
+        """Take the profile's recording lock for a whole recording or compaction (released by
+        `commit` or `discard`); CassetteError in one line when another run holds it."""
+        if self.lock is None or self._held is not None:
+            return
+        from filelock import FileLock, Timeout
+
+        held = FileLock(self.lock, timeout=0)
+        try:
+            self.lock.parent.mkdir(parents=True, exist_ok=True)
+            held.acquire()
+        except Timeout:
+            raise CassetteError(
+                f"{self.directory}: another run is recording or compacting profile {self.profile!r} (it holds "
+                f"{self.lock}); nothing was changed. Let it finish, then run again."
+            ) from None
+        except OSError as exc:
+            raise CassetteError(
+                f"{self.lock.parent}: cannot hold the recording lock there ({exc.strerror or exc}); make the "
+                "cache folder a writable folder (the `cache` setting), then record again"
+            ) from exc
+        self._held = held
+
+    def recover(self) -> None:
+        """Finish or undo a commit of this profile's cassettes that a killed run left half done, and
+        remove killed runs' staging folders: every run calls it before it reads a cassette."""
+        try:
+            recover_directory(self.directory)
+        except OSError as exc:
+            raise CassetteError(
+                f"{self.directory}: a killed recording's files could not be put back ({exc.strerror or exc}); "
+                "make the folder writable, then run again"
+            ) from exc
+
+    def _unwritable(self, folder: Path, exc: OSError) -> CassetteError:
+        return CassetteError(
+            f"{folder}: the recording could not be written there ({exc.strerror or exc}); free space on its disk "
+            "or make the folder writable, then record again. Nothing was replaced."
+        )
 
     def _staged(self, name: str) -> Path:
         if self._staging is None:
             # Beside the committed folder: same file system, so the commit is a rename; a
             # killed run's staging folder is found there and removed by the next one.
-            recover_directory(self.directory)
-            self._staging = staging_directory(self.directory)
+            self.recover()
+            try:
+                self._staging = staging_directory(self.directory)
+            except OSError as exc:
+                raise self._unwritable(self.directory.parent, exc) from exc
         self._recorded.append(name)
         return self._staging / name
+
+    def _write_staged(self, name: str, data: bytes) -> None:
+        path = self._staged(name)
+        try:
+            path.write_bytes(data)
+        except OSError as exc:
+            raise self._unwritable(path.parent.parent, exc) from exc
 
     @property
     def record_command(self) -> str:
@@ -279,6 +335,11 @@ class Recorder:
                 raise unanswered("the code that sent it caught the error and carried on")
             answered = cassette.play_count if self.mode == "replay" else len(cassette.data)
             self.calls[stage] = self.calls.get(stage, 0) + answered
+            if self.mode == "record":
+                try:
+                    stack.close()  # vcrpy writes the staged cassette here: a full disk is said here
+                except OSError as exc:
+                    raise self._unwritable(path.parent.parent, exc) from exc
 
     def rankings_path(self, channel: str) -> Path:
         """The committed ranking cassette of a method that declares calls = "rankings"."""
@@ -304,9 +365,7 @@ class Recorder:
         from retrieval.recording.ranking_cassettes import dump_rankings
 
         self.used.add(self.rankings_path(channel).name)
-        self._staged(self.rankings_path(channel).name).write_text(
-            dump_rankings(dataset, method, rankings, code), encoding="utf-8"
-        )
+        self._write_staged(self.rankings_path(channel).name, dump_rankings(dataset, method, rankings, code).encode())
 
     def committed_store(self) -> VectorStore:
         """The committed corpus vector store (empty when none is recorded); CassetteError, one line
@@ -325,7 +384,7 @@ class Recorder:
         with the cassettes; `created` are the segment files this recording wrote (new files only)."""
         self._created += created
         self.used.add(STORE_MANIFEST)
-        self._staged(STORE_MANIFEST).write_bytes(store.manifest_bytes())
+        self._write_staged(STORE_MANIFEST, store.manifest_bytes())
 
     def metadata(self) -> dict[str, Any]:
         """What the last recording wrote beside its cassettes (dataset fingerprint, config, usage)."""
@@ -423,7 +482,11 @@ class Recorder:
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
         for path in self._created:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a read-only folder: the file is unlisted either way
+                path.unlink(missing_ok=True)
         self._staging = None
         self._recorded = []
         self._created = []
+        if self._held is not None:
+            self._held.release()
+            self._held = None
