@@ -215,9 +215,9 @@ def recover_directory(target: str | Path) -> list[Path]:
         # A dead process's, or this one's (whose swap failed to roll back): another live process
         # is between its two renames and puts its own back.
         now = time.time()
-        olds = [
-            p for p in target.parent.glob(f".{target.name}.old-{os.getpid()}-*") if p.is_dir()
-        ] or [p for p in target.parent.glob(f".{target.name}.old-*") if _is_stale(p, now)]
+        olds = [p for p in target.parent.glob(f".{target.name}.old-{os.getpid()}-*") if p.is_dir()] or [
+            p for p in target.parent.glob(f".{target.name}.old-*") if _is_stale(p, now)
+        ]
         if olds:
             try:
                 os.rename(max(olds, key=_mtime), target)

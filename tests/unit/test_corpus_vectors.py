@@ -241,3 +241,38 @@ def test_the_repository_commits_no_corpus_vectors_in_cassettes() -> None:
         assert sorted(p.name for p in folder.rglob("corpus-embeddings.json")) == []
         for manifest in folder.rglob(STORE_MANIFEST):
             assert json.loads(manifest.read_text())["segments"]  # a manifest: names and digests only
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        (np.nan, "NaN or infinite values"),
+        (0.0, "only zeros"),
+        (np.inf, "NaN or infinite values"),
+        (1e30, "values so large that its norm overflows"),
+    ],
+    ids=["NaN", "zero", "infinity", "1e30"],
+)
+def test_a_replay_refuses_a_bad_stored_vector_whose_digests_agree(
+    tmp_path: Path, embeddings_server: FakeEmbeddingsServer, row: float, problem: str
+) -> None:
+    dataset, settings = _small(), _settings(tmp_path, embeddings_server.url)
+    evaluate(dataset, settings, mode="record")
+    manifest = tmp_path / "cassettes" / "fixture" / STORE_MANIFEST
+    # The segment rewritten with one bad row and the manifest's digests made to agree with it: only
+    # the values can tell (what a hand edit, a bad merge or a buggy version could commit).
+    store = VectorStore.open(manifest, tmp_path / "vectors" / "fixture")
+    [segment] = store.segments
+    keys, vectors = (np.array(a) for a in store.arrays(segment))
+    vectors[5] = row
+    forged = VectorStore(manifest, store.folder)
+    forged.add(forged._write(segment.space, keys, vectors, "float32"))
+    forged.save_manifest()
+    with pytest.raises(CassetteError) as caught:
+        evaluate(dataset, settings, mode="replay")
+    [written] = forged.segments
+    assert str(caught.value) == (
+        f"{store.folder / written.files[1]}: the vector of row 5 holds {problem}, which would score 0 against "
+        f"everything; restore it with `git checkout -- {manifest.parent} {store.folder}` or re-record with "
+        "`pytest --record --retrieval-profile fixture`"
+    )

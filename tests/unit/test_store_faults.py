@@ -1,0 +1,176 @@
+"""The recording set under faults, with real processes: two recordings at once, a recording killed
+(SIGKILL) at each point of its commit and the next run of each kind after it.
+
+The recordings are real (the fake embeddings server, a FIXTURE, answers them); each child process is
+`recording_child.py`, stopped where the test says."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_embeddings import FakeEmbeddingsServer
+from recording_child import POINTS, dataset, settings
+
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.gate.accept import accept
+from retrieval.gate.result import run_gate
+from retrieval.recording.cassette_files import CassetteError
+
+CHILD = Path(__file__).with_name("recording_child.py")
+# A child reaches its point in a few seconds (imports, a recording of 64 documents); far more on a loaded machine.
+REACH_SECONDS = 120
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())} if folder.is_dir() else {}
+
+
+def _project(root: Path) -> dict[str, dict[str, bytes]]:
+    """The recording set as the repository would commit it: the cassettes and the segments."""
+    return {"cassettes": _files(root / "cassettes" / "fixture"), "vectors": _files(root / "vectors" / "fixture")}
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "cassettes").iterdir() if p.name != "fixture")
+
+
+class Child:
+    """A recording process started on `root`, stopped at `pause`."""
+
+    def __init__(self, root: Path, url: str, pause: str | None, edited: bool = True) -> None:
+        self.marker = root / f"reached-{len(list(root.glob('reached-*')))}"
+        spec = root / f"{self.marker.name}.json"
+        spec.write_text(
+            json.dumps({"root": str(root), "url": url, "pause": pause, "marker": str(self.marker), "edited": edited})
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, str(CHILD), str(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def reached(self) -> None:
+        deadline = time.monotonic() + REACH_SECONDS
+        while not self.marker.exists():
+            if self.process.poll() is not None:
+                raise AssertionError(f"the child ended ({self.process.returncode}): {self.process.stderr.read()}")  # type: ignore[union-attr]
+            if time.monotonic() > deadline:
+                self.process.kill()
+                raise AssertionError("the child never reached its point")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def finish(self) -> str:
+        """Let a child stopped at "staged" commit; its stderr."""
+        _, err = self.process.communicate("go\n", timeout=REACH_SECONDS)
+        assert self.process.returncode == 0, err
+        return err
+
+
+@pytest.fixture
+def recorded(tmp_path: Path, embeddings_server: FakeEmbeddingsServer) -> Iterator[tuple[Path, str]]:
+    """A project whose set A is committed (recorded in this process), with a cassette of a stage no
+    later recording re-records (kept by every commit)."""
+    evaluate(dataset(tmp_path), settings(tmp_path, embeddings_server.url), mode="record")
+    (tmp_path / "cassettes" / "fixture" / "rerank-m.json").write_text('{"interactions": [{"kept": true}]}')
+    yield tmp_path, embeddings_server.url
+
+
+def test_a_second_recording_is_refused_in_one_line_and_removes_nothing(recorded: tuple[Path, str]) -> None:
+    root, url = recorded
+    first = Child(root, url, "staged")  # its segment written, its set staged: it holds the lock
+    first.reached()
+    staged = _project(root)
+    with pytest.raises(CassetteError) as caught:
+        evaluate(dataset(root, edited=True), settings(root, url, edited=True), mode="record")
+    lock = root / "cache" / "recording-fixture.lock"
+    assert str(caught.value) == (
+        f"{root / 'cassettes' / 'fixture'}: another run is recording or compacting profile 'fixture' (it holds "
+        f"{lock}); nothing was changed. Let it finish, then run again."
+    )
+    assert _project(root) == staged  # the first one's segment files are all there
+    first.finish()
+    # The first one's set is committed whole, and replays; a recording after it is not refused.
+    evaluate(dataset(root, edited=True), settings(root, url, edited=True), mode="replay")
+    evaluate(dataset(root, edited=True), settings(root, url, edited=True), mode="record")
+    evaluate(dataset(root, edited=True), settings(root, url, edited=True), mode="replay")
+
+
+def test_a_recording_interrupted_after_another_committed_keeps_that_ones_segments(
+    recorded: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The two recordings write the same segment (the same edit): the one interrupted removes only the
+    # files it wrote itself, never a file the committed manifest lists.
+    root, url = recorded
+    evaluate(dataset(root, edited=True), settings(root, url, edited=True), mode="record")
+    committed = _project(root)
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("retrieval.evaluation.evaluate._commit_recording", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(dataset(root, edited=True), settings(root, url, edited=True), mode="record")
+    monkeypatch.undo()
+    assert _project(root) == committed
+    evaluate(dataset(root, edited=True), settings(root, url, edited=True), mode="replay")
+
+
+def _recover_by(kind: str, root: Path, url: str) -> None:
+    """The next run after the kill, of each kind a user or CI starts."""
+    if kind == "replay":
+        evaluate(dataset(root), settings(root, url), mode="replay")
+    elif kind == "--update-baseline":
+        accept(run_gate(settings(root, url)))
+    else:
+        evaluate(dataset(root), settings(root, url), mode="record")
+
+
+# (point, the set it leaves); each point is recovered by one kind of run, the fallback swap's middle by all.
+KILLS = [
+    ("before swap", "old", "replay"),
+    ("after exchange", "new", "--update-baseline"),
+    ("renamed away", "old", "replay"),
+    ("renamed away", "old", "--update-baseline"),
+    ("renamed away", "old", "--record"),
+    ("renamed in", "new", "replay"),
+    ("after swap", "new", "--record"),
+]
+
+
+@pytest.mark.parametrize(("point", "left", "kind"), KILLS, ids=[f"{p}, then {k}" for p, _, k in KILLS])
+def test_a_recording_killed_at_any_point_of_its_commit_leaves_the_old_or_the_new_set(
+    recorded: tuple[Path, str], point: str, left: str, kind: str
+) -> None:
+    assert point in POINTS
+    root, url = recorded
+    old = _project(root)["cassettes"]
+    child = Child(root, url, point)
+    child.reached()
+    child.kill()
+    _recover_by(kind, root, url)
+    assert _leftovers(root) == []  # no staging folder, no set moved aside
+    cassettes = _project(root)["cassettes"]
+    assert cassettes["rerank-m.json"] == old["rerank-m.json"]  # the set is whole, never rebuilt from nothing
+    if kind == "--record":
+        return  # a new set of its own, recorded over the one put back
+    manifest = json.loads(cassettes["corpus-vectors.json"])
+    counts = [s["count"] for s in manifest["segments"]]
+    if left == "old":
+        assert cassettes == old and counts == [64]
+    else:
+        assert counts == [64, 1] and cassettes != old  # the edited document's vector committed
+        assert json.loads(cassettes["recording.json"])["fingerprint"] == dataset(root, edited=True).fingerprint
+    evaluate(dataset(root), settings(root, url), mode="replay")  # what is in place replays
