@@ -22,11 +22,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from demo_fixture import demo_dataset  # noqa: E402
-from fake_embeddings import make_profile  # noqa: E402
+from demo_fixture import demo_dataset
+from fake_embeddings import make_profile
 
-from retrieval.config import Settings  # noqa: E402
-from retrieval.data.dataset import Dataset, load_dataset  # noqa: E402
+from retrieval.config import Settings
+from retrieval.data.dataset import Dataset, load_dataset
 
 # Where a commit can be killed: the new set staged, not yet swapped; the two folders exchanged,
 # the old one not yet removed; without RENAME_EXCHANGE, the set renamed away, the new one not yet in
