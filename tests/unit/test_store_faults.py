@@ -7,6 +7,8 @@ The recordings are real (the fake embeddings server, a FIXTURE, answers them); e
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -174,3 +176,130 @@ def test_a_recording_killed_at_any_point_of_its_commit_leaves_the_old_or_the_new
         assert counts == [64, 1] and cassettes != old  # the edited document's vector committed
         assert json.loads(cassettes["recording.json"])["fingerprint"] == dataset(root, edited=True).fingerprint
     evaluate(dataset(root), settings(root, url), mode="replay")  # what is in place replays
+
+
+# --- a full disk and read-only folders under a real `pytest --record` ----------------------------------
+#
+# A real file system refuses: a tmpfs of a few pages (full after the first new file), or a read-only
+# bind mount, in a mount namespace of the recording's own (`unshare`), so nothing is mounted on the
+# machine and the mounts end with the run.
+
+ADOPTER = """[project]
+name = "adopter"
+version = "0"
+
+[tool.retrieval]
+dataset = "data/qa"
+methods = ["bm25", "vector", "hybrid"]
+profile = "fake"
+
+[tool.retrieval.profiles.fake]
+embedding_provider = "openai"
+embedding_model = "fixture-e5"
+embedding_base_url = "{url}/v1"
+dimensions = 4
+input_type = true
+"""
+DOCUMENTS = [
+    {"id": "d1", "title": "Restaurer une sauvegarde", "text": "Ouvrez la console et lancez la restauration."},
+    {"id": "d2", "title": "Réinitialiser le mot de passe", "text": "Cliquez sur mot de passe oublié."},
+    {"id": "d3", "title": "Exporter les données", "text": "Le bouton exporter produit un fichier CSV."},
+]
+QUESTIONS = [
+    {"id": "q1", "text": "restaurer une sauvegarde", "type": "exact", "relevant": ["d1"]},
+    {"id": "q2", "text": "mot de passe oublié", "type": "exact", "relevant": ["d2"]},
+]
+PAGE = 4096  # tmpfs counts whole pages: each small file takes one
+
+
+def _namespaces() -> bool:
+    try:
+        return subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+needs_namespaces = pytest.mark.skipif(
+    not _namespaces(),
+    reason="no user and mount namespaces (unshare -rm): the same faults are injected in process by "
+    "test_vector_store.py and test_recording_faults.py instead",
+)
+
+
+def _jsonl(path: Path, rows: list[dict[str, object]]) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture
+def adopter(tmp_path: Path, embeddings_server: FakeEmbeddingsServer) -> Path:
+    """FIXTURE: an adopter's project whose recording is committed, then one document edited: the next
+    `pytest --record` writes a new segment and a new set."""
+    (tmp_path / "data" / "qa").mkdir(parents=True)
+    _jsonl(tmp_path / "data" / "qa" / "corpus.jsonl", DOCUMENTS)
+    _jsonl(tmp_path / "data" / "qa" / "questions.jsonl", QUESTIONS)
+    (tmp_path / "pyproject.toml").write_text(ADOPTER.format(url=embeddings_server.url))
+    done = _pytest(tmp_path, "--record", "--update-baseline")
+    assert done.returncode == 0, done.stdout
+    _jsonl(tmp_path / "data" / "qa" / "corpus.jsonl", [{**DOCUMENTS[0], "text": "Tout autre texte."}, *DOCUMENTS[1:]])
+    return tmp_path
+
+
+PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+LISTING = "find cassettes vectors | LC_ALL=C sort; find cassettes vectors -type f -exec sha256sum {} + | LC_ALL=C sort"
+
+
+def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PYTEST, *args], cwd=root, capture_output=True, text=True, timeout=600)
+
+
+def _listing(root: Path) -> str:
+    return subprocess.run(["sh", "-c", LISTING], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def _pages(folder: Path) -> int:
+    return sum(1 for p in folder.rglob("*") if p.is_file())
+
+
+@needs_namespaces
+@pytest.mark.parametrize(
+    ("fault", "folder", "extra", "reason"),
+    [
+        ("full", "vectors/fake", 1, "No space left on device"),
+        ("full", "cassettes", 0, "No space left on device"),
+        ("full", "cassettes", 1, "No space left on device"),
+        ("read-only", "vectors/fake", 0, "Read-only file system"),
+        ("read-only", "cassettes", 0, "Read-only file system"),
+    ],
+    ids=[
+        "full vectors, at the new segment's vectors",
+        "full cassettes, at the staged manifest",
+        "full cassettes, at the staged question cassette",
+        "read-only vectors",
+        "read-only cassettes",
+    ],
+)
+def test_a_full_or_read_only_folder_under_record_is_one_line_naming_it_and_leaves_nothing(
+    adopter: Path, fault: str, folder: str, extra: int, reason: str
+) -> None:
+    before = _listing(adopter)
+    saved = adopter / "saved"
+    shutil.copytree(adopter / folder, saved)
+    if fault == "full":  # room for the files there and `extra` more pages (a small file takes one)
+        mount = f"mount -t tmpfs -o size={(_pages(saved) + extra) * PAGE} tmpfs {folder} && cp -a saved/. {folder}/"
+    else:
+        mount = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"
+    script = f"{mount} && {shlex.join([*PYTEST, '--record'])} > out.txt 2>&1; ({LISTING}) > after.txt"
+    subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=adopter, check=True, timeout=600)
+    shutil.rmtree(saved)
+    out = (adopter / "out.txt").read_text()
+    assert (adopter / "after.txt").read_text() == before  # no orphan segment file, no staging folder
+    assert "Traceback" not in out
+    named = adopter / folder
+    expected = (
+        f"CassetteError: {named}: the vector segment could not be written ({reason}); free space on its disk or make "
+        "the folder writable, then run again. The recording was discarded; the committed files are as they were."
+        if folder.startswith("vectors")
+        else f"CassetteError: {named}: the recording could not be written there ({reason}); free space on its disk "
+        "or make the folder writable, then record again. Nothing was replaced."
+    )
+    assert f"retrieval gate (profile fake): nothing compared: {expected}" in out.splitlines()
