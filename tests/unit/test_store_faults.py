@@ -20,6 +20,8 @@ import pytest
 from fake_embeddings import FakeEmbeddingsServer
 from recording_child import POINTS, dataset, settings
 
+from retrieval.config import load_settings
+from retrieval.data.dataset import load_dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.gate.accept import accept
 from retrieval.gate.result import run_gate
@@ -238,18 +240,14 @@ def adopter(tmp_path: Path, embeddings_server: FakeEmbeddingsServer) -> Path:
     _jsonl(tmp_path / "data" / "qa" / "corpus.jsonl", DOCUMENTS)
     _jsonl(tmp_path / "data" / "qa" / "questions.jsonl", QUESTIONS)
     (tmp_path / "pyproject.toml").write_text(ADOPTER.format(url=embeddings_server.url))
-    done = _pytest(tmp_path, "--record", "--update-baseline")
-    assert done.returncode == 0, done.stdout
+    project = load_settings(tmp_path, environ={})
+    evaluate(load_dataset(project.dataset), project, mode="record")  # what `pytest --record` committed
     _jsonl(tmp_path / "data" / "qa" / "corpus.jsonl", [{**DOCUMENTS[0], "text": "Tout autre texte."}, *DOCUMENTS[1:]])
     return tmp_path
 
 
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
 LISTING = "find cassettes vectors | LC_ALL=C sort; find cassettes vectors -type f -exec sha256sum {} + | LC_ALL=C sort"
-
-
-def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PYTEST, *args], cwd=root, capture_output=True, text=True, timeout=600)
 
 
 def _listing(root: Path) -> str:
