@@ -22,7 +22,8 @@ from recording_child import POINTS, dataset, settings
 
 from retrieval.config import load_settings
 from retrieval.data.dataset import load_dataset
-from retrieval.evaluation.evaluate import evaluate
+from retrieval.cli import main
+from retrieval.evaluation.evaluate import StagedRecording, evaluate
 from retrieval.gate.accept import accept
 from retrieval.gate.result import run_gate
 from retrieval.recording.cassette_files import CassetteError
@@ -301,3 +302,51 @@ def test_a_full_or_read_only_folder_under_record_is_one_line_naming_it_and_leave
         "or make the folder writable, then record again. Nothing was replaced."
     )
     assert f"retrieval gate (profile fake): nothing compared: {expected}" in out.splitlines()
+
+
+# --- --compact-store --------------------------------------------------------------------------------------
+
+
+def _compact(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    monkeypatch.chdir(root)
+    code = main(["--compact-store"])
+    return code, capsys.readouterr().err
+
+
+def test_compacting_a_damaged_store_is_one_line_and_changes_nothing(
+    adopter: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    [segment] = (adopter / "vectors" / "fake").glob("seg-*.vectors.npy")
+    segment.write_bytes(segment.read_bytes()[:-4])
+    before = _listing(adopter)
+    code, err = _compact(adopter, monkeypatch, capsys)
+    assert (code, err) == (
+        2,
+        f"error: {segment}: damaged vector segment (not the sha256 corpus-vectors.json lists); restore it with "
+        f"`git checkout -- {adopter / 'cassettes' / 'fake'} {adopter / 'vectors' / 'fake'}` or re-record with "
+        "`pytest --record --retrieval-profile fake`\n",
+    )
+    assert _listing(adopter) == before
+
+
+def test_compacting_during_a_recording_is_refused_in_one_line(
+    adopter: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = load_settings(adopter, environ={})
+    staged: list[StagedRecording] = []
+    evaluate(load_dataset(project.dataset), project, mode="record", on_staged=staged.append)
+    before = _listing(adopter)  # the recording's new segment written, not yet listed: compaction would drop it
+    try:
+        code, err = _compact(adopter, monkeypatch, capsys)
+    finally:
+        staged[0].commit()
+    lock = adopter / ".cache" / "recording-fake.lock"
+    assert (code, err) == (
+        2,
+        f"error: {adopter / 'cassettes' / 'fake'}: another run is recording or compacting profile 'fake' (it holds "
+        f"{lock}); nothing was changed. Let it finish, then run again.\n",
+    )
+    assert before != _listing(adopter)  # the recording committed, its segment kept
+    code, err = _compact(adopter, monkeypatch, capsys)
+    assert code == 0 and err.startswith(f"{adopter / 'cassettes' / 'fake' / 'corpus-vectors.json'}: compacted, ")
+    evaluate(load_dataset(project.dataset), project, mode="replay")

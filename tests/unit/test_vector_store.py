@@ -165,6 +165,8 @@ def test_a_damaged_segment_is_named_in_one_line(tmp_path: Path, damage: object, 
         message = str(caught.value)
         assert message.startswith(f"{path}: ") and expected in message and "\n" not in message
         assert message.endswith("delete it to rebuild")
+        # Said once: never a message inside itself ("…damaged vector segment (…damaged vector segment…").
+        assert message.count(str(path)) == 1 and message.count("delete it to rebuild") == 1
         for leftover in (tmp_path / "vectors").iterdir():
             leftover.unlink()
 
