@@ -20,9 +20,9 @@ import pytest
 from fake_embeddings import FakeEmbeddingsServer
 from recording_child import POINTS, dataset, settings
 
+from retrieval.cli import main
 from retrieval.config import load_settings
 from retrieval.data.dataset import load_dataset
-from retrieval.cli import main
 from retrieval.evaluation.evaluate import StagedRecording, evaluate
 from retrieval.gate.accept import accept
 from retrieval.gate.result import run_gate
