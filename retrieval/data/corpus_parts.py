@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from retrieval.data.analysis_cache import load_analysis, store_analysis
+from retrieval.data.analysis_cache import analysed_here, load_analysis, store_analysis, trusted
 from retrieval.data.corpus_terms import (
     AnalysedCorpus,
     AnalysisState,
@@ -185,20 +185,23 @@ class PendingAnalysis:
 
 
 def start_analysis(
-    documents: Sequence[Document], processes: int | None = None, cache: str | Path | None = None
+    documents: Sequence[Document],
+    processes: int | None = None,
+    cache: str | Path | None = None,
+    expected: str | None = None,
 ) -> PendingAnalysis | None:
     """Start analysing the documents' contents in forked workers, in up to `processes` (default:
     the CPUs this process may use) processes counting this one, which joins in at `result()`.
     None when the corpus is too small to split, with one process, without fork, or already
-    analysed (in this process, or in the `cache` folder): analyze_documents then finds or
-    analyses it here."""
+    analysed (in this process, or in the `cache` folder, of the `expected` digest when given):
+    analyze_documents then finds or analyses it here."""
     cpus = _cpus()
     workers = (cpus if processes is None else processes) - 1
     # macOS offers fork, but system frameworks in the parent can crash a forked child there.
     forkable = "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
     if workers < 1 or len(documents) < START_DOCUMENTS or not forkable:
         return None
-    if _known(documents, cache) is not None:
+    if _known(documents, cache, expected) is not None:
         return None  # analysed already (by an earlier run, or in this process: a recording runs twice)
     try:
         return PendingAnalysis(documents, workers, cpus)
@@ -218,16 +221,20 @@ def _memory_key(fingerprint: str) -> str:
     return f"corpus {fingerprint}"
 
 
-def _known(documents: Sequence[Document], cache: str | Path | None) -> AnalysedCorpus | None:
-    """The corpus's analysis if this process or the cache folder has it (then remembered here)."""
+def _known(documents: Sequence[Document], cache: str | Path | None, expected: str | None) -> AnalysedCorpus | None:
+    """The corpus's analysis if this process or the cache folder has it (then remembered here),
+    and, with `expected`, if it is of that digest or was analysed here (analysis_cache.trusted)."""
     fingerprint = _fingerprint(documents)
     if fingerprint is None:
         return None
     known = remembered_corpus(_memory_key(fingerprint))
-    if known is None and cache is not None:
-        known = load_analysis(cache, fingerprint, len(documents))
-        if known is not None:
-            remember_corpus(_memory_key(fingerprint), known)
+    if known is not None and (cache is None or trusted(known, expected)):
+        return known
+    if cache is None:
+        return None
+    known = load_analysis(cache, fingerprint, len(documents), expected)
+    if known is not None:
+        remember_corpus(_memory_key(fingerprint), known)
     return known
 
 
@@ -236,13 +243,15 @@ def analyze_documents(
     processes: int | None = None,
     pending: PendingAnalysis | None = None,
     cache: str | Path | None = None,
+    expected: str | None = None,
 ) -> AnalysedCorpus:
     """analyze_corpus over the documents' contents: the result of `pending` (start_analysis over
     these documents) when given, else in parts now when the corpus is large enough (start_analysis).
     A loaded corpus is remembered by its fingerprint, in this process and, with `cache`, in that
     folder (retrieval.data.analysis_cache), so neither a recording's second run of the methods
-    nor the next gate analyses it again."""
-    known = _known(documents, cache)
+    nor the next gate analyses it again. `expected`, the digest of the analysis the baseline's
+    figures were computed from: a cache entry of another digest is analysed again, never used."""
+    known = _known(documents, cache, expected)
     if known is not None:
         if pending is not None:
             pending.close()
@@ -253,5 +262,6 @@ def analyze_documents(
     if fingerprint is not None:
         remember_corpus(_memory_key(fingerprint), corpus)
         if cache is not None:
+            analysed_here(corpus)
             store_analysis(cache, fingerprint, corpus)
     return corpus

@@ -7,7 +7,7 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -332,6 +332,7 @@ def evaluate(
     progress: ProgressFactory | None = None,
     verify_code: bool = True,
     on_staged: Callable[[StagedRecording], None] | None = None,
+    baseline_inputs: Mapping[str, str] | None = None,
 ) -> Run:
     """Run the requested methods (and what they require) over every question.
 
@@ -344,6 +345,9 @@ def evaluate(
     replay reads ranking cassettes whatever code recorded them (`verify_code=False`: the old
     code's rankings are what the drift compares with). With `on_staged`, a recording is not
     committed: it is handed over staged (`StagedRecording`), for the caller to commit or discard.
+    `baseline_inputs` (the gate's: the digests its baseline records) makes a method that reads an
+    input from a cache (bm25's analysed corpus) use only the one the baseline's figures came from
+    (`Context.baseline_inputs`); the digests of the inputs used are in `Run.inputs`.
     """
     requested = list(methods if methods is not None else settings.methods)
     recorder = recorder_for(settings, mode)
@@ -356,7 +360,15 @@ def evaluate(
         previous = (
             replay_previous(
                 recorder.has_any(),
-                lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra, verify_code=False),
+                lambda: evaluate(
+                    dataset,
+                    settings,
+                    mode="replay",
+                    methods=requested,
+                    extra=extra,
+                    verify_code=False,
+                    baseline_inputs=baseline_inputs,
+                ),
             )
             if mode == "record"
             else None
@@ -374,7 +386,12 @@ def evaluate(
         recorder.discard()  # the recording lock, released
         raise
     context = Context(
-        dataset=dataset, depth=settings.depth, progress=progress, mode=mode, rankings=Rankings(chosen.aliases)
+        dataset=dataset,
+        depth=settings.depth,
+        progress=progress,
+        mode=mode,
+        rankings=Rankings(chosen.aliases),
+        baseline_inputs=baseline_inputs,
     )
     try:
         _run_pipeline(context, chosen, settings, mode, recorder)
@@ -402,4 +419,5 @@ def evaluate(
     # Which model server embedded: this run's, or the one that recorded what was replayed.
     run.server = recorder.server if mode != "replay" else recorder.metadata().get("server")
     run.cassettes = tuple(sorted(recorder.used))
+    run.inputs = dict(sorted(context.inputs.items()))
     return run

@@ -74,6 +74,9 @@ class Run:
     drift: list[str] = field(default_factory=list)
     # The cassette files (in the profile's folder) the run replayed or recorded.
     cassettes: tuple[str, ...] = ()
+    # Digests of what the figures were computed from beside the cassettes, where a cache may hold
+    # it (retrieval.methods.base.Context.inputs): the baseline records them with the cassettes'.
+    inputs: dict[str, str] = field(default_factory=dict)
     # The corpus alone's fingerprint (retrieval.data.dataset.corpus_fingerprint): whether a baseline made
     # on other questions was made on the same documents ("" in a log written before it existed).
     corpus: str = ""

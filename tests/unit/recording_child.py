@@ -90,7 +90,7 @@ def _pause_at(point: str, marker: Path) -> None:
             real_swap(target, new)
             _stop(marker)
 
-        atomic._swap = swap  # type: ignore[assignment]
+        atomic._swap = swap
         return
     if point == "after exchange":
         real_exchange = atomic._exchange
@@ -100,10 +100,10 @@ def _pause_at(point: str, marker: Path) -> None:
             _stop(marker)
             return done
 
-        atomic._exchange = exchange  # type: ignore[assignment]
+        atomic._exchange = exchange
         return
     # The fallback of a file system without RENAME_EXCHANGE: two renames.
-    atomic._exchange = lambda a, b: False  # type: ignore[assignment]
+    atomic._exchange = lambda a, b: False
     real_rename = os.rename
 
     def rename(source: Any, target: Any) -> None:

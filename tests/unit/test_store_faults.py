@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -229,7 +229,7 @@ needs_namespaces = pytest.mark.skipif(
 )
 
 
-def _jsonl(path: Path, rows: list[dict[str, object]]) -> None:
+def _jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
 
 
