@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -49,16 +50,17 @@ _DIGESTS: dict[int, tuple[weakref.ref[AnalysedCorpus], str]] = {}
 _ANALYSED: set[str] = set()
 
 
-def _modules() -> tuple[object, ...]:
-    from retrieval.data import corpus_parts  # it imports this module
-
-    return (dataset, analyzer, corpus_terms, corpus_parts, sys.modules[__name__])
+def _sources() -> list[str]:
+    """The files whose code decides an analysis: corpus_parts's found, not imported (it imports this module)."""
+    parts = importlib.util.find_spec("retrieval.data.corpus_parts")
+    modules = (dataset, analyzer, corpus_terms, sys.modules[__name__])
+    return [*(module.__file__ or "" for module in modules), (parts.origin if parts else None) or ""]
 
 
 def _code_digest() -> str:
     digest = hashlib.sha256(f"{analyzer.ANALYZER_VERSION}\0{unicodedata.unidata_version}".encode())
-    for module in _modules():
-        digest.update(Path(getattr(module, "__file__", None) or "").read_bytes())
+    for source in _sources():
+        digest.update(Path(source).read_bytes())
     return digest.hexdigest()
 
 

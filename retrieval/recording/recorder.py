@@ -30,6 +30,7 @@ from retrieval.recording.cassette_files import (
     CassetteError,
     damaged,
     large_file_notice,
+    metadata_problem,
     read_cassette,
     read_committed,
     record_command,
@@ -42,6 +43,8 @@ from retrieval.recording.matching import (
     same_body,
 )
 from retrieval.recording.misses import counting_misses, describe_miss
+from retrieval.recording.persisters import CheckedLoad, counted_live
+from retrieval.recording.recording_lock import hold_recording
 from retrieval.text.redaction import credential_name, find_secrets
 
 if TYPE_CHECKING:
@@ -55,54 +58,6 @@ Mode = Literal["replay", "live", "record"]
 # Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
 # client reads answer headers on replay, but none it needs is named like this.
 _CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
-
-
-class _Parsed:
-    """A vcrpy serializer for a cassette `read_cassette` already parsed."""
-
-    @staticmethod
-    def deserialize(data: dict[str, Any]) -> dict[str, Any]:
-        return data
-
-
-@dataclass(frozen=True)
-class _CheckedLoad:
-    """vcrpy's persister for replay: the cassette is parsed once, by `read_cassette`, which also
-    checks it (vcrpy alone treats a cassette it cannot decode as empty, and replay would then
-    report misses instead of the damage). Replay never saves."""
-
-    profile: str
-
-    def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
-        from vcr.serialize import deserialize
-
-        return deserialize(read_cassette(Path(cassette_path), self.profile), _Parsed)
-
-    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
-        raise CassetteError(f"{cassette_path}: a replay tried to write its cassette")
-
-
-class _Unsaved:
-    """vcrpy's persister for counting a live run's calls: nothing to load, nothing saved."""
-
-    def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
-        from vcr.persisters.filesystem import CassetteNotFoundError
-
-        raise CassetteNotFoundError(cassette_path)
-
-    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
-        return None
-
-
-@contextmanager
-def _counted_live() -> Iterator[Any]:
-    """A cassette that records what the block sends, in memory only: its `data` counts the calls."""
-    import vcr
-
-    recorder = vcr.VCR(record_mode="all", record_on_exception=False)
-    recorder.register_persister(_Unsaved())
-    with recorder.use_cassette("live-calls-not-saved") as cassette:
-        yield cassette
 
 
 VOLATILE_HEADERS = ("date", "server", "x-request-id", "server-timing", "alt-svc")
@@ -119,24 +74,6 @@ def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
     for name in [*dropped, *(h for h in headers if h not in dropped and credential_name(h))]:
         del headers[name]
     return response
-
-
-def _metadata_problem(data: dict[str, Any]) -> str | None:
-    """What is wrong with the types of recording.json's keys (the report and drift read them), or None."""
-    typed = (("fingerprint", str, "a string"), ("config", dict, "an object"), ("drift", dict, "an object"))
-    for key, kind, shape in typed:
-        if key in data and not isinstance(data[key], kind):
-            return f'"{key}" is {type(data[key]).__name__}, expected {shape}'
-    usage = data.get("usage", {})
-    if not isinstance(usage, dict):
-        return f'"usage" is {type(usage).__name__}, expected an object (stage -> counters)'
-    for stage, counters in usage.items():
-        if not isinstance(counters, dict):
-            return f'"usage" of {stage!r} is {type(counters).__name__}, expected an object of counters'
-        for name, value in counters.items():
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                return f'"usage" of {stage!r}: {name} is {value!r}, not a number'
-    return None
 
 
 @dataclass
@@ -178,25 +115,8 @@ class Recorder:
     def hold(self) -> None:
         """Take the profile's recording lock for a whole recording or compaction (released by
         `commit` or `discard`); CassetteError in one line when another run holds it."""
-        if self.lock is None or self._held is not None:
-            return
-        from filelock import FileLock, Timeout
-
-        held = FileLock(self.lock, timeout=0)
-        try:
-            self.lock.parent.mkdir(parents=True, exist_ok=True)
-            held.acquire()
-        except Timeout:
-            raise CassetteError(
-                f"{self.directory}: another run is recording or compacting profile {self.profile!r} (it holds "
-                f"{self.lock}); nothing was changed. Let it finish, then run again."
-            ) from None
-        except OSError as exc:
-            raise CassetteError(
-                f"{self.lock.parent}: cannot hold the recording lock there ({exc.strerror or exc}); make the "
-                "cache folder a writable folder (the `cache` setting), then record again"
-            ) from exc
-        self._held = held
+        if self.lock is not None and self._held is None:
+            self._held = hold_recording(self.lock, self.directory, self.profile)
 
     def recover(self) -> None:
         """Finish or undo a commit of this profile's cassettes that a killed run left half done, and
@@ -282,7 +202,7 @@ class Recorder:
             if not count_live:
                 yield
                 return
-            with _counted_live() as cassette:
+            with counted_live() as cassette:
                 yield
             self.calls[stage] = self.calls.get(stage, 0) + len(cassette.data)
             return
@@ -307,7 +227,7 @@ class Recorder:
         recorder.register_matcher("loopback_port", loopback_port)
         recorder.register_matcher("same_body", same_body)
         if self.mode == "replay":
-            recorder.register_persister(_CheckedLoad(self.profile))
+            recorder.register_persister(CheckedLoad(self.profile))
         with ExitStack() as stack:
             try:
                 cassette = stack.enter_context(recorder.use_cassette(str(path)))
@@ -398,7 +318,7 @@ class Recorder:
                 f"{path}: damaged recording metadata ({exc}). Restore it with `git checkout -- {path}` "
                 f"or re-record with `{record_command(self.profile)}`."
             ) from exc
-        problem = "expected a JSON object" if not isinstance(data, dict) else _metadata_problem(data)
+        problem = "expected a JSON object" if not isinstance(data, dict) else metadata_problem(data)
         if problem:
             raise CassetteError(
                 f"{path}: damaged recording metadata ({problem}). Restore it with "

@@ -212,7 +212,10 @@ def test_every_module_that_builds_the_analysed_text_is_in_the_key(
     module = {"dataset": dataset, "corpus_parts": corpus_parts, "analysis_cache": analysis_cache}[source]
     edited = tmp_path / f"{source}_copy.py"
     edited.write_bytes(Path(module.__file__ or "").read_bytes() + b"\n# edited\n")
-    monkeypatch.setattr(module, "__file__", str(edited))
+    sources = analysis_cache._sources()
+    monkeypatch.setattr(
+        analysis_cache, "_sources", lambda: [str(edited) if s == module.__file__ else s for s in sources]
+    )
     assert load_analysis(tmp_path, documents.corpus_fingerprint, len(documents)) is None
     monkeypatch.undo()
     assert load_analysis(tmp_path, documents.corpus_fingerprint, len(documents)) is not None
