@@ -276,3 +276,40 @@ def test_a_replay_refuses_a_bad_stored_vector_whose_digests_agree(
         f"everything; restore it with `git checkout -- {manifest.parent} {store.folder}` or re-record with "
         "`pytest --record --retrieval-profile fixture`"
     )
+
+
+def test_a_recording_embeds_from_the_provider_never_from_the_cache(
+    tmp_path: Path, embeddings_server: FakeEmbeddingsServer
+) -> None:
+    # The cache is what a live run kept; a recording commits what the provider answers now.
+    dataset, settings = _small(), _settings(tmp_path, embeddings_server.url)
+    evaluate(dataset, settings, mode="live")
+    embeddings_server.requests.clear()
+    assert _sent(embeddings_server) == []
+    evaluate(dataset, settings, mode="record")
+    assert sorted(_sent(embeddings_server)) == sorted(d.content for d in dataset.documents)
+
+
+def test_a_server_that_changed_its_width_gets_every_document_embedded_again(
+    tmp_path: Path, embeddings_server: FakeEmbeddingsServer
+) -> None:
+    # A profile without `dimensions`: the server chooses, and may change its mind between recordings.
+    dataset = _small()
+    settings = replace(
+        _settings(tmp_path, embeddings_server.url), profile=make_profile(embeddings_server.url, dimensions=0)
+    )
+    evaluate(dataset, settings, mode="record")
+    edited = replace(
+        dataset, documents=(replace(dataset.documents[0], text="Tout autre texte."), *dataset.documents[1:])
+    )
+    embeddings_server.dimensions = 6
+    embeddings_server.requests.clear()
+    evaluate(edited, settings, mode="record")
+    # The edited document, then every one: the stored vectors of the old width cannot be mixed with the new.
+    contents = [d.content for d in edited.documents]
+    assert sorted(_sent(embeddings_server)) == sorted([contents[0], *contents])
+    manifest = json.loads((tmp_path / "cassettes" / "fixture" / STORE_MANIFEST).read_text())
+    assert [(s["count"], s["width"]) for s in manifest["segments"]] == [(64, 4), (64, 6)]
+    replayed = evaluate(edited, settings, mode="replay")
+    live = evaluate(edited, replace(settings, cache=str(tmp_path / "other-cache")), mode="live")
+    assert _figures(replayed) == _figures(live)
