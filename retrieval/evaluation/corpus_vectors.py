@@ -57,9 +57,11 @@ def embedding_variant(embedding: EmbeddingSettings) -> str:
     """What else changes a document's vector besides provider, model and dimensions."""
     # Same model name, other server or other prefixes: other vectors. The input limit changes what
     # is embedded: vectors of truncated texts are other vectors.
+    # A token limit joins only when set: the vectors of a profile without one keep their space.
+    tokens = f"|{embedding.max_input_tokens}" if embedding.max_input_tokens else ""
     return hashlib.sha256(
         f"{embedding.base_url}|{embedding.input_type}|{embedding.document_prefix}|{embedding.max_input_chars}"
-        f"|{embedding.long_inputs}".encode()
+        f"|{embedding.long_inputs}{tokens}".encode()
     ).hexdigest()[:8]
 
 

@@ -27,6 +27,7 @@ from retrieval.measures.refusion import keep_depths
 from retrieval.measures.ties import tie_summary
 from retrieval.methods.base import UNRECORDED_REASONS, Context, Embed, Method, ProgressFactory, Rankings
 from retrieval.providers.base import EmbeddingProvider, Kind, ReplayMissError
+from retrieval.providers.long_inputs import long_inputs
 from retrieval.recording.cache import EmbeddingCache
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.drift import recording_drift, replay_previous
@@ -35,6 +36,7 @@ from retrieval.recording.recorder import Mode, Recorder
 from retrieval.run.cost import Usage
 from retrieval.run.ranking import rank_of
 from retrieval.run.results import MethodResult, QuestionResult, Run
+from retrieval.text.long_inputs import long_inputs_said
 from retrieval.text.redaction import declare_key_variables
 from retrieval.text.server_provenance import served_by
 
@@ -290,6 +292,14 @@ def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Contex
         },
         kept=kept,
         corpus=corpus_fingerprint(dataset.documents),
+        # The texts the model could not read whole, named in every mode (the store's vectors obey the same rule).
+        long_inputs=long_inputs(
+            settings.profile,
+            [(d.id, d.content) for d in dataset.documents],
+            [(q.id, q.text) for q in dataset.questions],
+        )
+        if any(d.needs_vectors for d in chosen.declarations.values())
+        else {},
     )
 
 
@@ -302,6 +312,7 @@ def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: 
             "config": run.config,
             "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
             **({"server": recorder.server} if recorder.server else {}),
+            "long_inputs": run.long_inputs,  # always: a previous recording's names say nothing of this one
         },
         drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k, recorder.vectors),
     )
@@ -309,6 +320,7 @@ def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: 
         run.drift = [*recorder.metadata()["drift"]["summary"], *(f"note: {n}" for n in recorder.notices)]
         if recorder.server:
             run.drift.append(f"note: {served_by(recorder.server, 'recorded')}")
+        run.drift += [f"note: {long_inputs_said(entry, what)}" for what, entry in run.long_inputs.items()]
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,8 @@ def test_the_local_profile_cuts_at_2048_characters(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ('long_inputs = "drop"', 'profile \'local\': long_inputs must be "truncate" or "refuse".'),
+        ('long_inputs = "drop"', 'profile \'local\': long_inputs must be "truncate", "refuse" or "chunk".'),
+        ("max_input_tokens = -1", "profile 'local': max_input_tokens must be 0 (no limit) or more."),
         ("max_input_chars = -1", "profile 'local': max_input_chars must be 0 (no limit) or more."),
         ('max_input_chars = "2k"', "profile 'local': max_input_chars must be of type int, got '2k'. Fix the value."),
     ],
