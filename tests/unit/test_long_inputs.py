@@ -4,7 +4,8 @@ refused naming the text; the limit is a profile setting, checked when the settin
 from __future__ import annotations
 
 import json
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,12 +14,12 @@ import pytest
 from demo_fixture import DEMO_DATA
 from fake_embeddings import FakeEmbeddingsServer, fixture_vector, make_profile
 
-from retrieval.config import ConfigError, Settings, load_settings
+from retrieval.config import ConfigError, Profile, Settings, load_settings
 from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.evaluation.corpus_vectors import embedding_variant
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.providers import long_inputs, make_embedder
-from retrieval.providers.base import ProviderError
+from retrieval.providers.base import EmbeddingProvider, ProviderError
 from retrieval.providers.http import RetryPolicy
 from retrieval.providers.long_inputs import model_limit, parts
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
@@ -111,6 +112,15 @@ def test_the_demo_corpus_fits_the_local_limit() -> None:
 # --- a long text cut into parts, refused or truncated by tokens, named in every output --------------------
 
 
+@contextmanager
+def _opened(profile: Profile) -> Iterator[EmbeddingProvider]:
+    embedder = make_embedder(profile, replay=False)
+    try:
+        yield embedder
+    finally:
+        embedder.close()  # type: ignore[attr-defined]
+
+
 def _unit(vector: list[float]) -> np.ndarray:
     row = np.asarray(vector, np.float32)
     return row / np.linalg.norm(row)
@@ -131,7 +141,7 @@ def test_a_long_document_is_embedded_in_parts_and_a_short_one_as_before(
 ) -> None:
     profile = make_profile(embeddings_server.url, max_input_chars=2048, long_inputs="chunk")
     plain = make_profile(embeddings_server.url)
-    with closing(make_embedder(profile, replay=False)) as chunked, closing(make_embedder(plain, replay=False)) as as_is:
+    with _opened(profile) as chunked, _opened(plain) as as_is:
         vectors = chunked.embed(TEXTS, "document")
         sent = [json.loads(p["raw"])["input"] for p in embeddings_server.posts]
         np.testing.assert_array_equal(vectors[0], as_is.embed(["court"], "document")[0])  # bit for bit
@@ -154,7 +164,7 @@ def word_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_token_limit_truncates_counted_in_tokens(embeddings_server: FakeEmbeddingsServer, word_tokens: None) -> None:
     profile = make_profile(embeddings_server.url, max_input_tokens=12)
-    with closing(make_embedder(profile, replay=False)) as embedder:
+    with _opened(profile) as embedder:
         embedder.embed(TEXTS, "document")
         assert embedder.usage.truncated == 2
     sent = json.loads(embeddings_server.posts[0]["raw"])["input"]
@@ -170,7 +180,7 @@ def test_a_token_limit_refuses_naming_the_text_and_its_tokens(
     embeddings_server: FakeEmbeddingsServer, word_tokens: None
 ) -> None:
     profile = make_profile(embeddings_server.url, max_input_tokens=12, long_inputs="refuse")
-    with closing(make_embedder(profile, replay=False)) as embedder, pytest.raises(ProviderError) as caught:
+    with _opened(profile) as embedder, pytest.raises(ProviderError) as caught:
         embedder.embed(TEXTS, "query")
     assert str(caught.value) == (
         "question «Restaurer une sauvegarde Restaurer une sauvegarde Restaurer» has 302 tokens, over "

