@@ -138,6 +138,14 @@ class Settings:
     # retrieval.methods.support.bm25_engine.K1 and B (a test keeps them equal; config stays free of numpy).
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
+    # The language of the dataset's text, for BM25's analyzer (retrieval.data.analyzer): "fr", the
+    # seed's hand-written French analyzer, or a code of retrieval.data.snowball.LANGUAGES.
+    language: str = "fr"
+    # Which qrels file of a BEIR folder is evaluated (qrels/<split>.tsv).
+    split: str = "test"
+    # The least grade that counts as relevant for recall, MRR and the failure analysis (nDCG
+    # weighs every positive grade): graded judgments (BEIR scores, a native mapping) are kept.
+    relevant_grade: int = 1
     # Where shardable methods run: "local" (this process) or "ray" (retrieval.executors.executor).
     executor: str = "local"
     cassettes: str = "cassettes"
@@ -163,7 +171,7 @@ class Settings:
         Each method adds its own settings (`<method>.<key>`, e.g. `hybrid.rrf_k`) from its
         declared `config`, so a setting a method does not use never invalidates its figures.
         """
-        from retrieval.data.analyzer import ANALYZER_VERSION
+        from retrieval.data.analyzer import analyzer_version
 
         p = self.profile
         return {
@@ -171,12 +179,14 @@ class Settings:
             "embedding_provider": p.embeddings.provider,
             "embedding_model": p.embeddings.model,
             "dimensions": p.embeddings.dimensions,
-            "analyzer": ANALYZER_VERSION,
+            "analyzer": analyzer_version(self.language),
             "k": self.k,
             "candidates": self.candidates,
             "depth": self.depth,
-            # Only when rounded: a float32 run's configuration is what it was before the setting existed.
+            # Only when not the default: a run with the defaults is configured as before these settings existed.
             **({"vector_precision": self.vector_precision} if self.vector_precision != "float32" else {}),
+            **({"split": self.split} if self.split != "test" else {}),
+            **({"relevant_grade": self.relevant_grade} if self.relevant_grade != 1 else {}),
         }
 
 

@@ -2,11 +2,12 @@
 large corpus that did not change skips the analysis, most of its time at 100,000 documents.
 
 A cache that cannot change a figure. An entry is keyed by everything that decides the ids: the
-corpus fingerprint (ids, titles and texts of the documents, retrieval.data.dataset), ANALYZER_VERSION,
-the Unicode tables accents are folded with, and the source of every module that builds the analysed
-text or numbers its terms (dataset.py, whose `Document.content` joins title and text; analyzer.py,
-corpus_terms.py, corpus_parts.py; this module), so that an edit that forgets the version bump misses
-the cache instead of finding a stale entry. An entry holds the digest of its content
+corpus fingerprint (ids, titles and texts of the documents, retrieval.data.dataset), the language
+and its analyzer's version, the language's stop list, the Unicode tables accents are folded with,
+and the source of every module that builds the analysed text or numbers its terms (dataset.py, whose
+`Document.content` joins title and text; analyzer.py, snowball.py, corpus_terms.py, corpus_parts.py;
+this module), so that an edit that forgets the version bump misses the cache instead of finding a
+stale entry. An entry holds the digest of its content
 (`analysis_digest`: the vocabulary, the ids, the lengths), checked when it is read: an entry that is
 not whole, consistent and what its digest says is a miss, analysed and written again. And the
 digest of the analysis a figure was computed from is recorded in the baseline beside the cassettes'
@@ -33,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.data import analyzer, corpus_terms, dataset
+from retrieval.data import analyzer, corpus_terms, dataset, snowball
+from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyzer_version
 from retrieval.data.corpus_terms import AnalysedCorpus
 from retrieval.files.atomic import clean_stale, staging_directory
 
@@ -53,19 +55,21 @@ _ANALYSED: set[str] = set()
 def _sources() -> list[str]:
     """The files whose code decides an analysis: corpus_parts's found, not imported (it imports this module)."""
     parts = importlib.util.find_spec("retrieval.data.corpus_parts")
-    modules = (dataset, analyzer, corpus_terms, sys.modules[__name__])
+    modules = (dataset, analyzer, snowball, corpus_terms, sys.modules[__name__])
     return [*(module.__file__ or "" for module in modules), (parts.origin if parts else None) or ""]
 
 
-def _code_digest() -> str:
-    digest = hashlib.sha256(f"{analyzer.ANALYZER_VERSION}\0{unicodedata.unidata_version}".encode())
+def _code_digest(language: str) -> str:
+    digest = hashlib.sha256(f"{language}\0{analyzer_version(language)}\0{unicodedata.unidata_version}".encode())
     for source in _sources():
         digest.update(Path(source).read_bytes())
+    if language != DEFAULT_LANGUAGE:
+        digest.update(snowball.stop_list_bytes(language))
     return digest.hexdigest()
 
 
-def _entry(folder: Path, fingerprint: str) -> Path:
-    key = hashlib.sha256(f"{fingerprint}\0{_code_digest()}".encode()).hexdigest()[:32]
+def _entry(folder: Path, fingerprint: str, language: str) -> Path:
+    key = hashlib.sha256(f"{fingerprint}\0{_code_digest(language)}".encode()).hexdigest()[:32]
     return folder / key
 
 
@@ -103,12 +107,16 @@ def trusted(corpus: AnalysedCorpus, expected: str | None) -> bool:
 
 
 def load_analysis(
-    folder: str | Path, fingerprint: str, documents: int, expected: str | None = None
+    folder: str | Path,
+    fingerprint: str,
+    documents: int,
+    language: str = DEFAULT_LANGUAGE,
+    expected: str | None = None,
 ) -> AnalysedCorpus | None:
     """The AnalysedCorpus stored for this corpus fingerprint (of `documents` documents) by this
-    code, or None: none stored, not whole, not what its digest says (then removed), or not the
-    `expected` analysis (the baseline's; then kept, the caller analyses and compares)."""
-    entry = _entry(Path(folder), fingerprint)
+    language's analyzer, or None: none stored, not whole, not what its digest says (then removed),
+    or not the `expected` analysis (the baseline's; then kept, the caller analyses and compares)."""
+    entry = _entry(Path(folder), fingerprint, language)
     try:
         ids = np.load(entry / "ids.npy", mmap_mode="r", allow_pickle=False)
         lengths = np.load(entry / "lengths.npy", allow_pickle=False)
@@ -143,13 +151,15 @@ def load_analysis(
     return corpus
 
 
-def store_analysis(folder: str | Path, fingerprint: str, corpus: AnalysedCorpus) -> None:
-    """Store `corpus` as this corpus's analysis (in place of an entry of another content), then
-    drop all but the KEEP entries used last. A failure to write (a full disk, a read-only
+def store_analysis(
+    folder: str | Path, fingerprint: str, corpus: AnalysedCorpus, language: str = DEFAULT_LANGUAGE
+) -> None:
+    """Store `corpus` as this corpus's analysis in `language` (in place of an entry of another
+    content), then drop all but the KEEP entries used last. A failure to write (a full disk, a read-only
     checkout, a cache folder that is a file) leaves no entry and is not an error: the next run
     analyses again."""
     root = Path(folder)
-    entry = _entry(root, fingerprint)
+    entry = _entry(root, fingerprint, language)
     digest = analysis_digest(corpus)
     with contextlib.suppress(OSError):
         if (entry / DIGEST_FILE).read_text(encoding="ascii").strip() == digest:
