@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from dataset_files import document_rows, question_rows, write_dataset
 from demo_fixture import demo_dataset
 from fake_embeddings import make_profile
 
@@ -62,14 +63,9 @@ def _written(root: Path, edited: bool) -> Path:
     documents = list(demo.documents)
     if edited:
         documents[0] = replace(documents[0], text=documents[0].text + " Révisé.")
-    folder.mkdir(parents=True)
-    corpus = [{"id": d.id, "title": d.title, "text": d.text} for d in documents]
-    questions = [
-        {"id": q.id, "text": q.text, "type": q.type, "relevant": list(q.relevant)} for q in demo.questions[::5]
-    ]
-    for name, rows in (("corpus.jsonl", corpus), ("questions.jsonl", questions)):
-        (folder / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return folder
+    corpus = document_rows([(d.id, d.title, d.text) for d in documents])
+    questions = question_rows([(q.id, q.text, q.type, q.relevant) for q in demo.questions[::5]])
+    return write_dataset(folder, corpus, questions)
 
 
 def _stop(marker: Path) -> None:

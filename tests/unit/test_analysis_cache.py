@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dataset_files import document_rows, question_rows, write_dataset
 from test_corpus_parts import _assert_identical, _documents
 
 from retrieval.config import ConfigError, Settings, load_settings
@@ -283,12 +284,7 @@ def gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """FIXTURE project: bm25 alone over five documents, its analysis cached (the threshold lowered), its
     baseline accepted."""
     monkeypatch.setattr(bm25, "CACHED_DOCUMENTS", 3)
-    folder = tmp_path / "data" / "qa"
-    folder.mkdir(parents=True)
-    rows = [{"id": i, "title": t, "text": x} for i, t, x in GATE_DOCUMENTS]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    asked = [{"id": i, "text": t, "type": y, "relevant": r} for i, t, y, r in GATE_QUESTIONS]
-    (folder / "questions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in asked))
+    write_dataset(tmp_path / "data" / "qa", document_rows(GATE_DOCUMENTS), question_rows(GATE_QUESTIONS))
     (tmp_path / "retrieval.toml").write_text('dataset = "data/qa"\nmethods = ["bm25"]\nk = 2\n')
     settings = load_settings(tmp_path, {"profile": "local"}, environ={})
     forget_analyses()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dataset_files import document_rows, question_rows, write_dataset
 from demo_fixture import DEMO_DATA
 from fake_embeddings import FakeEmbeddingsServer, fixture_vector, make_profile
 
@@ -211,13 +212,9 @@ def _long_corpus(folder: Path) -> Dataset:
     demo = load_dataset(DEMO_DATA)
     documents = list(demo.documents[:4])
     documents[2] = replace(documents[2], text=(documents[2].text + " ") * 12)
-    folder.mkdir(parents=True)
-    rows = [{"id": d.id, "title": d.title, "text": d.text} for d in documents]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    kept = [q for q in demo.questions if set(q.relevant) <= {d.id for d in documents}][:2] or demo.questions[:1]
-    asked = [{"id": q.id, "text": q.text, "type": q.type, "relevant": [documents[0].id]} for q in kept]
-    (folder / "questions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in asked))
-    return load_dataset(folder)
+    asked = [(q.id, q.text, q.type, [documents[0].id]) for q in demo.questions[:2]]
+    rows = document_rows([(d.id, d.title, d.text) for d in documents])
+    return load_dataset(write_dataset(folder, rows, question_rows(asked)))
 
 
 def test_a_truncated_document_is_named_by_the_recording_recording_json_and_the_report(

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from dataset_files import document_rows, question_rows, write_dataset
 
 from retrieval.config import Profile, Settings, load_settings
 from retrieval.data.dataset import load_dataset
@@ -58,12 +59,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Profile]:
 
 
 def _project(root: Path, profile: Profile, **embeddings: Any) -> Settings:
-    folder = root / "data"
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = [{"id": i, "title": t, "text": x} for i, t, x in DOCUMENTS]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    asked = [{"id": i, "text": t, "type": y, "relevant": r} for i, t, y, r in QUESTIONS]
-    (folder / "questions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in asked))
+    folder = write_dataset(root / "data", document_rows(DOCUMENTS), question_rows(QUESTIONS))
     chosen = replace(profile, embeddings=replace(profile.embeddings, **embeddings))
     return Settings(
         dataset=str(folder),

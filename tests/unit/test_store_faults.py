@@ -13,10 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dataset_files import write_dataset
 from fake_embeddings import FakeEmbeddingsServer
 from recording_child import POINTS, dataset, settings
 
@@ -229,21 +230,16 @@ needs_namespaces = pytest.mark.skipif(
 )
 
 
-def _jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-
-
 @pytest.fixture
 def adopter(tmp_path: Path, embeddings_server: FakeEmbeddingsServer) -> Path:
     """FIXTURE: an adopter's project whose recording is committed, then one document edited: the next
     `pytest --record` writes a new segment and a new set."""
     (tmp_path / "data" / "qa").mkdir(parents=True)
-    _jsonl(tmp_path / "data" / "qa" / "corpus.jsonl", DOCUMENTS)
-    _jsonl(tmp_path / "data" / "qa" / "questions.jsonl", QUESTIONS)
+    write_dataset(tmp_path / "data" / "qa", DOCUMENTS, QUESTIONS)
     (tmp_path / "pyproject.toml").write_text(ADOPTER.format(url=embeddings_server.url))
     project = load_settings(tmp_path, environ={})
     evaluate(load_dataset(project.dataset), project, mode="record")  # what `pytest --record` committed
-    _jsonl(tmp_path / "data" / "qa" / "corpus.jsonl", [{**DOCUMENTS[0], "text": "Tout autre texte."}, *DOCUMENTS[1:]])
+    write_dataset(tmp_path / "data" / "qa", [{**DOCUMENTS[0], "text": "Tout autre texte."}, *DOCUMENTS[1:]], QUESTIONS)
     return tmp_path
 
 
