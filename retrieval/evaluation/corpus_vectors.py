@@ -199,8 +199,8 @@ def store_command(settings: Settings, dataset: Dataset, action: str) -> str:
     recorder = recorder_for(settings, "replay")
     documents = [d.content for d in dataset.documents]
     embedder = make_embedder(settings.profile, replay=True)
-    recorder.hold()  # no recording writes segments while the store is rewritten
     try:
+        recorder.hold()  # no recording writes segments while the store is rewritten
         recorder.recover()
         if action == "convert":
             with closed_network():

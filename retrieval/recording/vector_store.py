@@ -7,7 +7,8 @@ until touched, and reading needs nothing beyond numpy (safetensors or Arrow woul
 the same flat array). A JSON manifest lists the segments, each with its space (provider, model,
 configured dimensions, kind, variant: what changes the vectors), its row count, width, precision and
 the SHA-256 of both files; a reader checks a segment's digests before using it, so the manifest's own
-digest stands for every vector it lists (the baseline records it like a cassette's).
+digest stands for every vector it lists (the baseline records it like a cassette's), and its values:
+a NaN, infinite, zero or overflowing vector (which would score 0 against everything) is refused.
 
 Texts are never copied in (the corpus is in the repository): 32 bytes of key per vector, plus a
 header of 128 bytes per file and a manifest entry per segment.
