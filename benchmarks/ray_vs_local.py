@@ -44,11 +44,11 @@ def _untimed(run: Run) -> str:
     return run_log(run)
 
 
-def _round(dataset: Any, settings: Any, executor: str, methods: list[str]) -> tuple[float, float, str]:
+def _round(dataset: Any, settings: Any, executor: str, methods: list[str]) -> tuple[list[float], float, str]:
     started = time.perf_counter()
     run = evaluate(dataset, replace(settings, executor=executor))
     wall = time.perf_counter() - started
-    return sum(run.usage[m].seconds for m in methods if m in run.usage), wall, _untimed(run)
+    return [run.usage[m].seconds for m in methods], wall, _untimed(run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,22 +75,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Project: {args.project}: {len(dataset.documents):,} documents, {len(dataset.questions):,} questions")
         for executor in ("local", "ray"):  # warm-up: imports, the cluster's workers, the analysis cache
             _round(dataset, settings, executor, methods)
-        rows = []
-        print("\n| round | local: stages (s) | ray: stages (s) | ratio | local: wall (s) | ray: wall (s) | ratio |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        header = [*methods, "stages", "evaluation wall"]
+        print("\n| round | " + " | ".join(f"{h}: local, ray (s), ratio" for h in header) + " |")
+        print("| ---: |" + " ---: |" * len(header))
+        ratios: list[list[float]] = []
         for number in range(1, args.rounds + 1):
             order = ("local", "ray") if number % 2 else ("ray", "local")
             measured = {executor: _round(dataset, settings, executor, methods) for executor in order}
             if measured["local"][2] != measured["ray"][2]:
                 print(f"round {number}: the cluster's run differs from the local one", file=sys.stderr)
                 return 1
-            (ls, lw, _), (rs, rw, _) = measured["local"], measured["ray"]
-            rows.append((rs / ls, rw / lw))
-            cells = (number, f"{ls:.2f}", f"{rs:.2f}", f"{rs / ls:.2f}", f"{lw:.2f}", f"{rw:.2f}", f"{rw / lw:.2f}")
-            print("| " + " | ".join(map(str, cells)) + " |", flush=True)
+            pairs = [
+                *zip(measured["local"][0], measured["ray"][0], strict=True),
+                (sum(measured["local"][0]), sum(measured["ray"][0])),
+                (measured["local"][1], measured["ray"][1]),
+            ]
+            ratios.append([ray_s / local_s for local_s, ray_s in pairs])
+            cells = [f"{local_s:.2f}, {ray_s:.2f}, {ray_s / local_s:.2f}" for local_s, ray_s in pairs]
+            print(f"| {number} | " + " | ".join(cells) + " |", flush=True)
+        medians = [statistics.median(column) for column in zip(*ratios, strict=True)]
         print(
-            f"\nmedian ratio ray / local: stages {statistics.median(r[0] for r in rows):.2f}, "
-            f"evaluation wall {statistics.median(r[1] for r in rows):.2f}; same run logs in every round"
+            "\nmedian ratio ray / local: "
+            + ", ".join(f"{h} {m:.2f}" for h, m in zip(header, medians, strict=True))
+            + "; the same run log in every round"
         )
     finally:
         ray.shutdown()

@@ -24,7 +24,17 @@ import ray
 from ray.util import ActorPool
 
 from retrieval.methods.base import prepared
-from retrieval.methods.support.sharding import ShardedSearch, merge, shard_bounds, sharding_of
+from retrieval.methods.support.shard_answers import (
+    Candidates,
+    Marks,
+    agreed_thresholds,
+    cut,
+    mark_step,
+    marks,
+    merge,
+    packed,
+)
+from retrieval.methods.support.sharding import ShardedSearch, shard_bounds, sharding_of
 from retrieval.providers.base import Kind
 from retrieval.run.ranking import Ranking
 
@@ -54,17 +64,27 @@ def _summarize(search: ShardedSearch, prepared: Any, queries: Any) -> Any:
     return search.summarize(prepared, queries)
 
 
+@ray.remote(max_retries=TASK_RETRIES, num_returns=2)
+def _score(
+    search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int, step: int
+) -> tuple[Candidates, Marks]:
+    # The candidates stay in the node's object store; only their marks go to the driver.
+    candidates = packed(search.score(prepared, queries, statistics, depth))
+    return candidates, marks(candidates, step)
+
+
 @ray.remote(max_retries=TASK_RETRIES)
-def _score(search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int) -> list[Ranking]:
-    return search.score(prepared, queries, statistics, depth)
+def _cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
+    return cut(candidates, thresholds)
 
 
 def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None = None) -> list[Ranking]:
     """The method's rankings of the whole corpus, its shards scored on the cluster.
 
     Shards are spread over the nodes; their prepared indexes stay in the cluster's object store
-    between the two steps (statistics, then scores), only the statistics and each shard's top
-    `context.depth` per question come back to the driver.
+    between the steps (statistics, scores, then the cut), only the statistics, the shards'
+    marks and the candidates above the agreed thresholds come back to the driver
+    (retrieval.methods.support.shard_answers).
     """
     n_documents = len(context.dataset.documents)
     if n_shards is None:
@@ -76,7 +96,11 @@ def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None 
     prepared = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
     statistics = search.combine(ray.get([_summarize.remote(search, p, queries) for p in prepared]))
     shared = ray.put(statistics)
-    answers = ray.get([_score.remote(search, p, queries, shared, context.depth) for p in prepared])
+    step = mark_step(context.depth, len(shards))
+    scored = [_score.remote(search, p, queries, shared, context.depth, step) for p in prepared]
+    thresholds = ray.put(agreed_thresholds(ray.get([m for _, m in scored]), context.depth))
+    # Each cut runs where its candidates are (Ray schedules a task by its arguments' location).
+    answers = ray.get([_cut.remote(candidates, thresholds) for candidates, _ in scored])
     return merge(shards, answers, context.depth)
 
 
