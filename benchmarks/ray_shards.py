@@ -8,7 +8,8 @@ vectors of --dim dimensions), then runs ONE shard's steps in this process, exact
 runs them (retrieval.methods.support.sharding.ShardedSearch of the built-in bm25 and vector methods), timing each
 and reading its resident-memory peak (VmHWM, reset per stage); the driver's steps (the global
 statistics, the merge of the shards' top `depth`) are timed too, merging --shards copies of the
-shard's answer (whole: copies agree on no threshold, the merge's worst case), as the driver would with that many shards. Prints a Markdown table.
+shard's answer (whole: copies agree on no threshold, the merge's worst case), as the driver would
+with that many shards. Prints a Markdown table.
 
 The plan in docs/performance.md ("On a Ray cluster") scales these figures: a 10,000,000-document
 corpus is 10 shards of 1,000,000, and a worker's time grows with the questions.

@@ -135,6 +135,9 @@ class Settings:
     bm25_b: float = 0.75
     # Where shardable methods run: "local" (this process) or "ray" (retrieval.executors.executor).
     executor: str = "local"
+    # executor = "ray": seconds joining or starting the cluster may take, and a cluster may stay
+    # out of reach mid-run, before the run stops in one line (retrieval.executors.ray_connection).
+    ray_timeout: float = 180.0
     cassettes: str = "cassettes"
     # The corpus vectors' segments (retrieval.recording.vector_store), one folder per profile; their manifest is a
     # cassette. Empty: "vectors" beside the cassettes folder (a test's cassettes in tmp keep theirs there too).

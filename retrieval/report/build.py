@@ -82,6 +82,8 @@ class Report:
     what_if: bool = False
     # The model server that embedded, or recorded what was replayed (recording.json's "server").
     server: dict[str, Any] | None = None
+    # Where the methods ran (Run.executor): the executor and, on a cluster, its nodes and CPUs.
+    executor: dict[str, Any] | None = None
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
@@ -215,6 +217,7 @@ def build_report(
         dropped_questions=dropped_questions,
         what_if=what_if,
         server=run.server,
+        executor=run.executor,
     )
 
 

@@ -80,6 +80,9 @@ class Run:
     # The model server that embedded (live, record) or recorded what was replayed, as
     # recording.json keeps it (retrieval.text.server_provenance); None when none is known.
     server: dict[str, Any] | None = None
+    # Where the methods ran: {"name": "local"}, or {"name": "ray", "nodes": n, "cpus": c} for the
+    # cluster (retrieval.executors); None in a log written before it was kept.
+    executor: dict[str, Any] | None = None
 
     def declared(self, method: str) -> Declaration:
         """What a method declared (defaults for a log that did not record it)."""
@@ -122,6 +125,7 @@ def run_log(run: Run) -> str:
         "kept": run.kept,
         "corpus": run.corpus,
         "server": run.server,
+        "executor": run.executor,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
     }
@@ -261,4 +265,5 @@ def load_run(path: str | Path) -> Run:
         header.get("kept", {}),
         corpus=header.get("corpus", ""),
         server=header.get("server") if isinstance(header.get("server"), dict) else None,
+        executor=header.get("executor") if isinstance(header.get("executor"), dict) else None,
     )
