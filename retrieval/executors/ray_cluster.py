@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import ray
 
-from retrieval.executors.ray_connection import DEFAULT_TIMEOUT, cluster_size, connect, first_done, gather
+from retrieval.executors.ray_connection import DEFAULT_TIMEOUT, cluster_size, connect, first_done, gather, settle
 from retrieval.methods.base import prepared
 from retrieval.methods.support.shard_answers import (
     Candidates,
@@ -228,7 +228,11 @@ class ClusterEmbeddings:
                 running[worker.embed.remote(batches[index], kind)] = (index, worker)
             done = first_done(list(running))
             index, worker = running.pop(done)
-            answers[index] = ray.get(done)
+            try:
+                answers[index] = ray.get(done)
+            except Exception:
+                settle(list(running))  # their errors read here, not printed by Ray as unhandled
+                raise
             idle.append(worker)
         if self.usage is not None:
             for _, counted in answers:

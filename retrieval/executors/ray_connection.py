@@ -170,6 +170,7 @@ class _Host:
     def opened(self, seconds: float, late: str, failed: str) -> None:
         self._thread.start()
         if not self._ready.wait(seconds):
+            self._closing.set()  # should ray.init return after all, Ray is shut down at once
             raise RayClusterError(late)
         if self.error is not None:
             raise RayClusterError(f"{failed}: {_first_line(self.error)}") from None
@@ -217,8 +218,8 @@ def connect(timeout: float = DEFAULT_TIMEOUT, temp_dir: str | None = None) -> It
         failed = "a local Ray did not start"
     before = set(session.glob("session_*")) if session is not None and session.is_dir() else set()
     host = _Host(lambda: ray.init(address=target, **options))
+    host.opened(timeout, late, failed)
     try:
-        host.opened(timeout, late, failed)
         with _watching(timeout):
             yield True
     finally:
@@ -253,26 +254,32 @@ class Watch:
     seconds, through Ray's own client (no Python socket: replay's closed network stays closed);
     `lost()` says when it has not answered for `timeout` seconds."""
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.answered = time.monotonic()
+    def __init__(self, timeout: float, clock: Callable[[], float] = time.monotonic, start: bool = True) -> None:
+        self.timeout, self.clock = timeout, clock
+        self.answered = clock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ray-watch", daemon=True)
-        self._thread.start()
+        if start:
+            self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # no answer: `answered` stays where it was
-                ray.nodes()
-                self.answered = time.monotonic()
+            self.ask()
             self._stop.wait(POLL)
 
+    def ask(self) -> None:
+        """One question to the cluster; `answered` moves when it answers."""
+        with contextlib.suppress(Exception):
+            ray.nodes()
+            self.answered = self.clock()
+
     def lost(self) -> bool:
-        return time.monotonic() - self.answered > self.timeout
+        return self.clock() - self.answered > self.timeout
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(2 * POLL)  # not asking the cluster while it shuts down
+        if self._thread.is_alive():
+            self._thread.join(2 * POLL)  # not asking the cluster while it shuts down
 
 
 @contextlib.contextmanager
@@ -290,7 +297,21 @@ def gather(refs: Sequence[Any], timeout: float = DEFAULT_TIMEOUT) -> list[Any]:
     """`ray.get(refs)`, awaited in rounds of POLL seconds; when the cluster has not answered
     its watch for `timeout` seconds (in `connect`'s block), the run stops (RayClusterError)."""
     _awaited(refs, len(refs))
-    return list(ray.get(list(refs)))
+    try:
+        return list(ray.get(list(refs)))
+    except Exception:
+        settle(refs)
+        raise
+
+
+def settle(refs: Sequence[Any]) -> None:
+    """Wait for `refs` and read their errors, if any: a failed result nobody reads is printed
+    by Ray (a traceback on stderr) when it is collected, though the run already said why it stopped."""
+    with contextlib.suppress(RayClusterError):
+        _awaited(refs, len(refs))
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.get(ref, timeout=0)
 
 
 def first_done(refs: Sequence[Any]) -> Any:
