@@ -161,6 +161,8 @@ class _Host:
             self._init()
         except BaseException as exc:  # handed to the caller's thread
             self.error = exc
+            with contextlib.suppress(Exception):
+                ray.shutdown()  # what a failed start left running
             return
         finally:
             self._ready.set()
@@ -218,12 +220,14 @@ def connect(timeout: float = DEFAULT_TIMEOUT, temp_dir: str | None = None) -> It
         failed = "a local Ray did not start"
     before = set(session.glob("session_*")) if session is not None and session.is_dir() else set()
     host = _Host(lambda: ray.init(address=target, **options))
-    host.opened(timeout, late, failed)
     try:
-        with _watching(timeout):
-            yield True
+        host.opened(timeout, late, failed)
+        try:
+            with _watching(timeout):
+                yield True
+        finally:
+            host.close(SHUTDOWN)
     finally:
-        host.close(SHUTDOWN)
         if session is not None:
             _remove_sessions(session, before)
 
