@@ -13,8 +13,9 @@ command, a usage error from the gate) within `timeout` seconds (the `ray_timeout
 - results are awaited in short rounds (`gather`) while a helper thread asks the cluster for its
   nodes (`Watch`): no answer for `timeout` seconds, the run stops.
 
-Ray's own files go to `temp_dir` (the project's `<cache>/ray`) when Ray is started here, and its
-session folder is removed when it shuts down.
+Ray's own files go to `temp_dir` (the project's `<cache>/ray`) when Ray is started here (else,
+a path too long for Ray's sockets, to Ray's default place), and its session folder is removed
+when it shuts down.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -215,7 +217,7 @@ def connect(timeout: float = DEFAULT_TIMEOUT, temp_dir: str | None = None) -> It
         folder = _temp_dir(temp_dir)
         if folder is not None:
             options["_temp_dir"] = str(folder)
-            session = folder
+        session = folder or Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
         late = f"a local Ray did not start within {timeout:g} s (ray_timeout)"
         failed = "a local Ray did not start"
     before = set(session.glob("session_*")) if session is not None and session.is_dir() else set()
@@ -245,8 +247,9 @@ def _temp_dir(wanted: str | None) -> Path | None:
 
 
 def _remove_sessions(folder: Path, before: set[Path]) -> None:
-    # The session folders this run's Ray made (logs, sockets, spilled objects); others are left.
-    for session in set(folder.glob("session_*")) - before:
+    # The session folders this run's Ray made (logs, sockets, spilled objects): new, and named
+    # for this process (session_<date>_<pid>); another Ray's, even started meanwhile, are left.
+    for session in set(folder.glob(f"session_*_{os.getpid()}")) - before:
         shutil.rmtree(session, ignore_errors=True)
     latest = folder / "session_latest"
     if latest.is_symlink() and not latest.exists():

@@ -20,6 +20,7 @@ import gc
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -505,40 +506,35 @@ CLUSTER = textwrap.dedent(
     import ray
     ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
     from ray.cluster_utils import Cluster
-    folder = Path(sys.argv[1])
+    folder, client_port = Path(sys.argv[1]), int(sys.argv[2])
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": str(folder / "ray"),
-                                                           "include_dashboard": False})
+                                                           "include_dashboard": False,
+                                                           "ray_client_server_port": client_port})
     (folder / "address").write_text(cluster.address)
     time.sleep(180)  # bounded: the test kills it long before
     """
 )
 
 
-def test_a_cluster_killed_mid_run_is_one_line_and_exit_2_within_the_bound(project: Path) -> None:
+@pytest.fixture
+def side_cluster() -> Iterator[tuple[Path, str, int]]:
+    """A one-node cluster in a process of its own (its folder, GCS address, Ray Client port),
+    for the tests that kill it or join it through Ray Client; its processes killed after."""
     folder = Path(tempfile.mkdtemp(prefix="rk", dir=tempfile.gettempdir()))
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        client_port = free.getsockname()[1]
     # The cluster's workers import the fixture method from here, as a team's cluster has its code.
     here = str(Path(__file__).parent)
     environ = {**os.environ, "RAY_TMPDIR": str(folder), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": here}
+    environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")  # its Ray Client server too: 127.0.0.1
     environ.pop("RAY_ADDRESS", None)
-    head = subprocess.Popen([sys.executable, "-c", CLUSTER, str(folder)], env=environ)
+    head = subprocess.Popen([sys.executable, "-c", CLUSTER, str(folder), str(client_port)], env=environ)
     try:
         deadline = time.monotonic() + 120
-        while not (folder / "address").exists() and time.monotonic() < deadline:
+        while not (folder / "address").exists() and time.monotonic() < deadline and head.poll() is None:
             time.sleep(0.2)
-        (project / "retrieval.toml").write_text('methods = ["slow_shards:factory"]\n', encoding="utf-8")
-        marker = project / "waiting"
-        env = {"RAY_ADDRESS": (folder / "address").read_text(), "SLOW_SHARDS_MARKER": str(marker)}
-        with ThreadPoolExecutor(1) as pool:
-            running = pool.submit(_command, project, "--executor", "ray", "--ray-timeout", "5", env=env)
-            while not marker.exists() and time.monotonic() < deadline and not running.done():
-                time.sleep(0.2)
-            assert marker.exists(), running.result().err[-2000:] if running.done() else "no shard started"
-            gcs = [pid for pid in _ray_processes(folder) if b"gcs_server" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-            killed = time.monotonic()
-            for pid in gcs:
-                os.kill(pid, signal.SIGKILL)
-            ended = running.result()
-        waited = time.monotonic() - killed
+        yield folder, (folder / "address").read_text(), client_port
     finally:
         head.kill()
         head.wait(10)
@@ -546,6 +542,34 @@ def test_a_cluster_killed_mid_run_is_one_line_and_exit_2_within_the_bound(projec
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_ray_client_addresses_join_through_the_extra(project: Path, side_cluster: tuple[Path, str, int]) -> None:
+    # `ray[client]` (in the `ray` extra) is what RAY_ADDRESS=ray://... needs.
+    env = {"RAY_ADDRESS": f"ray://127.0.0.1:{side_cluster[2]}"}
+    ended = _command(project, "--executor", "ray", "--methods", "bm25", "--ray-timeout", "60", env=env)
+    assert ended.code == 0, ended.err[-2000:]
+
+
+def test_a_cluster_killed_mid_run_is_one_line_and_exit_2_within_the_bound(
+    project: Path, side_cluster: tuple[Path, str, int]
+) -> None:
+    folder, address, _ = side_cluster
+    deadline = time.monotonic() + 120
+    (project / "retrieval.toml").write_text('methods = ["slow_shards:factory"]\n', encoding="utf-8")
+    marker = project / "waiting"
+    env = {"RAY_ADDRESS": address, "SLOW_SHARDS_MARKER": str(marker)}
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(_command, project, "--executor", "ray", "--ray-timeout", "5", env=env)
+        while not marker.exists() and time.monotonic() < deadline and not running.done():
+            time.sleep(0.2)
+        assert marker.exists(), running.result().err[-2000:] if running.done() else "no shard started"
+        gcs = [pid for pid in _ray_processes(folder) if b"gcs_server" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        killed = time.monotonic()
+        for pid in gcs:
+            os.kill(pid, signal.SIGKILL)
+        ended = running.result()
+    waited = time.monotonic() - killed
     assert len(gcs) == 1
     assert ended.code == 2, ended.err[-2000:]
     assert ended.err == (
