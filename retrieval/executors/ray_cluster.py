@@ -44,6 +44,7 @@ __all__ = [
     "ClusterEmbeddings",
     "RayExecutor",
     "search_on_cluster",
+    "shard_count",
 ]
 
 # Documents per shard at most (the size measured per shard in docs/performance.md, "On a Ray
@@ -77,6 +78,12 @@ def _cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
     return cut(candidates, thresholds)
 
 
+def shard_count(n_documents: int, cpus: int) -> int:
+    """Shards for a corpus on a cluster of `cpus` CPUs: one per CPU, more when a shard would
+    hold over SHARD_DOCUMENTS documents."""
+    return max(cpus, 1, math.ceil(n_documents / SHARD_DOCUMENTS))
+
+
 def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None = None) -> list[Ranking]:
     """The method's rankings of the whole corpus, its shards scored on the cluster.
 
@@ -87,8 +94,7 @@ def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None 
     """
     n_documents = len(context.dataset.documents)
     if n_shards is None:
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        n_shards = max(cpus, math.ceil(n_documents / SHARD_DOCUMENTS))
+        n_shards = shard_count(n_documents, int(ray.cluster_resources().get("CPU", 1)))
     shards = shard_bounds(n_documents, n_shards)
     queries = ray.put(search.queries(context))
     spread = _prepare.options(scheduling_strategy="SPREAD")

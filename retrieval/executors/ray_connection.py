@@ -4,7 +4,7 @@ Left to itself, Ray answers a bad address with a long traceback, keeps retrying 
 where nothing listens for a quarter of an hour with SIGTERM ignored (its handler waits for the
 main thread, which is blocked in its C++ client), and waits forever on a cluster that died
 mid-run. Here every fault ends in one line (`RayClusterError`, a ConfigError: exit 2 from the
-command, a usage error from the gate) within `timeout` seconds (the `ray_timeout` setting):
+command, the failed checks' line in the gate) within `timeout` seconds (the `ray_timeout` setting):
 
 - the address is read and checked before Ray sees it, and probed: a refused connection, or a
   port where no gRPC server answers HTTP/2's opening within 10 s, is said at once;

@@ -102,6 +102,17 @@ def test_executor_ray_without_ray_installed_is_one_line(monkeypatch: pytest.Monk
         open_executor("ray").__enter__()
 
 
+def test_an_import_error_that_is_not_ray_missing_is_not_said_to_be(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A module of this package that fails to import is a bug to show, not "install Ray".
+    pytest.importorskip("ray", reason="Ray is not installed here: pip install 'retrieval-regression[ray]'")
+    monkeypatch.setitem(sys.modules, "retrieval.executors.ray_connection", None)
+    monkeypatch.delitem(sys.modules, "retrieval.executors.ray_cluster", raising=False)
+    with pytest.raises(ImportError) as caught:
+        open_executor("ray").__enter__()
+    assert not isinstance(caught.value, ConfigError)
+    assert caught.value.name == "retrieval.executors.ray_connection"
+
+
 def test_a_default_evaluation_never_imports_ray() -> None:
     script = textwrap.dedent(
         """

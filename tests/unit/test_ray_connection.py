@@ -17,6 +17,7 @@ pytest.importorskip("ray", reason="Ray is not installed here: pip install 'retri
 
 import retrieval.executors.ray_connection as connection
 from retrieval.cli import main
+from retrieval.executors.ray_cluster import SHARD_DOCUMENTS, shard_count
 from retrieval.executors.ray_connection import Address, RayClusterError, parse_address
 
 HERE = Path(__file__).resolve().parent
@@ -213,3 +214,9 @@ def test_the_watch_is_lost_only_after_its_bound_without_an_answer(monkeypatch: p
     up[0] = True
     watch.ask()
     assert not watch.lost()  # back
+
+
+def test_a_corpus_gets_a_shard_per_cpu_and_more_when_a_shard_would_be_too_large() -> None:
+    assert SHARD_DOCUMENTS == 1_000_000  # the shard size measured in docs/performance.md
+    assert [shard_count(20_000, cpus) for cpus in (0, 1, 2, 8)] == [1, 1, 2, 8]
+    assert [shard_count(n, 2) for n in (2_000_000, 2_000_001, 3_500_000)] == [2, 3, 4]
