@@ -39,8 +39,10 @@ from retrieval.run.results import Run, run_log
 
 
 def _untimed(run: Run) -> str:
+    # The run log but for what differs by nature: the timings, and where the methods ran.
     for usage in run.usage.values():
         usage.seconds = 0.0
+    run.executor = None
     return run_log(run)
 
 
