@@ -205,7 +205,7 @@ class Settings:
     )
     ray_timeout: float = _setting(
         180.0,
-        "With `executor = \"ray\"`: seconds joining or starting the cluster may take, and a cluster may stay out of "
+        'With `executor = "ray"`: seconds joining or starting the cluster may take, and a cluster may stay out of '
         "reach mid-run, before the run stops in one line (exit 2).",
     )
     cassettes: str = _setting("cassettes", "The recorded calls, one folder per profile (committed).")
