@@ -519,7 +519,7 @@ CLUSTER = textwrap.dedent(
 @pytest.fixture
 def side_cluster() -> Iterator[tuple[Path, str, int]]:
     """A one-node cluster in a process of its own (its folder, GCS address, Ray Client port),
-    for the tests that kill it or join it through Ray Client; its processes killed after."""
+    for the test that kills it; its processes killed after."""
     folder = Path(tempfile.mkdtemp(prefix="rk", dir=tempfile.gettempdir()))
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
@@ -542,13 +542,6 @@ def side_cluster() -> Iterator[tuple[Path, str, int]]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def test_ray_client_addresses_join_through_the_extra(project: Path, side_cluster: tuple[Path, str, int]) -> None:
-    # `ray[client]` (in the `ray` extra) is what RAY_ADDRESS=ray://... needs.
-    env = {"RAY_ADDRESS": f"ray://127.0.0.1:{side_cluster[2]}"}
-    ended = _command(project, "--executor", "ray", "--methods", "bm25", "--ray-timeout", "60", env=env)
-    assert ended.code == 0, ended.err[-2000:]
 
 
 def test_a_cluster_killed_mid_run_is_one_line_and_exit_2_within_the_bound(

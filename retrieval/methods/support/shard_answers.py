@@ -24,14 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from retrieval.run.ranking import Ranking
-
-if TYPE_CHECKING:
-    from retrieval.methods.support.sharding import Shard
 
 __all__ = ["Candidates", "Marks", "agreed_thresholds", "cut", "mark_step", "marks", "merge", "packed"]
 
@@ -40,6 +37,13 @@ __all__ = ["Candidates", "Marks", "agreed_thresholds", "cut", "mark_step", "mark
 MARKS = 16
 # Questions merged at once: bounds the merge's padded matrices (questions x candidates).
 MERGE_QUESTIONS = 2048
+
+
+class Placed(Protocol):
+    """Where a shard starts in the corpus (retrieval.methods.support.sharding.Shard has it)."""
+
+    @property
+    def start(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,7 @@ def cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
     return Candidates(candidates.indices[keep], candidates.scores[keep], kept[ends] - kept[ends - candidates.lengths])
 
 
-def merge(shards: Sequence[Shard], answers: Sequence[Candidates], depth: int) -> list[Ranking]:
+def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -> list[Ranking]:
     """The whole corpus's ranking per question from each shard's (shard-local) candidates.
 
     Ties go to the lower corpus index, as in retrieval.run.ranking.top_k.
