@@ -45,7 +45,7 @@ from retrieval.measures.refusion import (
     kept_lists,
     required_depth,
 )
-from retrieval.methods.prompts import render_rerank_prompt
+from retrieval.methods.prompts import rerank_prompt_chars
 from retrieval.run.results import Run
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "fusion_sweep",
     "measured_chars_per_token",
     "render_sweeps",
+    "rerank_token_counts",
     "rerank_tokens",
     "setup_for",
     "sweeps",
@@ -119,11 +120,30 @@ def rerank_tokens(
 ) -> tuple[int, int]:
     """Estimated (input, output) tokens of one rerank call over `ids`; (0, 0) below 2
     candidates, where the reranker makes no call."""
-    if len(ids) < 2:
-        return 0, 0
-    prompt = render_rerank_prompt(question, [(d, *documents[d]) for d in ids])
-    answer = json.dumps({"ranking": list(ids)}, ensure_ascii=False)
-    return estimate_tokens(prompt, chars_per_token), estimate_tokens(answer, chars_per_token)
+    return rerank_token_counts(question, ids, documents, chars_per_token)[len(ids)]
+
+
+def rerank_token_counts(
+    question: str,
+    ids: Sequence[str],
+    documents: Mapping[str, tuple[str, str]],
+    chars_per_token: float = CHARS_PER_TOKEN,
+) -> list[tuple[int, int]]:
+    """`rerank_tokens(question, ids[:n], ...)` for n = 0 .. len(ids), from the prompt's and the
+    answer's lengths (the prompt is not rendered: `rerank_prompt_chars`)."""
+    prompts = rerank_prompt_chars(question, [(d, *documents[d]) for d in ids])
+    # The answer is json.dumps({"ranking": ids[:n]}, ensure_ascii=False): '{"ranking": [' ... ']}'.
+    answer = len('{"ranking": []}')
+    counts = [(0, 0)]
+    for n, doc_id in enumerate(ids, start=1):
+        answer += len(json.dumps(doc_id, ensure_ascii=False)) + (2 if n > 1 else 0)
+        counts.append((_tokens(prompts[n], chars_per_token), _tokens(answer, chars_per_token)) if n >= 2 else (0, 0))
+    return counts
+
+
+def _tokens(chars: int, chars_per_token: float) -> int:
+    """estimate_tokens of a text of `chars` characters."""
+    return math.ceil(chars / chars_per_token)
 
 
 def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | None:
@@ -140,7 +160,7 @@ def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | Non
             return None
         ids = result.methods[source].ids[: setup.candidates]
         if len(ids) >= 2:
-            chars += len(render_rerank_prompt(result.question.text, [(d, *setup.documents[d]) for d in ids]))
+            chars += rerank_prompt_chars(result.question.text, [(d, *setup.documents[d]) for d in ids])[-1]
     return chars / usage.input_tokens if chars else None
 
 
@@ -237,10 +257,16 @@ def candidate_sweep(
     points: list[dict[str, Any]] = []
     base_input = base_output = 0
     base_reached: set[str] = set()
-    for n in sorted({*counts, setup.candidates}):
+    wanted = sorted({*counts, setup.candidates})
+    # Each question's tokens for every N at once, from its top max(N): N candidates are the first N.
+    curves = [
+        rerank_token_counts(r.question.text, r.methods[source].ids[: wanted[-1]], setup.documents, chars_per_token)
+        for r in run.results
+    ]
+    for n in wanted:
         reached, input_tokens, output_tokens, short = [], 0, 0, []
         per_question: dict[str, int] = {}
-        for result in run.results:
+        for qi, result in enumerate(run.results):
             mine = result.methods[source]
             best = _best_rank(mine.relevant_ranks)
             if best is not None and best <= n:
@@ -248,7 +274,7 @@ def candidate_sweep(
             ids = mine.ids[:n]
             if len(ids) < n and not _complete(mine.ids, source, setup):
                 short.append(result.question.id)
-            tokens_in, tokens_out = rerank_tokens(result.question.text, ids, setup.documents, chars_per_token)
+            tokens_in, tokens_out = curves[qi][len(ids)]
             per_question[result.question.id] = tokens_in
             input_tokens += tokens_in
             output_tokens += tokens_out
