@@ -60,7 +60,7 @@ def bm25s_child(dataset: Path, out: Path, depth: int, threads: int) -> None:
             ids.append(document["id"])
             # The text bm25s sees is ours: title and text (retrieval.data.dataset.Document.content).
             texts.append(f"{document['title']}\n{document['text']}" if document.get("title") else document["text"])
-    questions = [json.loads(line) for line in open(dataset / "questions.jsonl", encoding="utf-8")]
+    questions = _questions(dataset)
     stemmer = Stemmer.Stemmer("french")
     corpus = bm25s.tokenize(texts, stopwords="fr", stemmer=stemmer, show_progress=False)
     retriever = bm25s.BM25(k1=1.5, b=0.75)
@@ -70,6 +70,11 @@ def bm25s_child(dataset: Path, out: Path, depth: int, threads: int) -> None:
     ranked = {q["id"]: [ids[int(i)] for i in row] for q, row in zip(questions, found, strict=True)}
     seconds = time.perf_counter() - start
     out.write_text(json.dumps({"rankings": ranked, "seconds": seconds}), encoding="utf-8")
+
+
+def _questions(dataset: Path) -> list[dict[str, object]]:
+    with open(dataset / "questions.jsonl", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
 
 
 def _run(command: list[str], cwd: Path, stdout: Path) -> tuple[float, float]:
@@ -97,7 +102,7 @@ def _ours_scores(report: Path) -> dict[str, dict[str, float]]:
 def _bm25s_scores(dataset: Path, rankings: dict[str, list[str]]) -> dict[str, dict[str, float]]:
     from retrieval.measures.metrics import score_method
 
-    questions = [json.loads(line) for line in open(dataset / "questions.jsonl", encoding="utf-8")]
+    questions = _questions(dataset)
     relevant = {q["id"]: set(q["relevant"]) for q in questions}
     types = {q["id"]: q.get("type", "") for q in questions}
     per_question = score_method(rankings, relevant, types, METRICS).per_question
@@ -120,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (dataset / "corpus.jsonl").is_file():
         raise SystemExit(f"{dataset}: no corpus.jsonl (build one with benchmarks/french_corpus.py)")
     scratch = Path(tempfile.mkdtemp(prefix="command-vs-bm25s-"))
-    ours_command = [sys.executable, "-m", "retrieval", "--dataset", str(dataset), "--methods", "bm25", "--format", "json"]
-    theirs_command = [sys.executable, __file__, str(dataset), "--depth", str(args.depth), "--threads", str(args.threads)]
+    ours_command = [sys.executable, "-m", "retrieval", "--dataset", str(dataset), "--methods", "bm25"]
+    ours_command += ["--format", "json"]
+    theirs_command = [sys.executable, __file__, str(dataset), "--depth", str(args.depth)]
+    theirs_command += ["--threads", str(args.threads)]
     cache = scratch / ".cache" / "bm25-analysis"
     try:
         if args.warm:
@@ -145,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             (ow, oc), (tw, tc) = times["ours"], times["bm25s"]
             walls.append(ow / tw)
             cpus.append(oc / tc)
-            print(f"| {number} | {ow:.2f} | {tw:.2f} | {ow / tw:.2f} | {oc:.2f} | {tc:.2f} | {oc / tc:.2f} |", flush=True)
+            row = f"| {number} | {ow:.2f} | {tw:.2f} | {ow / tw:.2f} | {oc:.2f} | {tc:.2f} | {oc / tc:.2f} |"
+            print(row, flush=True)
         print(f"calibration after: {calibration():.2f} s, load average {_load()}")
         print(
             f"median ratio ours / bm25s: wall {statistics.median(walls):.2f}, CPU {statistics.median(cpus):.2f}"

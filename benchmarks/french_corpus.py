@@ -45,9 +45,7 @@ def piaf(path: Path) -> tuple[list[dict[str, str]], list[dict[str, object]]]:
             for qa in paragraph["qas"]:
                 text = qa["question"].strip()
                 if text:
-                    questions.append(
-                        {"text": text, "type": article.get("categorie") or "piaf", "relevant": [doc_id]}
-                    )
+                    questions.append({"text": text, "type": article.get("categorie") or "piaf", "relevant": [doc_id]})
     return documents, questions
 
 
@@ -93,7 +91,8 @@ def build(piaf_path: Path, eltec_folder: Path, n_documents: int, n_questions: in
         for number, question in enumerate(chosen, 1):
             handle.write(json.dumps({"id": f"q{number:04d}", **question}, ensure_ascii=False) + "\n")
     words = sum(len(d["text"].split()) for d in documents)
-    print(f"{out}: {len(documents):,} documents ({words / len(documents):.0f} words on average), {len(chosen):,} questions")
+    average = words / len(documents)
+    print(f"{out}: {len(documents):,} documents ({average:.0f} words on average), {len(chosen):,} questions")
 
 
 def main() -> None:

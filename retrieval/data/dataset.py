@@ -28,7 +28,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Dataset", "DatasetError", "Document", "Question", "load_dataset"]
+__all__ = ["Dataset", "DatasetError", "Document", "Question", "content_of", "load_dataset"]
 
 
 class DatasetError(ValueError):
@@ -47,7 +47,12 @@ class Document:
     @property
     def content(self) -> str:
         """What retrievers index: the title then the text."""
-        return f"{self.title}\n{self.text}" if self.title else self.text
+        return content_of(self.title, self.text)
+
+
+def content_of(title: str, text: str) -> str:
+    """A document's indexed content from its title and text (`Document.content`)."""
+    return f"{title}\n{text}" if title else text
 
 
 @dataclass(frozen=True)

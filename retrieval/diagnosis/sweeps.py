@@ -28,10 +28,10 @@ Fused rankings are recomputed exactly, or marked inexact, by retrieval.measures.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # json.dumps(str, ensure_ascii=False)'s C encoder
 from typing import Any
 
 from retrieval.measures.metrics import MRR_DEPTH, score_method
@@ -105,6 +105,11 @@ class Setup:
     k: int = 5
     # "In a list's top N" for the fusion diagnosis (the fusion lost a document of a first-stage top 20).
     top: int = FUSED_TOP
+    # Derived, not data: each question's rerank tokens for every N (rerank_token_counts), per
+    # (source, largest N, characters per token), computed once for the report's sweeps and remedies.
+    token_curves: dict[tuple[str, int, float], list[list[tuple[int, int]]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 def estimate_tokens(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
@@ -136,7 +141,7 @@ def rerank_token_counts(
     answer = len('{"ranking": []}')
     counts = [(0, 0)]
     for n, doc_id in enumerate(ids, start=1):
-        answer += len(json.dumps(doc_id, ensure_ascii=False)) + (2 if n > 1 else 0)
+        answer += len(encode_basestring(doc_id)) + (2 if n > 1 else 0)
         counts.append((_tokens(prompts[n], chars_per_token), _tokens(answer, chars_per_token)) if n >= 2 else (0, 0))
     return counts
 
@@ -184,7 +189,7 @@ def _complete(ids: Sequence[str], method: str, setup: Setup) -> bool:
     return method in setup.kept and len(ids) < setup.kept[method]
 
 
-def setup_for(run: Run, documents: Sequence[tuple[str, str, str]]) -> Setup:
+def setup_for(run: Run, documents: Iterable[tuple[str, str, str]]) -> Setup:
     """The Setup of a run from what it recorded: its methods' declarations, its configuration
     (a method's `<name>.rrf_k` and `<name>.weights` make it a fused method's settings), how deep
     it kept each ranking; `documents` is (id, title, text) in corpus order."""
@@ -259,10 +264,13 @@ def candidate_sweep(
     base_reached: set[str] = set()
     wanted = sorted({*counts, setup.candidates})
     # Each question's tokens for every N at once, from its top max(N): N candidates are the first N.
-    curves = [
-        rerank_token_counts(r.question.text, r.methods[source].ids[: wanted[-1]], setup.documents, chars_per_token)
-        for r in run.results
-    ]
+    key = (source, wanted[-1], chars_per_token)
+    if key not in setup.token_curves:
+        setup.token_curves[key] = [
+            rerank_token_counts(r.question.text, r.methods[source].ids[: wanted[-1]], setup.documents, chars_per_token)
+            for r in run.results
+        ]
+    curves = setup.token_curves[key]
     for n in wanted:
         reached, input_tokens, output_tokens, short = [], 0, 0, []
         per_question: dict[str, int] = {}
