@@ -84,6 +84,8 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> l
     block's scores, then only the few groups that hold a candidate are looked at), not by a
     mask over every score.
     """
+    if isinstance(documents, np.memmap):  # the same pages, without memmap's Python-level indexing
+        documents = documents.view(np.ndarray)
     n_questions, n = len(batch), len(documents)
     k = min(depth, n)
     questions32 = batch.astype(np.float32)
@@ -95,17 +97,30 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> l
     kept = _Kept.empty(n_questions)
     pending: list[_Kept] = []
     raise_at = 1
+    passed = n_questions * DOCUMENT_BLOCK  # candidates of the block before: none yet, so every score
     for number, start in enumerate(range(0, n, DOCUMENT_BLOCK)):
         block = np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float32)
         width = len(block)
-        scores = buffer if width == DOCUMENT_BLOCK else np.empty((width, n_questions), dtype=np.float32)
-        np.matmul(block, questions32.T, out=scores)
         error = unit * _largest_norm(block) + 10.0**-SCORE_DECIMALS
         if number == 0 and width >= k:
-            # The first block fills L at once: its depth-th best s - e.
-            kth = -np.partition(-scores.T, k - 1, axis=1)[:, k - 1]
+            # The first block fills L at once: its depth-th best s - e. About `depth` of its
+            # documents pass for each question, too many for groups to skip any: it is scored
+            # question x document and compared score by score.
+            first = questions32 @ block.T
+            kth = -np.partition(-first, k - 1, axis=1)[:, k - 1]
             lower = kth.astype(np.float64) - error
-        row, col, found = _at_least(scores, _below(lower, error))
+            raise_at = 2  # L is exact for this block: nothing to raise after it
+            row, col = np.nonzero(first >= _below(lower, error)[:, None])
+            found = first[row, col]
+            del first
+        else:
+            scores = buffer if width == DOCUMENT_BLOCK else np.empty((width, n_questions), dtype=np.float32)
+            np.matmul(block, questions32.T, out=scores)
+            # Groups pay once few of them hold a candidate (the later blocks, as L rises); before
+            # that, every score is compared (the count of the block before says which).
+            sparse = passed * GROUP * SPARSE_GROUPS < width * n_questions
+            row, col, found = (_at_least if sparse else _each_at_least)(scores, _below(lower, error))
+        passed = len(row)
         pending.append(_Kept.of(row, col + start, found, error[row], n_questions))
         if number + 1 == raise_at:  # after blocks 1, 2, 4, 8, ...: L rises as the corpus is read
             raise_at *= 2
@@ -121,8 +136,10 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> l
     return rankings
 
 
-# Documents per group whose maximum score decides whether the group is looked at (_at_least).
+# Documents per group whose maximum score decides whether the group is looked at (_at_least),
+# used once fewer than one group in SPARSE_GROUPS held a candidate in the block before.
 GROUP = 32
+SPARSE_GROUPS = 8
 
 
 def _at_least(scores: np.ndarray, cut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -144,6 +161,15 @@ def _at_least(scores: np.ndarray, cut: np.ndarray) -> tuple[np.ndarray, np.ndarr
         col = np.concatenate([col, tail_col + whole])[order]
         found = np.concatenate([found, scores[tail_col + whole, tail_row]])[order]
     return row, col, found
+
+
+def _each_at_least(scores: np.ndarray, cut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What _at_least gives, from a comparison of every score: for a block where most groups
+    hold a candidate."""
+    col, row = np.nonzero(scores >= cut)
+    order = np.argsort(row.astype(np.int32), kind="stable")  # by question, each in document order
+    row, col = row[order], col[order]
+    return row, col, scores[col, row]
 
 
 @dataclass(frozen=True)
