@@ -8,9 +8,9 @@ order of the lines in corpus.jsonl.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from retrieval.config import Settings
 from retrieval.methods.base import Context
 from retrieval.methods.support.sharding import Shard, ShardedSearch
-from retrieval.run.ranking import Ranking, top_k, top_k_among
+from retrieval.run.ranking import Ranking, top_k
 
 __all__ = ["VectorMethod", "cosine_rankings"]
 
@@ -47,10 +47,13 @@ def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) ->
     rankings and scores: `_blocked_rankings`).
     """
     if len(documents) > DOCUMENT_BLOCK and depth > 0:
+        if isinstance(documents, np.memmap):  # the same pages, without memmap's Python-level indexing
+            documents = documents.view(np.ndarray)
         rankings: list[Ranking] = []
+        largest = _largest_norm(documents)
         for start in range(0, len(questions), BLOCKED_QUESTION_BATCH):
             batch = np.asarray(questions[start : start + BLOCKED_QUESTION_BATCH], dtype=np.float64)
-            rankings.extend(_blocked_rankings(batch, documents, depth))
+            rankings.extend(_blocked_rankings(batch, documents, depth, largest))
         return rankings
     corpus = np.asarray(documents, dtype=np.float64)
     rankings = []
@@ -61,176 +64,89 @@ def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) ->
     return rankings
 
 
-def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int) -> list[Ranking]:
+def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int, largest: float) -> list[Ranking]:
     """top_k of each question's rounded float64 cosines over the whole corpus, read by blocks.
 
     Products in float64 cost three times those in float32, so the blocks are scored in float32
     to find candidates, and only the candidates are scored again in float64 and rounded, as the
-    one-block path scores every document. Why no document of the final top is missed: a float32
-    dot product of n terms is within e = (n + 2) units of 2^-23 x |q| x |d| of the exact one
-    (the classic bound for any order of summation, plus each side's conversion to float32), and
-    so within e + 1e-9 of the rounded float64 cosine; e is taken with the largest |d| of the
-    document's block (`_block_error`), so float32 score s gives the bounds s - e <= cosine <= s + e.
-    If `depth` documents have s - e >= L, then `depth` documents have a cosine >= L, so the
-    depth-th best rounded cosine r_k is >= L; a document of the final top has s + e >= its cosine
-    >= r_k >= L. Each question keeps L, the depth-th best s - e of the documents kept so far
-    (raised from time to time, `_raise`); a document is kept when s + e >= L at its block's
-    time, and every document that could reach the top is (a document not kept has s - e < L,
-    so it cannot lower the depth-th best s - e either). At the end, those with s + e >= the
-    final L are scored in float64.
-
-    Where the time goes at 1,000,000 x 384 (docs/performance.md): the float32 products; the
-    kept documents are found from maxima of groups of GROUP scores (one pass that reads the
-    block's scores, then only the few groups that hold a candidate are looked at), not by a
-    mask over every score.
+    one-block path scores every document. A float32 dot product of n terms is within
+    `_float32_error` (n + 2 units of 2^-23, times the two norms: the classic bound for any
+    order of summation, and the conversion of each side to float32) of the exact one, and so
+    of the rounded float64 cosine, up to the 5e-10 of rounding (`largest` is the corpus's largest
+    vector norm, `_largest_norm`). Let M be that bound and r_k the
+    depth-th best rounded cosine: fewer than `depth` documents have a float32 score above
+    r_k + M, so the depth-th best float32 score t is at most r_k + M, and every document of
+    the final top (rounded cosine >= r_k) has a float32 score >= r_k - M >= t - 2M. Each
+    question keeps the `depth` best float32 scores seen so far; the smallest is a threshold
+    that only rises, and a document is a candidate when it scores >= threshold - 2M at its
+    block's time: every document of the final top is one.
     """
-    if isinstance(documents, np.memmap):  # the same pages, without memmap's Python-level indexing
-        documents = documents.view(np.ndarray)
     n_questions, n = len(batch), len(documents)
     k = min(depth, n)
     questions32 = batch.astype(np.float32)
-    # e of a question against a block of largest norm 1 (scaled by the block's own below).
-    unit = (batch.shape[1] + 2) * 2.0**-23 * np.linalg.norm(batch, axis=1)
-    lower = np.full(n_questions, -np.inf)
-    # Scores document by question: a group's maximum is then an elementwise maximum of whole rows.
-    buffer = np.empty((DOCUMENT_BLOCK, n_questions), dtype=np.float32)
-    kept = _Kept.empty(n_questions)
-    pending: list[_Kept] = []
-    raise_at = 1
-    passed = n_questions * DOCUMENT_BLOCK  # candidates of the block before: none yet, so every score
-    for number, start in enumerate(range(0, n, DOCUMENT_BLOCK)):
-        block = np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float32)
-        width = len(block)
-        error = unit * _largest_norm(block) + 10.0**-SCORE_DECIMALS
-        if number == 0 and width >= k:
-            # The first block fills L at once: its depth-th best s - e. About `depth` of its
-            # documents pass for each question, too many for groups to skip any: it is scored
-            # question x document and compared score by score.
-            first = questions32 @ block.T
-            kth = -np.partition(-first, k - 1, axis=1)[:, k - 1]
-            lower = kth.astype(np.float64) - error
-            raise_at = 2  # L is exact for this block: nothing to raise after it
-            row, col = np.nonzero(first >= _below(lower, error)[:, None])
-            found = first[row, col]
-            del first
-        else:
-            scores = buffer if width == DOCUMENT_BLOCK else np.empty((width, n_questions), dtype=np.float32)
-            np.matmul(block, questions32.T, out=scores)
-            # Groups pay once few of them hold a candidate (the later blocks, as L rises); before
-            # that, every score is compared (the count of the block before says which).
-            sparse = passed * GROUP * SPARSE_GROUPS < width * n_questions
-            row, col, found = (_at_least if sparse else _each_at_least)(scores, _below(lower, error))
-        passed = len(row)
-        pending.append(_Kept.of(row, col + start, found, error[row], n_questions))
-        if number + 1 == raise_at:  # after blocks 1, 2, 4, 8, ...: L rises as the corpus is read
-            raise_at *= 2
-            kept, lower = kept.joined(pending).raised(lower, k)
-            pending = []
-    kept, lower = kept.joined(pending).raised(lower, k)
+    margin = 2 * _float32_error(batch, largest)
+    best = np.full((n_questions, k), -np.inf, dtype=np.float32)
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    for start in range(0, n, DOCUMENT_BLOCK):
+        scores = questions32 @ np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float32).T
+        filled = start == 0 and scores.shape[1] >= k
+        if filled:
+            # The first block fills each question's best at once.
+            best = -np.partition(-scores, k - 1, axis=1)[:, :k]
+        row, col = np.nonzero(scores >= _below(best.min(axis=1), margin)[:, None])
+        found = scores[row, col]
+        del scores
+        rows.append(row)
+        cols.append(col + start)
+        values.append(found)
+        if filled:
+            continue
+        # The new values of each question, padded with -inf to a rectangle, join its best.
+        counts = np.bincount(row, minlength=n_questions)
+        width = int(counts.max()) if len(row) else 0
+        if width:
+            padded = np.full((n_questions, width), -np.inf, dtype=np.float32)
+            offsets = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
+            padded[row, offsets] = found
+            merged = np.concatenate([best, padded], axis=1)
+            best = -np.partition(-merged, k - 1, axis=1)[:, :k]
+    threshold = _below(best.min(axis=1), margin)
+    row, col, found = np.concatenate(rows), np.concatenate(cols), np.concatenate(values)
+    keep = found >= threshold[row]
+    row, col = row[keep], col[keep].astype(np.int64)
+    order = np.lexsort((col, row))
+    row, col = row[order], col[order]
+    starts = np.searchsorted(row, np.arange(n_questions + 1))
     rankings: list[Ranking] = []
-    for question in range(n_questions):
-        # In corpus order: a memory map is read forwards.
-        candidates = np.sort(kept.documents[question, : kept.counts[question]])
+    for question, (a, b) in enumerate(itertools.pairwise(starts.tolist())):
+        candidates = col[a:b]
         exact = np.round(np.asarray(documents[candidates], dtype=np.float64) @ batch[question], SCORE_DECIMALS)
-        rankings.append(top_k_among(exact, candidates, k))
+        best_of = top_k(exact, k)
+        rankings.append(Ranking(candidates[best_of.indices], best_of.scores))
     return rankings
 
 
-# Documents per group whose maximum score decides whether the group is looked at (_at_least),
-# used once fewer than one group in SPARSE_GROUPS held a candidate in the block before.
-GROUP = 32
-SPARSE_GROUPS = 8
+def _largest_norm(documents: np.ndarray) -> float:
+    """An upper bound on the largest vector norm of a corpus (possibly memory-mapped), read block by
+    block in float32 (a float64 copy of each block cost a tenth of the search): squared norms
+    summed in float32 are within (n + 2) units of 2^-24 of the exact ones, so that much is added."""
+    largest = 0.0
+    for start in range(0, len(documents), DOCUMENT_BLOCK):
+        block = np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float32)
+        norms = np.einsum("ij,ij->i", block, block)
+        if len(norms):
+            largest = max(largest, float(np.nanmax(norms, initial=0.0)))
+    return math.sqrt(largest * (1 + (documents.shape[1] + 2) * 2.0**-23))
 
 
-def _at_least(scores: np.ndarray, cut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(questions, documents, values) of the scores (document x question) >= their question's
-    `cut`, NaN never, ordered by question: from the maxima of groups of GROUP documents, so that
-    one pass reads every score and only the groups holding a candidate are compared one by one."""
-    width, n_questions = scores.shape
-    whole = width - width % GROUP
-    grouped = scores[:whole].reshape(whole // GROUP, GROUP, n_questions)
-    # fmax ignores NaN: a NaN score never hides a candidate of its group, and is never one.
-    row, group = np.nonzero((np.fmax.reduce(grouped, axis=1) >= cut).T)
-    picked = grouped[group, :, row]
-    inner, position = np.nonzero(picked >= cut[row][:, None])
-    row, col, found = row[inner], group[inner] * GROUP + position, picked[inner, position]
-    if whole < width:  # the last documents, fewer than a group
-        tail_row, tail_col = np.nonzero((scores[whole:] >= cut).T)
-        order = np.argsort(np.concatenate([row, tail_row]), kind="stable")
-        row = np.concatenate([row, tail_row])[order]
-        col = np.concatenate([col, tail_col + whole])[order]
-        found = np.concatenate([found, scores[tail_col + whole, tail_row]])[order]
-    return row, col, found
-
-
-def _each_at_least(scores: np.ndarray, cut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What _at_least gives, from a comparison of every score: for a block where most groups
-    hold a candidate."""
-    col, row = np.nonzero(scores >= cut)
-    order = np.argsort(row.astype(np.int32), kind="stable")  # by question, each in document order
-    row, col = row[order], col[order]
-    return row, col, scores[col, row]
-
-
-@dataclass(frozen=True)
-class _Kept:
-    """The documents kept for each question: a rectangle of one row per question, the first
-    `counts[q]` entries of row q in use (s, e and the document of each)."""
-
-    counts: np.ndarray
-    scores: np.ndarray  # float32 scores as float64
-    errors: np.ndarray
-    documents: np.ndarray
-
-    @classmethod
-    def empty(cls, n_questions: int) -> _Kept:
-        return cls.of(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0), n_questions)
-
-    @classmethod
-    def of(cls, row: np.ndarray, col: np.ndarray, found: np.ndarray, error: np.ndarray, n_questions: int) -> _Kept:
-        """The rectangle of entries ordered by question (`row`)."""
-        counts = np.bincount(row, minlength=n_questions)
-        width = int(counts.max()) if len(row) else 0
-        offsets = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
-        scores = np.full((n_questions, width), -np.inf)
-        errors = np.zeros((n_questions, width))
-        documents = np.zeros((n_questions, width), dtype=np.int64)
-        scores[row, offsets], errors[row, offsets], documents[row, offsets] = found, error, col
-        return cls(counts, scores, errors, documents)
-
-    def joined(self, others: Sequence[_Kept]) -> _Kept:
-        """Every entry of this and `others` (unused places stay at -inf)."""
-        parts = [self, *others]
-        return _Kept(
-            np.sum([p.counts for p in parts], axis=0),
-            np.concatenate([p.scores for p in parts], axis=1),
-            np.concatenate([p.errors for p in parts], axis=1),
-            np.concatenate([p.documents for p in parts], axis=1),
-        )
-
-    def raised(self, lower: np.ndarray, k: int) -> tuple[_Kept, np.ndarray]:
-        """L raised to each question's depth-th best s - e (where it has that many), and the entries
-        that can no longer reach the top (s + e < L) dropped."""
-        if self.scores.shape[1] >= k:
-            bounds = self.scores - self.errors  # -inf where unused
-            lower = np.maximum(lower, -np.partition(-bounds, k - 1, axis=1)[:, k - 1])
-        row, position = np.nonzero(self.scores + self.errors >= lower[:, None])
-        kept = _Kept.of(
-            row,
-            self.documents[row, position],
-            self.scores[row, position],
-            self.errors[row, position],
-            len(lower),
-        )
-        return kept, lower
-
-
-def _largest_norm(block: np.ndarray) -> float:
-    """An upper bound on the largest vector norm of a float32 block: its squared norms summed in
-    float32 are within (n + 2) units of 2^-24 of the exact ones, so that much is added back."""
-    squares = np.einsum("ij,ij->i", block, block)
-    largest = float(np.nanmax(squares, initial=0.0)) if len(squares) else 0.0
-    return math.sqrt(largest * (1 + (block.shape[1] + 2) * 2.0**-23))
+def _float32_error(questions: np.ndarray, largest: float) -> np.ndarray:
+    """Per question, a bound on |float32 dot product - rounded float64 cosine| against documents
+    of norm at most `largest`: (n + 2) x 2^-23 x |q| x largest for n dimensions, plus the
+    rounding to SCORE_DECIMALS."""
+    unit = (questions.shape[1] + 2) * 2.0**-23
+    return unit * np.linalg.norm(questions, axis=1) * largest + 10.0**-SCORE_DECIMALS
 
 
 def _below(values: np.ndarray, margin: np.ndarray) -> np.ndarray:

@@ -20,12 +20,10 @@ def corpus_with_ties(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return questions, documents
 
 
-# SPARSE_GROUPS 0: every block after the first through the groups' maxima; 10**9: none.
-@pytest.mark.parametrize("sparse_groups", [0, 10**9])
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize(("block", "batch"), [(3, 2), (7, 3), (50, 1024)])
 def test_blocked_rankings_equal_the_one_block_product(
-    seed: int, block: int, batch: int, sparse_groups: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, block: int, batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     questions, documents = corpus_with_ties(seed)
     rng = np.random.default_rng(100 + seed)
@@ -34,8 +32,6 @@ def test_blocked_rankings_equal_the_one_block_product(
         with monkeypatch.context() as patch:
             patch.setattr(vector, "DOCUMENT_BLOCK", block)
             patch.setattr(vector, "BLOCKED_QUESTION_BATCH", batch)
-            patch.setattr(vector, "GROUP", 4)
-            patch.setattr(vector, "SPARSE_GROUPS", sparse_groups)
             got = cosine_rankings(questions, documents, depth)
         assert len(got) == len(expected) == len(questions)
         for a, b in zip(got, expected, strict=True):
@@ -90,15 +86,11 @@ def clustered_near_ties(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return questions.astype(np.float32), rng.permutation(documents).astype(np.float32)
 
 
-@pytest.mark.parametrize("sparse_groups", [0, 10**9])
 @pytest.mark.parametrize("seed", range(3))
-def test_float32_candidates_miss_no_document_of_the_float64_top(
-    seed: int, sparse_groups: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_float32_candidates_miss_no_document_of_the_float64_top(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     questions, documents = clustered_near_ties(seed)
     expected = cosine_rankings(questions, documents, 300)  # one block: every product in float64
     monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 128)
-    monkeypatch.setattr(vector, "SPARSE_GROUPS", sparse_groups)
     got = cosine_rankings(questions, documents, 300)
     for a, b in zip(got, expected, strict=True):
         np.testing.assert_array_equal(a.indices, b.indices)
