@@ -1,5 +1,6 @@
-"""The built-in bm25 method: BM25Plus over title + text with the French analyzer (the engines and
-why BM25Plus: retrieval.methods.support.bm25_engine)."""
+"""The built-in bm25 method: BM25Plus over title + text with the analyzer of the dataset's
+language (`language`, French by default; retrieval.data.analyzer), the engines and why BM25Plus:
+retrieval.methods.support.bm25_engine."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from retrieval.config import Settings
-from retrieval.data.analyzer import analyze
+from retrieval.data.analysis_cache import analysis_digest
+from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyzer_for
 from retrieval.data.corpus_parts import PendingAnalysis, analyze_documents, start_analysis
 from retrieval.data.corpus_terms import AnalysedCorpus
 from retrieval.methods.base import Context
@@ -16,10 +18,13 @@ from retrieval.methods.support.bm25_engine import ENGINES, K1, QUESTION_BATCH, B
 from retrieval.methods.support.sharding import ShardedSearch
 from retrieval.run.ranking import Ranking
 
-__all__ = ["CACHED_DOCUMENTS", "BM25Method", "factory"]
+__all__ = ["ANALYSIS_INPUT", "CACHED_DOCUMENTS", "BM25Method", "factory"]
 
 # From this many documents, the analysed corpus is kept in the project's cache folder.
 CACHED_DOCUMENTS = 10_000
+# The name of the analysed corpus's digest among a run's inputs (Context.inputs), when it may come
+# from the cache: the baseline records it beside the cassettes' digests.
+ANALYSIS_INPUT = "bm25-analysis"
 
 
 class BM25Method:
@@ -27,7 +32,8 @@ class BM25Method:
 
     `engine` picks how the score is computed: "sparse" (default, fast) or "rank-bm25"
     (the reference); both give the same rankings (see the module docstring). `k1` and `b`
-    are the settings `bm25_k1` and `bm25_b`: BM25Method(k1=settings.bm25_k1, b=settings.bm25_b).
+    are the settings `bm25_k1` and `bm25_b`, `language` the setting `language`:
+    BM25Method(k1=settings.bm25_k1, b=settings.bm25_b, language=settings.language).
     """
 
     name = "bm25"
@@ -35,7 +41,12 @@ class BM25Method:
     needs_vectors = False
 
     def __init__(
-        self, k1: float = K1, b: float = B, engine: Engine = "sparse", analysis_cache: str | Path | None = None
+        self,
+        k1: float = K1,
+        b: float = B,
+        engine: Engine = "sparse",
+        analysis_cache: str | Path | None = None,
+        language: str = DEFAULT_LANGUAGE,
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown BM25 engine {engine!r}: use one of {', '.join(ENGINES)}")
@@ -44,6 +55,7 @@ class BM25Method:
         if not 0 <= b <= 1:
             raise ValueError(f"BM25 b must be a number from 0 to 1, got {b!r}")
         self.k1, self.b, self.engine = k1, b, engine
+        self.language = analyzer_for(language).language  # an unknown code fails here, not mid-run
         # Where a large corpus's analysis is kept between runs (retrieval.data.analysis_cache).
         self.analysis_cache = analysis_cache
         self._pending: tuple[object, PendingAnalysis] | None = None
@@ -61,7 +73,10 @@ class BM25Method:
     def prepare(self, context: Context) -> Callable[[], None] | None:
         """Start analysing a large corpus in worker processes while the other methods rank
         (retrieval.data.corpus_parts); `rank` joins in. Returns what stops the workers."""
-        pending = start_analysis(context.dataset.documents, cache=self._cache_for(context))
+        cache = self._cache_for(context)
+        pending = start_analysis(
+            context.dataset.documents, cache=cache, language=self.language, expected=_expected(context, cache)
+        )
         if pending is None:
             return None
         self._pending = (context.dataset.documents, pending)
@@ -85,8 +100,18 @@ class BM25Method:
                 pending = started[1]
             else:  # prepared for another corpus: not this one's analysis
                 started[1].close()
-        corpus = analyze_documents(context.dataset.documents, pending=pending, cache=self._cache_for(context))
+        cache = self._cache_for(context)
+        corpus = analyze_documents(
+            context.dataset.documents,
+            pending=pending,
+            cache=cache,
+            language=self.language,
+            expected=_expected(context, cache),
+        )
+        if cache is not None:  # the figures' analysis may have come from the cache: its digest is theirs
+            context.inputs[ANALYSIS_INPUT] = analysis_digest(corpus)
         index = self.build_index(corpus)
+        analyze = analyzer_for(self.language).analyze
         queries = [analyze(q.text) for q in context.dataset.questions]
         rankings: list[Ranking] = []
         for start in range(0, len(queries), QUESTION_BATCH):
@@ -101,9 +126,22 @@ class BM25Method:
         """The same scores split by corpus shard, for a cluster executor (retrieval.methods.support.sharding)."""
         from retrieval.methods.support.bm25_shards import BM25Sharding
 
-        return BM25Sharding(self.k1, self.b)
+        return BM25Sharding(self.k1, self.b, self.language)
+
+
+def _expected(context: Context, cache: str | Path | None) -> str | None:
+    """The digest a cached analysis must have to be used: the baseline's ("" when it records none:
+    then none is used); None outside the gate (an entry is checked against its own digest only)."""
+    if cache is None or context.baseline_inputs is None:
+        return None
+    return context.baseline_inputs.get(ANALYSIS_INPUT, "")
 
 
 def factory(settings: Settings, *, replay: bool = False) -> BM25Method:
     """The built-in bm25 method (in-process: it always runs for real, in every mode)."""
-    return BM25Method(k1=settings.bm25_k1, b=settings.bm25_b, analysis_cache=Path(settings.cache) / "bm25-analysis")
+    return BM25Method(
+        k1=settings.bm25_k1,
+        b=settings.bm25_b,
+        analysis_cache=Path(settings.cache) / "bm25-analysis",
+        language=settings.language,
+    )

@@ -74,6 +74,12 @@ class Run:
     drift: list[str] = field(default_factory=list)
     # The cassette files (in the profile's folder) the run replayed or recorded.
     cassettes: tuple[str, ...] = ()
+    # Digests of what the figures were computed from beside the cassettes, where a cache may hold
+    # it (retrieval.methods.base.Context.inputs): the baseline records them with the cassettes'.
+    inputs: dict[str, str] = field(default_factory=dict)
+    # The documents and questions longer than the embedding model reads, named with the limit and
+    # what became of them (retrieval.providers.long_inputs.long_inputs): the report's cost section says them.
+    long_inputs: dict[str, Any] = field(default_factory=dict)
     # The corpus alone's fingerprint (retrieval.data.dataset.corpus_fingerprint): whether a baseline made
     # on other questions was made on the same documents ("" in a log written before it existed).
     corpus: str = ""
@@ -122,6 +128,7 @@ def run_log(run: Run) -> str:
         "kept": run.kept,
         "corpus": run.corpus,
         "server": run.server,
+        "long_inputs": run.long_inputs,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
     }
@@ -135,6 +142,8 @@ def run_log(run: Run) -> str:
                     "text": q.text,
                     "type": q.type,
                     "relevant": list(q.relevant),
+                    # Every judgment with its grade, when they say more than the relevant ids.
+                    **({"grades": [[doc, grade] for doc, grade in q.grades]} if q.graded else {}),
                     "methods": {
                         name: {**asdict(m), "scores": [round(s, 6) for s in m.scores]}
                         for name, m in result.methods.items()
@@ -174,6 +183,12 @@ def _line_problem(row: Mapping[str, Any], methods: Mapping[str, MethodResult], l
         return "text and type must be strings"
     if not _is_strings(row["relevant"]) or not row["relevant"]:
         return f"relevant is {row['relevant']!r}, not a non-empty list of document ids"
+    grades = row.get("grades", [])
+    # A grade is a whole number, 0 or below for a document judged not relevant.
+    if not isinstance(grades, list) or not all(
+        isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) and _is_count(g[1]) for g in grades
+    ):
+        return f"grades is {grades!r}, not a list of [document id, whole-number grade]"
     absent = [m for m in listed if m not in methods]
     if absent:
         return f"no ranking of {', '.join(absent)}, which the header lists"
@@ -223,7 +238,8 @@ def load_run(path: str | Path) -> Run:
     for number, line in enumerate(lines[1:], start=2):
         try:
             row = json.loads(line)
-            question = Question(row["question"], row["text"], row["type"], tuple(row["relevant"]))
+            grades = tuple((g[0], g[1]) for g in row.get("grades", []) if isinstance(g, list) and len(g) == 2)
+            question = Question(row["question"], row["text"], row["type"], tuple(row["relevant"]), grades)
             methods = {name: MethodResult(**m) for name, m in row["methods"].items()}
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise RunLogError(f"{path}:{number}: unreadable run log line ({exc}). {again}") from exc
@@ -261,4 +277,11 @@ def load_run(path: str | Path) -> Run:
         header.get("kept", {}),
         corpus=header.get("corpus", ""),
         server=header.get("server") if isinstance(header.get("server"), dict) else None,
+        long_inputs={
+            what: entry
+            for what, entry in (header.get("long_inputs") or {}).items()
+            if what in ("documents", "questions") and isinstance(entry, dict) and _is_strings(entry.get(what))
+        }
+        if isinstance(header.get("long_inputs"), dict)
+        else {},
     )

@@ -68,13 +68,18 @@ def test_the_gate_shows_progress_when_it_calls_models(
         pass
 
     def evaluate(
-        dataset: object, settings: object, mode: str, progress: object = None, on_staged: object = None
+        dataset: object,
+        settings: object,
+        mode: str,
+        progress: object = None,
+        on_staged: object = None,
+        baseline_inputs: object = None,
     ) -> None:
         seen["progress"] = progress
         raise Stop
 
     monkeypatch.setattr(gate, "evaluate", evaluate)
-    monkeypatch.setattr(gate, "load_dataset", lambda path: None)
+    monkeypatch.setattr(gate, "load_dataset", lambda path, *judged: None)
     with pytest.raises(Stop):
         gate.run_gate(Settings(root=str(tmp_path)), mode)  # type: ignore[arg-type]
     assert seen["progress"] is (terminal_progress if drawn else None)
