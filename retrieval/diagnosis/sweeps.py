@@ -105,11 +105,8 @@ class Setup:
     k: int = 5
     # "In a list's top N" for the fusion diagnosis (the fusion lost a document of a first-stage top 20).
     top: int = FUSED_TOP
-    # Derived, not data: each question's rerank tokens for every N (rerank_token_counts), per
-    # (source, largest N, characters per token), computed once for the report's sweeps and remedies.
-    token_curves: dict[tuple[str, int, float], list[list[tuple[int, int]]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    # Derived: rerank_token_counts per (source, largest N, chars per token), once for sweeps and remedies.
+    token_curves: dict[tuple[str, int, float], list[list[tuple[int, int]]]] = field(default_factory=dict, repr=False)
 
 
 def estimate_tokens(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
@@ -134,21 +131,16 @@ def rerank_token_counts(
     documents: Mapping[str, tuple[str, str]],
     chars_per_token: float = CHARS_PER_TOKEN,
 ) -> list[tuple[int, int]]:
-    """`rerank_tokens(question, ids[:n], ...)` for n = 0 .. len(ids), from the prompt's and the
-    answer's lengths (the prompt is not rendered: `rerank_prompt_chars`)."""
+    """`rerank_tokens(question, ids[:n], ...)` for n = 0 .. len(ids), from lengths (`rerank_prompt_chars`)."""
     prompts = rerank_prompt_chars(question, [(d, *documents[d]) for d in ids])
     # The answer is json.dumps({"ranking": ids[:n]}, ensure_ascii=False): '{"ranking": [' ... ']}'.
     answer = len('{"ranking": []}')
     counts = [(0, 0)]
     for n, doc_id in enumerate(ids, start=1):
         answer += len(encode_basestring(doc_id)) + (2 if n > 1 else 0)
-        counts.append((_tokens(prompts[n], chars_per_token), _tokens(answer, chars_per_token)) if n >= 2 else (0, 0))
+        tokens = (math.ceil(prompts[n] / chars_per_token), math.ceil(answer / chars_per_token))
+        counts.append(tokens if n >= 2 else (0, 0))  # estimate_tokens of texts of these lengths
     return counts
-
-
-def _tokens(chars: int, chars_per_token: float) -> int:
-    """estimate_tokens of a text of `chars` characters."""
-    return math.ceil(chars / chars_per_token)
 
 
 def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | None:
@@ -263,7 +255,6 @@ def candidate_sweep(
     base_input = base_output = 0
     base_reached: set[str] = set()
     wanted = sorted({*counts, setup.candidates})
-    # Each question's tokens for every N at once, from its top max(N): N candidates are the first N.
     key = (source, wanted[-1], chars_per_token)
     if key not in setup.token_curves:
         setup.token_curves[key] = [
