@@ -146,10 +146,11 @@ def rerank_token_counts(
 def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | None:
     """Characters per input token of `method`'s own rerank calls in this run: the rendered
     prompts' characters (its candidate source's top `candidates`, questions with 2 or more)
-    over the input tokens its provider counted. None without a candidate source or tokens."""
+    over the input tokens its provider counted. None without a candidate source or tokens, or for a
+    reranker whose declared `prompt` is not the listwise one (pointwise, a rerank API: other texts)."""
     usage = run.usage.get(method)
     source = setup.candidate_sources.get(method)
-    if usage is None or usage.input_tokens <= 0 or not source:
+    if usage is None or usage.input_tokens <= 0 or not source or run.config.get(f"{method}.prompt") != PROMPT_VERSION:
         return None
     chars = 0
     for result in run.results:
@@ -163,12 +164,9 @@ def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | Non
 
 def token_ratio(run: Run, setup: Setup, source: str) -> tuple[float, str]:
     """Characters per token for rerank prompts over `source`, and the rule to print: measured
-    on a reranker of the run that reads `source` with the listwise prompt (its declared config's
-    `prompt`: a pointwise reranker or a rerank API counts other texts) when one has input tokens,
-    else CHARS_PER_TOKEN."""
+    on a reranker of the run that reads `source` when one has input tokens, else CHARS_PER_TOKEN."""
     for method, read in setup.candidate_sources.items():
-        listwise = run.config.get(f"{method}.prompt") == PROMPT_VERSION
-        measured = measured_chars_per_token(run, setup, method) if read == source and listwise else None
+        measured = measured_chars_per_token(run, setup, method) if read == source else None
         if measured is not None:
             tokens = run.usage[method].input_tokens
             return measured, CALIBRATED_RULE.format(ratio=measured, method=method, tokens=tokens)
