@@ -151,6 +151,7 @@ def _ours(code: types.CodeType) -> bool:
     """The import machinery, this module, or a package's __getattr__ that serves old names."""
     return (
         code.co_filename.startswith("<frozen importlib")
+        or Path(code.co_filename).parts[-2:] == ("importlib", "__init__.py")  # importlib.import_module
         or code.co_filename == __file__
         or (code.co_name == "__getattr__" and code.co_filename.startswith(_PACKAGE))
     )

@@ -43,7 +43,13 @@ def _summary(path: Path) -> str:
 def _modules(folder: Path) -> list[str]:
     names = [p.stem for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"]
     data = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix not in {".py", ".pyc"})
-    return names + data
+    # A folder of data (no __init__.py), such as data/stopwords/: named, its files are its own.
+    folders = sorted(
+        f"{p.name}/"
+        for p in folder.iterdir()
+        if p.is_dir() and p.name != "__pycache__" and not (p / "__init__.py").exists()
+    )
+    return names + data + folders
 
 
 def _entry(folder: Path, depth: int) -> list[str]:

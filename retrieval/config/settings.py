@@ -180,6 +180,17 @@ class Settings:
         "BM25Plus term-frequency saturation, recorded in the baseline (`python scripts/bm25_grid.py` compares values).",
     )
     bm25_b: float = _setting(0.75, "BM25Plus length normalisation, recorded in the baseline.")
+    # The language's analyzer: retrieval.data.analyzer ("fr") or retrieval.data.snowball.LANGUAGES.
+    language: str = _setting(
+        "fr",
+        "The language of the dataset's text, for BM25's analyzer: `fr` (the seed's French analyzer) or a Snowball "
+        "language code.",
+    )
+    split: str = _setting("test", "Which qrels file of a BEIR folder is evaluated: `qrels/<split>.tsv`.")
+    # nDCG weighs every positive grade; graded judgments (BEIR scores, a native mapping) are kept.
+    relevant_grade: int = _setting(
+        1, "The least grade that counts as relevant for recall, MRR and the failure analysis (nDCG weighs them all)."
+    )
     executor: str = _setting(
         "local",
         "Where bm25's and vector's searches run: `local` (this process) or `ray` (a Ray cluster; the `ray` extra).",
@@ -217,7 +228,7 @@ class Settings:
         Each method adds its own settings (`<method>.<key>`, e.g. `hybrid.rrf_k`) from its
         declared `config`, so a setting a method does not use never invalidates its figures.
         """
-        from retrieval.data.analyzer import ANALYZER_VERSION
+        from retrieval.data.analyzer import analyzer_version
 
         p = self.profile
         return {
@@ -225,12 +236,14 @@ class Settings:
             "embedding_provider": p.embeddings.provider,
             "embedding_model": p.embeddings.model,
             "dimensions": p.embeddings.dimensions,
-            "analyzer": ANALYZER_VERSION,
+            "analyzer": analyzer_version(self.language),
             "k": self.k,
             "candidates": self.candidates,
             "depth": self.depth,
-            # Only when rounded: a float32 run's configuration is what it was before the setting existed.
+            # Only when not the default: a run with the defaults is configured as before these settings existed.
             **({"vector_precision": self.vector_precision} if self.vector_precision != "float32" else {}),
+            **({"split": self.split} if self.split != "test" else {}),
+            **({"relevant_grade": self.relevant_grade} if self.relevant_grade != 1 else {}),
         }
 
 

@@ -118,8 +118,8 @@ def run_data_changes(entry: Mapping[str, Any], run: Run) -> DataChanges | None:
 
 
 def rejudged(run: Run, entry: Mapping[str, Any], questions: Collection[str]) -> Run:
-    """The run with `questions` judged as the baseline judged them (its kept relevant ids and
-    type): their rankings are this run's, their figures what the baseline's judgments make of them."""
+    """The run with `questions` judged as the baseline judged them (its kept relevant ids, grades
+    and type): their rankings are this run's, their figures what the baseline's judgments make of them."""
     kept = entry.get("judgments", {})
     wanted = set(questions)
     results = [
@@ -129,6 +129,7 @@ def rejudged(run: Run, entry: Mapping[str, Any], questions: Collection[str]) -> 
                 r.question,
                 relevant=tuple(kept[r.question.id]["relevant"]),
                 type=kept[r.question.id]["type"],
+                grades=_kept_grades(kept[r.question.id]),
             ),
         )
         if r.question.id in wanted
@@ -136,6 +137,12 @@ def rejudged(run: Run, entry: Mapping[str, Any], questions: Collection[str]) -> 
         for r in run.results
     ]
     return replace(run, results=results)
+
+
+def _kept_grades(judged: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The grades a baseline kept for a question (none: its relevant ids, each of grade 1)."""
+    grades = judged.get("grades")
+    return tuple(grades.items()) if isinstance(grades, dict) else ()
 
 
 def on_questions(entry: Mapping[str, Any], common: Collection[str], types: Mapping[str, str], k: int) -> dict[str, Any]:

@@ -249,20 +249,28 @@ def _consistency_problem(
 
 
 def question_digests(run: Run) -> dict[str, str]:
-    """Each question's digest (its text, type and relevant documents), by id: a question is the
-    same in two datasets when its id has the same digest in both."""
+    """Each question's digest (its text, type and relevant documents, and its grades when they
+    say more than the relevant ids), by id: a question is the same in two datasets when its id
+    has the same digest in both. A question without grades keeps the digest it had before
+    grades were read."""
 
     def digest(q: Question) -> str:
-        return hashlib.sha256(json.dumps([q.text, q.type, sorted(q.relevant)], ensure_ascii=False).encode()).hexdigest()
+        fields: list[Any] = [q.text, q.type, sorted(q.relevant)]
+        if q.graded:
+            fields.append(sorted([doc, grade] for doc, grade in q.grades))
+        return hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode()).hexdigest()
 
     return {r.question.id: digest(r.question)[:16] for r in run.results}
 
 
 def judgments(run: Run) -> dict[str, dict[str, Any]]:
-    """What each question was judged against, by id: its relevant ids, its type and a digest of
-    its text. An edited question is also scored under these, so its regression is still gated."""
+    """What each question was judged against, by id: its relevant ids, its type, a digest of
+    its text, and every judged document's grade (0: judged not relevant) when the grades say
+    more than the relevant ids. An edited question is also scored under these, so its
+    regression is still gated."""
     return {
         r.question.id: {
+            **({"grades": dict(sorted(r.question.grades))} if r.question.graded else {}),
             "relevant": sorted(r.question.relevant),
             "text": hashlib.sha256(r.question.text.encode("utf-8")).hexdigest()[:16],
             "type": r.question.type,

@@ -253,3 +253,10 @@ def test_a_0_1_module_named_like_a_public_function_leaves_the_function(monkeypat
     with pytest.warns(RetrievalDeprecationWarning):
         old = importlib.import_module("retrieval.evaluate")  # 0.1's module path
     assert retrieval.evaluate is function and old.evaluate is function
+
+
+def test_the_warning_points_at_the_caller_of_import_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forget(monkeypatch, "retrieval.metrics")
+    with pytest.warns(RetrievalDeprecationWarning) as caught:
+        importlib.import_module("retrieval.metrics")
+    assert [Path(w.filename).name for w in caught] == [Path(__file__).name]
