@@ -13,7 +13,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from retrieval import moved
-from retrieval.version import __version__
+from retrieval.version import __version__ as __version__  # re-exported: retrieval.__version__
 
 moved.install()
 
@@ -115,7 +115,6 @@ __all__ = [
     "Run",
     "Settings",
     "Usage",
-    "__version__",
     "build_report",
     "evaluate",
     "hit_rate_at_k",
