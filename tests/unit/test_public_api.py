@@ -185,7 +185,7 @@ def test_a_0_1_gate_test_file_gates_with_a_warning(pytester: pytest.Pytester, mo
     for name in ("corpus.jsonl", "questions.jsonl"):
         (data / name).write_bytes((DEMO_DATA / name).read_bytes())
     (project / "tests").mkdir()
-    (project / "tests" / "test_gate.py").write_text(GATE_FILE_0_1, encoding="utf-8")
+    (project / "tests" / "test_retrieval_gate.py").write_text(GATE_FILE_0_1, encoding="utf-8")
     quiet = ("-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning")
     first = pytester.runpytest_inprocess(*quiet, "--update-baseline")
     first.assert_outcomes(passed=6)
@@ -194,10 +194,10 @@ def test_a_0_1_gate_test_file_gates_with_a_warning(pytester: pytest.Pytester, mo
     result.stdout.fnmatch_lines(
         [
             "*warnings summary*",
-            "tests/test_gate.py:1",
+            "tests/test_retrieval_gate.py:1",
             "*RetrievalDeprecationWarning: retrieval.pytest_plugin is deprecated and will be removed in "
             "retrieval-regression 0.3.0: import retrieval.gate.plugin instead, or `from retrieval import test_gate`*",
-            "PASSED tests/test_gate.py::test_gate[title-overlap-mrr]",
+            "PASSED tests/test_retrieval_gate.py::test_gate[title-overlap-mrr]",
         ]
     )
     assert "retrieval.ranking is deprecated" in result.stdout.str()

@@ -229,7 +229,7 @@ class NodeLost(BM25Sharding):
         self.folder = folder
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"k1": self.k1, "b": self.b, "folder": self.folder}  # the hook stays on the driver
+        return {"k1": self.k1, "b": self.b, "language": self.language, "folder": self.folder}  # the hook stays here
 
     def prepare(self, documents: list[str], queries: list[list[str]]) -> AnalysedShard:
         node = ray.get_runtime_context().get_node_id()
