@@ -180,16 +180,16 @@ class Settings:
         "BM25Plus term-frequency saturation, recorded in the baseline (`python scripts/bm25_grid.py` compares values).",
     )
     bm25_b: float = _setting(0.75, "BM25Plus length normalisation, recorded in the baseline.")
-    # The language's analyzer: retrieval.data.analyzer ("fr") or retrieval.data.snowball.LANGUAGES.
     language: str = _setting(
         "fr",
-        "The language of the dataset's text, for BM25's analyzer: `fr` (the seed's French analyzer) or a Snowball "
-        "language code.",
+        "The language of the dataset's text, for BM25's analyzer: `fr` (the seed's hand-written French analyzer) or "
+        "a code of `retrieval.data.snowball.LANGUAGES` (a Snowball stemmer and that language's stop words).",
     )
     split: str = _setting("test", "Which qrels file of a BEIR folder is evaluated: `qrels/<split>.tsv`.")
-    # nDCG weighs every positive grade; graded judgments (BEIR scores, a native mapping) are kept.
     relevant_grade: int = _setting(
-        1, "The least grade that counts as relevant for recall, MRR and the failure analysis (nDCG weighs them all)."
+        1,
+        "The least grade that counts as relevant for recall, MRR and the failure analysis (nDCG weighs every "
+        "positive grade).",
     )
     executor: str = _setting(
         "local",
