@@ -174,7 +174,8 @@ methods = ["myretriever:factory"]
 GATE_FILE_0_1 = "from retrieval.pytest_plugin import test_gate\n\n__all__ = ['test_gate']\n"
 
 
-def test_a_0_1_gate_test_file_gates_with_a_warning(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def _project_0_1(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """FIXTURE: an adopter's project as the 0.1 README wrote it: the demo's data, its retriever."""
     for old in ("retrieval.pytest_plugin", "retrieval.ranking", "myretriever"):
         _forget(monkeypatch, old)
     project = pytester.path
@@ -184,6 +185,24 @@ def test_a_0_1_gate_test_file_gates_with_a_warning(pytester: pytest.Pytester, mo
     data.mkdir(parents=True)
     for name in ("corpus.jsonl", "questions.jsonl"):
         (data / name).write_bytes((DEMO_DATA / name).read_bytes())
+    return project
+
+
+def test_the_0_1_plugin_path_given_to_pytest_loads_the_gate(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project_0_1(pytester, monkeypatch)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "retrieval.pytest_plugin", "--collect-only", "-q"
+    )
+    result.stdout.fnmatch_lines(
+        ["pyproject.toml::test_gate[gate]", "retrieval gate (profile local): 6 items collected*"]
+    )
+
+
+def test_a_0_1_gate_test_file_gates_with_a_warning(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _project_0_1(pytester, monkeypatch)
     (project / "tests").mkdir()
     (project / "tests" / "test_retrieval_gate.py").write_text(GATE_FILE_0_1, encoding="utf-8")
     quiet = ("-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning")
