@@ -24,8 +24,9 @@ from retrieval.moved import MOVED, MOVED_IN_PACKAGES, REMOVED_IN, RetrievalDepre
 ROOT = Path(__file__).resolve().parents[2]
 NAMES_0_1 = json.loads((Path(__file__).parent / "fixtures" / "names_0_1.json").read_text(encoding="utf-8"))["modules"]
 # Names of 0.1 that are gone, not moved: the shard internals the engine's own shard interface
-# replaced (retrieval.methods.support.bm25_shards). CHANGELOG.md names each.
-REMOVED_0_1 = {
+# replaced (retrieval.methods.support.bm25_shards), and embed_on_cluster (the executor embeds
+# itself). CHANGELOG.md names each.
+REMOVED_0_1 = {("retrieval.ray_executor", "embed_on_cluster")} | {
     ("retrieval.bm25_shards", name)
     for name in (
         "GlobalStatistics",
