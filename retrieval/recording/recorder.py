@@ -51,6 +51,10 @@ __all__ = ["Mode", "Recorder"]
 
 Mode = Literal["replay", "live", "record"]
 
+# The key of an HTTP cassette that holds the digests of its method's declared `sources` (vcrpy
+# reads only "interactions"): the code of a service in the repository that replay does not run.
+CODE_KEY = "code"
+
 # Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
 # client reads answer headers on replay, but none it needs is named like this.
 _CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
@@ -68,14 +72,21 @@ class _Parsed:
 class _CheckedLoad:
     """vcrpy's persister for replay: the cassette is parsed once, by `read_cassette`, which also
     checks it (vcrpy alone treats a cassette it cannot decode as empty, and replay would then
-    report misses instead of the damage). Replay never saves."""
+    report misses instead of the damage), and, for a method that declares `sources`, checked to
+    be recorded from the same sources (`code`). Replay never saves."""
 
     profile: str
+    code: dict[str, str] | None = None
 
     def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
         from vcr.serialize import deserialize
 
-        return deserialize(read_cassette(Path(cassette_path), self.profile), _Parsed)
+        from retrieval.recording.ranking_cassettes import code_changed
+
+        data = read_cassette(Path(cassette_path), self.profile)
+        if self.code:
+            code_changed(Path(cassette_path), self.code, data.get(CODE_KEY), required=True, what="answers")
+        return deserialize(data, _Parsed)
 
     def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
         raise CassetteError(f"{cassette_path}: a replay tried to write its cassette")
@@ -218,10 +229,12 @@ class Recorder:
         return self.directory.is_dir() and any(p.name != META_FILE for p in self.directory.glob("*.json"))
 
     @contextmanager
-    def stage(self, stage: str, count_live: bool = False) -> Iterator[None]:
+    def stage(self, stage: str, count_live: bool = False, code: dict[str, str] | None = None) -> Iterator[None]:
         """Route the HTTP calls made inside the block through the stage's cassette. In a live run
         there is none: with `count_live`, the calls are only counted (for code that counts none
-        of its own, a team's search client), as a recording would."""
+        of its own, a team's search client), as a recording would. `code` (the digests of the
+        method's declared `sources`) is written into the recorded cassette, and replay refuses a
+        cassette recorded from other sources or without them."""
         if self.mode == "live":
             if not count_live:
                 yield
@@ -251,7 +264,7 @@ class Recorder:
         recorder.register_matcher("loopback_port", loopback_port)
         recorder.register_matcher("same_body", same_body)
         if self.mode == "replay":
-            recorder.register_persister(_CheckedLoad(self.profile))
+            recorder.register_persister(_CheckedLoad(self.profile, code if self.verify_code else None))
         with ExitStack() as stack:
             try:
                 cassette = stack.enter_context(recorder.use_cassette(str(path)))
@@ -279,6 +292,11 @@ class Recorder:
                 raise unanswered("the code that sent it caught the error and carried on")
             answered = cassette.play_count if self.mode == "replay" else len(cassette.data)
             self.calls[stage] = self.calls.get(stage, 0) + answered
+        if self.mode == "record" and code and path.is_file():
+            # vcrpy has saved the staged cassette as the block ended: the sources that answered join it.
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data[CODE_KEY] = dict(sorted(code.items()))
+            path.write_text(json.dumps(data, indent=4) + "\n", encoding="utf-8")
 
     def rankings_path(self, channel: str) -> Path:
         """The committed ranking cassette of a method that declares calls = "rankings"."""
