@@ -208,8 +208,14 @@ def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
     assert f"> **Note:** {note}" in capsys.readouterr().out
     assert main(["--baseline", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["notice"] == note  # said to machines too
-    # Not one question the same: not comparable at all.
+    # Every question reworded: the same questions by id, compared under the baseline's judgments.
     path.write_text("".join(json.dumps({**json.loads(r), "text": json.loads(r)["text"] + " ?"}) + "\n" for r in rows))
+    assert main(["--baseline"]) == 0
+    assert "questions (the gate compares the 3 edited question(s) under the baseline's judgments)." in (
+        capsys.readouterr().out
+    )
+    # Not one question id the same: not comparable at all.
+    path.write_text("".join(json.dumps({**json.loads(r), "id": json.loads(r)["id"] + "-new"}) + "\n" for r in rows))
     assert main(["--baseline"]) == 0
     assert "> **Note:** the changes shown are against a baseline that is not comparable: the dataset changed" in (
         capsys.readouterr().out
