@@ -143,7 +143,8 @@ def test_a_failure_lists_the_ten_largest_falls_first_and_counts_the_rest() -> No
         "bm25 mrr fell below the baseline: baseline 1.0000, current 0.9400, delta -0.0600 (tolerance 0.0). "
         "Questions that got worse: q11 (1.0000 -> 0.8800), q10 (1.0000 -> 0.8900), q09 (1.0000 -> 0.9000), "
         "q08 (1.0000 -> 0.9100), q07 (1.0000 -> 0.9200), q06 (1.0000 -> 0.9300), q05 (1.0000 -> 0.9400), "
-        "q04 (1.0000 -> 0.9500), q03 (1.0000 -> 0.9600), q02 (1.0000 -> 0.9700), and 2 more. If this change is intended, accept it with "
+        "q04 (1.0000 -> 0.9500), q03 (1.0000 -> 0.9600), q02 (1.0000 -> 0.9700), and 2 more. If this change "
+        "is intended, accept it with "
         '`pytest --update-baseline --allow-regression "REASON"` (the baseline records the reason; '
         "the PR summary shows it)."
     )

@@ -92,7 +92,8 @@ def test_baseline_figures_that_no_check_compared() -> None:
     checks = [Check("bm25", m, 0.5, 0.5, 0.0) for m in ("recall@5", "mrr")]
     assert unproduced_figures(entry, checks) == ["vector recall@5", "vector mrr"]
     # Two question types: each one's figure is gated, and unproduced when no check compared it.
-    entry["methods"]["vector"] = {**entry["methods"]["bm25"], "by_type": {"a": {"recall@5": 0.5}, "b": {"recall@5": 0.5}}}
+    two = {"a": {"recall@5": 0.5}, "b": {"recall@5": 0.5}}
+    entry["methods"]["vector"] = {**entry["methods"]["bm25"], "by_type": two}
     assert unproduced_figures(entry, checks) == [
         "vector recall@5",
         "vector mrr",
