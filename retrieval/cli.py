@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
         "(GitHub shows none of a larger one): the folded failure lists go first",
     )
     p.add_argument(
+        "--comment-output",
+        dest="comment_output",
+        help="with --gate: also write its summary fitted to a pull-request comment (GitHub takes 65,536 "
+        "characters)",
+    )
+    p.add_argument(
         "--from-log",
         dest="from_log",
         help="report on a run log written by --log, without calling or replaying any model "
@@ -196,6 +202,7 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
         mode,
         update=args.update_baseline,
         allow_regression=args.allow_regression or False,
+        defer_recording=args.record,
         baseline_ref=ref,
         profile_asked=args.profile,
     )
@@ -211,16 +218,22 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
     if args.log and result is not None:
         _write(args.log, run_log(result.run))
     _write_gate_summary(args, render_gate_summary(verdict, _details(result, settings) if result else ""))
-    if outcome.pending is not None and not failed:
+    # As the plugin at session finish: a recording is committed once its secrets item held (every
+    # item with --update-baseline); an update is written only when every check held.
+    writes = outcome.pending is not None and not failed
+    recording = result.recording if result is not None else None
+    if recording is not None:
+        if writes or (not args.update_baseline and verdict.item("secrets").ok):
+            recording.commit()
+        else:
+            recording.discard()
+            print("--record committed nothing (the cassettes are as they were): a check failed", file=sys.stderr)
+    if writes and outcome.pending is not None:
         from retrieval.gate.accept import accept
 
-        if result is not None and result.recording is not None:
-            result.recording.commit()
         print(accept(outcome.pending, allow_regression=args.allow_regression or False))
-    elif args.update_baseline or (args.record and result is not None and result.recording is not None):
-        if result is not None and result.recording is not None:
-            result.recording.discard()
-        print(f"nothing written: {len(failed)} check(s) failed", file=sys.stderr)
+    elif args.update_baseline:
+        print(f"--update-baseline wrote nothing: {len(failed)} check(s) failed", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -237,11 +250,17 @@ def _details(result: GateResult, settings: Settings) -> str:
     return render_markdown(report)
 
 
+# A pull-request comment holds 65,536 characters at most (a character is one byte or more).
+COMMENT_BYTES = 60_000
+
+
 def _write_gate_summary(args: argparse.Namespace, markdown: str) -> None:
     if args.output:
         _write(args.output, markdown)
     if args.summary_output:
         _write(args.summary_output, fit(markdown))
+    if args.comment_output:
+        _write(args.comment_output, fit(markdown, COMMENT_BYTES))
 
 
 def _gate_stopped(args: argparse.Namespace, message: str) -> None:

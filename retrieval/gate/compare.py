@@ -127,10 +127,14 @@ def figure_words(checks: Sequence[Check]) -> str:
     def value(c: Check, v: float, sign: str = "") -> str:
         return figure_text(metric, v, sign)
 
+    # The second baseline's values only where they differ from the first's (the same base, mostly).
+    others = [c for c in failing[1:] if (c.baseline, c.tolerance) != (first.baseline, first.tolerance)]
     head = f"baseline {value(first, first.baseline)}"
-    head += "".join(f" ({c.reference}: {value(c, c.baseline)})" for c in failing[1:])
-    delta = value(first, first.delta, "+") + "".join(f" ({c.reference}: {value(c, c.delta, '+')})" for c in failing[1:])
-    tolerance = f"tolerance {first.tolerance}" + "".join(f"; {c.reference}'s {c.tolerance}" for c in failing[1:])
+    head += "".join(f" ({c.reference}: {value(c, c.baseline)})" for c in others)
+    delta = value(first, first.delta, "+") + "".join(f" ({c.reference}: {value(c, c.delta, '+')})" for c in others)
+    tolerance = f"tolerance {first.tolerance}" + "".join(
+        f"; {c.reference}'s {c.tolerance}" for c in others if c.tolerance != first.tolerance
+    )
     listed = next((c for c in reversed(failing) if c.worse), first)
     worse = ", ".join(first_of(listed.worse_questions)) or "none individually (a mean moved)"
     reference = next((c.reference for c in failing if c.reference), None)

@@ -133,9 +133,9 @@ def _project_at(commit: str, folder: str, top: Path, ref: str) -> tuple[str, dic
 
 def _projects_gone(commit: str, top: Path) -> list[str]:
     """The ref's retrieval project files that the working tree no longer holds as such."""
-    listed = _git(["ls-tree", "-r", "--name-only", commit, "--", ":(glob)**/retrieval.toml"], top)
-    found = [p for p in listed.stdout.decode().splitlines() if p]
-    grepped = _git(["grep", "-l", "-F", "[tool.retrieval", commit, "--", ":(glob)**/pyproject.toml"], top)
+    listed = _git(["ls-tree", "-r", "--name-only", commit], top)
+    found = [p for p in listed.stdout.decode().splitlines() if PurePosixPath(p).name == "retrieval.toml"]
+    grepped = _git(["grep", "-l", "-F", "[tool.retrieval", commit, "--", "*pyproject.toml"], top)
     found += [line.split(":", 1)[1] for line in grepped.stdout.decode().splitlines() if ":" in line]
     from retrieval.config import project_file_in
 

@@ -80,6 +80,8 @@ class Against:
     snapshots: Rankings = field(default_factory=dict)
     # True when no question id of the entry is in the run: its dataset is not produced at all.
     no_common: bool = False
+    # Against a ref: the figures it gates that this run does not produce, accepted as removed.
+    removed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -317,7 +319,7 @@ def _compared(
 ) -> GateResult:
     scores = score_run(run, settings.k)
     baseline = shown_path(settings.baseline, settings.root)
-    entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)
+    entry = load_baseline(settings.baseline, baseline)["profiles"].get(settings.profile.name)
     folder = cassettes_of(settings)
     new = recording.staged if recording is not None else {}
     digests = cassette_digests(folder, [n for n in run.cassettes if n not in new])
@@ -433,13 +435,13 @@ def _describer(judged: Run, snapshots: Rankings, candidates: int) -> Describe:
         result = results[question]
         mine = result.methods[method]
         source = judged.declared(method).candidate_source or method
-        kind, _ = failure_kind(result, method, source, candidates)
+        kind, pool = failure_kind(result, method, source, candidates)
         top = snapshots.get(method, {}).get(question) or []
         places = tuple(
             Place(d, top.index(d) + 1 if d in top else None, rank_in(mine, d)) for d in result.question.relevant
         )
         words = where(result, method, source, candidates)
-        return WorseQuestion(question, result.question.text, metric, was, now, places, kind, words)
+        return WorseQuestion(question, result.question.text, metric, was, now, places, kind, words, pool)
 
     return describe
 
@@ -497,7 +499,20 @@ def against(
             for c in checks
         ]
     figures = unproduced(entry if no_common else compared or entry, checks)
+    removed: list[str] = []
     if reference is not None:
-        removed = ((accepting or {}).get(ACCEPTED) or {}).get("figures", {})
-        figures = [f for f in figures if f"{f} (removed)" not in removed]
-    return Against(reference, entry, tuple(checks), compared, changes, tuple(figures), judged, snapshots, no_common)
+        recorded = ((accepting or {}).get(ACCEPTED) or {}).get("figures", {})
+        removed = [f for f in figures if f"{f} (removed)" in recorded]
+        figures = [f for f in figures if f not in removed]
+    return Against(
+        reference,
+        entry,
+        tuple(checks),
+        compared,
+        changes,
+        tuple(figures),
+        judged,
+        snapshots,
+        no_common,
+        tuple(removed),
+    )

@@ -83,17 +83,18 @@ def rounded(x: float) -> float:
     return round(float(x), DIGITS)
 
 
-def load_baseline(path: str | Path) -> dict[str, Any]:
+def load_baseline(path: str | Path, shown: str | None = None) -> dict[str, Any]:
     """The whole baseline file ({"format", "profiles"}), checked; an empty one when the file does
-    not exist. BaselineError naming the file, the profile and the value otherwise."""
+    not exist. BaselineError naming the file (as `shown`, e.g. from the project root), the profile
+    and the value otherwise."""
     path = Path(path)
     if not path.exists():
         return {"format": FORMAT, "profiles": {}}
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise BaselineError(f"{path}: unreadable ({exc.strerror or exc}).") from exc
-    return parse_baseline(raw, str(path))
+        raise BaselineError(f"{shown or path}: unreadable ({exc.strerror or exc}).") from exc
+    return parse_baseline(raw, shown or str(path))
 
 
 def parse_baseline(raw: bytes, source: str) -> dict[str, Any]:

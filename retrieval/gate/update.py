@@ -19,7 +19,8 @@ from retrieval.files.atomic import AtomicSetError, commit_files, recover_files
 from retrieval.gate.compare import at_k
 from retrieval.gate.questions import data_changes, on_questions
 from retrieval.gate.schema import ACCEPTED, BaselineError, flat_figures, load_baseline, parse_baseline, rounded
-from retrieval.measures.figures import is_worse, kind_of
+from retrieval.measures.figures import is_worse
+from retrieval.report.verdict import figure_text
 
 __all__ = ["ACCEPTED", "accepted_drop", "baseline_lock", "recover_baseline", "try_update", "update_baseline"]
 
@@ -28,8 +29,8 @@ LOCK_SECONDS = 120
 
 
 def _fmt(name: str, value: float, sign: str = "") -> str:
-    """A figure as the diff shows it: a count whole, a rate to 4 decimals."""
-    return f"{value:{sign}.0f}" if kind_of(name).count else f"{value:{sign}.4f}"
+    """A figure as the diff shows it: as every output of the gate does (`figure_text`)."""
+    return figure_text(name, value, sign)
 
 
 def _line(name: str, was: float | None, now: float | None) -> str:
@@ -139,6 +140,14 @@ def _lowered_against(
             for name, value in flat_figures(reference.get("methods", {})).items()
         }
     return _diff(reference, new, types, rescored)[1]
+
+
+def _lowered_line(name: str, change: Mapping[str, Any]) -> str:
+    bare = name.removesuffix(" (removed)").removesuffix(" (all questions)")
+    if change["from"] is None:
+        return f"{bare}: removed"
+    where = " on all questions" if name.endswith(" (all questions)") else ""
+    return _line(bare, change["from"], change["to"]).strip() + where
 
 
 def _per_file(cassettes: Any) -> dict[str, str]:
@@ -308,9 +317,12 @@ def _update(
             entry = {key: value for key, value in entry.items() if key not in ("tolerance", ACCEPTED)}
             lines, lowered = _diff(old, entry, types, rescored)
             if reference is not None:
-                lowered = {**lowered, **_lowered_against(reference, entry, types, rescored)}
+                against = _lowered_against(reference, entry, types, rescored)
                 if reference_profile is not None and reference_profile != profile:
-                    lowered[f"profile {reference_profile} (removed)"] = {"from": None, "to": None}
+                    against[f"profile {reference_profile} (removed)"] = {"from": None, "to": None}
+                # What the base branch gates and this update lowers, shown whatever the file's own diff says.
+                lines += [f"  against the base branch, {_lowered_line(n, c)}" for n, c in against.items()]
+                lowered = {**lowered, **against}
             reason = allow_regression if isinstance(allow_regression, str) else None
             if lowered and not (reason and reason.strip()):
                 how = "needs a reason" if allow_regression else "was not given"

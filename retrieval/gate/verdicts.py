@@ -95,6 +95,13 @@ def _figure_items(result: GateResult) -> list[ItemVerdict]:
         method, _, metric = figure.partition(" ")
         comparisons = tuple(c.comparison() for c in checks)
         items.append(ItemVerdict(item_id(figure), "figure", " ".join(parts) or None, method, metric, comparisons))
+    # A figure the ref gates that this run no longer produces, its removal accepted with a reason.
+    reason = (result.acceptance or {}).get("reason")
+    for figure in base.removed if base is not None else ():
+        if figure not in by_figure and figure not in own:
+            method, _, metric = figure.partition(" ")
+            note = f"removed against {result.reference}, accepted: {reason}"
+            items.append(ItemVerdict(item_id(figure), "figure", None, method, metric, note=note))
     return items
 
 

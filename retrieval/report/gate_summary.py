@@ -89,17 +89,14 @@ def _worse_section(item: ItemVerdict) -> list[str]:
         for w in c.worse:
             docs, was, now = _places(w.places)
             value = f"{figure_text(w.metric, w.was)} -> {figure_text(w.metric, w.now)}"
-            failure = f"{w.failure} ({escape_cell(w.where)})" if w.failure else escape_cell(w.where)
+            failure = f"{w.failure} (within {escape_cell(w.pool)})" if w.failure == "ranking" else w.failure
+            failure = f"{failure} (none in {escape_cell(w.pool)})" if w.failure == "recall" else failure
             rows.append(
                 [f"| `{escape_cell(w.id)}` | {escape_cell(w.text)} | {docs} | {was} | {now} | {value} | {failure} |"]
             )
         table = folded(rows, f"questions that got worse under {item.method} {metric}")
         out += table
     return out
-
-
-def _problem(verdict: GateVerdict) -> list[str]:
-    return ["", f"**Nothing was compared:** {escape_text(verdict.problem or '')}"] if verdict.problem else []
 
 
 def _dropped(verdict: GateVerdict) -> list[str]:
@@ -135,10 +132,10 @@ def _accepted(verdict: GateVerdict) -> list[str]:
     lines = []
     for a in verdict.accepted:
         metric = a.figure.partition(" ")[2] or a.figure
-        was = figure_text(metric, a.was) if a.was is not None else "gated"
         now = figure_text(metric, a.now) if a.now is not None else "removed"
+        change = f"{figure_text(metric, a.was)} -> {now}" if a.was is not None else now
         against = f" (against `{a.against}`)" if a.against else ""
-        lines.append(f"- {escape_text(a.figure)}: {was} -> {now}{against}: {escape_text(a.reason)}")
+        lines.append(f"- {escape_text(a.figure)}: {change}{against}: {escape_text(a.reason)}")
     return ["", "### Accepted drops", "", "Recorded in this pull request's baseline, with the reason:", "", *lines]
 
 
@@ -183,7 +180,9 @@ def _headline(verdict: GateVerdict) -> list[str]:
     else:
         head = f"## Retrieval gate{against}: PASSED, all {total} items held ({where})"
     lines = [MARKER, head]
-    if verdict.failed:
+    if verdict.problem:
+        lines += ["", f"**Nothing was compared:** {escape_text(verdict.problem)}"]
+    elif verdict.failed:
         lines += ["", "**Failed:** " + ", ".join(f"`{i.name}`" for i in verdict.failed)]
     return lines
 
@@ -191,7 +190,7 @@ def _headline(verdict: GateVerdict) -> list[str]:
 def render_gate_summary(verdict: GateVerdict, details: str = "") -> str:
     """The Markdown of the job summary and the pull-request comment: the verdict, then what a
     reviewer needs; `details` (the evaluation report) follows under its own heading."""
-    out = [*_headline(verdict), *_problem(verdict)]
+    out = _headline(verdict)
     if verdict.failed:
         out += ["", "### Failed items", "", *_failed_items(verdict)]
     worse = [line for item in verdict.failed if item.kind == "figure" for line in _worse_section(item)]

@@ -56,6 +56,7 @@ class WorseQuestion:
     places: tuple[Place, ...]
     failure: str
     where: str  # the same in words: "d2 at rank 2: a ranking failure, within table top 20"
+    pool: str = ""  # the candidate pool the failure class is of: "table top 20"
 
     def line(self) -> str:
         """The question as the gate's failure lists it (a count, `degraded`, by its id alone)."""
