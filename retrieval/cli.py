@@ -68,8 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--comment-output",
         dest="comment_output",
-        help="with --gate: also write its summary fitted to a pull-request comment (GitHub takes 65,536 "
-        "characters)",
+        help="with --gate: also write its summary fitted to a pull-request comment (GitHub takes 65,536 characters)",
     )
     p.add_argument(
         "--from-log",

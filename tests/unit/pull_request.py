@@ -12,6 +12,7 @@ a `.venv/bin/activate` that puts this interpreter first on PATH: the same `git f
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 from trust_project import git, make_project
 
+from retrieval.cli import main
 from retrieval.report.gate_summary import summary_failures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,8 +95,15 @@ class PullRequest:
             list(args), cwd=where or self.root, capture_output=True, text=True, check=False, timeout=300
         )
 
-    def gate(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.run(sys.executable, "-m", "retrieval", "--gate", *args)
+    def gate(self, *args: str, where: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """`python -m retrieval --gate ARGS` as the developer runs it in the project's folder; in this
+        process (the required check alone runs as the workflow does, in its own)."""
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.chdir(where or self.root), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(["--gate", *args])
+        return subprocess.CompletedProcess(
+            ["python", "-m", "retrieval", "--gate", *args], status, out.getvalue(), err.getvalue()
+        )
 
     def accept(self, reason: str) -> subprocess.CompletedProcess[str]:
         """The drops recorded with a reason against the base branch, as the failure says to, and committed."""

@@ -225,3 +225,20 @@ def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
 def test_zero_workers_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--dataset", str(FIXTURES / "fixture_native"), "--workers", "0"]) == 2
     assert capsys.readouterr().err == "error: --workers must be at least 1, got 0.\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--allow-regression", "why"], "--allow-regression only applies with --update-baseline."),
+        (["--gate", "--allow-regression", "why"], "--allow-regression only applies with --update-baseline."),
+        (["--update-baseline"], "--update-baseline applies with --gate (the gate decides what may be written)."),
+    ],
+)
+def test_an_acceptance_is_refused_without_the_update_it_belongs_to(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"python -m retrieval: error: {said}"

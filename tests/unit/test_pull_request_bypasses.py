@@ -232,7 +232,7 @@ def test_a_tolerance_raised_by_the_pull_request_does_not_apply_against_the_base_
     )
 
 
-CONFTEST = '''
+CONFTEST = """
 import pytest
 
 
@@ -243,26 +243,32 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "passed"  # every failed gate item reported as passed
         report.longrepr = None
     return report
-'''
+"""
 
 
 def test_a_conftest_that_rewrites_reports_turns_pytest_green_but_not_the_required_check(pr: PullRequest) -> None:
     write_ranks(pr.root, WORSE)
     (pr.root / "conftest.py").write_text(CONFTEST)
+    # And the workflow edited in the same pull request: the reviewer is told.
+    (pr.top / ".github" / "workflows").mkdir(parents=True)
+    (pr.top / ".github" / "workflows" / "eval.yml").write_text("name: retrieval-eval\n")
     pr.commit("a conftest")
     tests = pr.run(sys.executable, "-m", "pytest", "-m", "regression", "-p", "no:cacheprovider", "-q")
     assert tests.returncode == 0, tests.stdout
     assert "13 passed" not in tests.stdout and "passed" in tests.stdout
     check = pr.required_check()
     assert check.status == 1 and set(check.printed) == {*FALLEN, "table-top-10"}
-    assert "`conftest.py`" in check.summary.split("### Files deciding the gate that this pull request edits")[1]
+    edits = check.summary.split("### Files deciding the gate that this pull request edits")[1].split("\n###")[0]
+    assert "Against `origin/main`: `.github/workflows/eval.yml`, `conftest.py`." in edits
 
 
 def test_a_method_removed_from_methods_is_dropped_and_said_so_first(tmp_path: Path) -> None:
     pr = PullRequest(tmp_path)
     git(pr.top, "checkout", "-q", "main")
     (pr.root / "retrieval.toml").write_text(
-        (pr.root / "retrieval.toml").read_text().replace('methods = ["trust_table:factory"]', 'methods = ["bm25", "trust_table:factory"]')
+        (pr.root / "retrieval.toml")
+        .read_text()
+        .replace('methods = ["trust_table:factory"]', 'methods = ["bm25", "trust_table:factory"]')
     )
     shutil.rmtree(pr.root / "baselines")
     assert pr.gate("--update-baseline").returncode == 0
@@ -299,7 +305,7 @@ def test_a_project_moved_to_another_folder_is_still_held_to_what_the_base_branch
         git(pr.top, "mv", name, f"services/rag/{name}")
     write_ranks(moved, WORSE)
     shutil.rmtree(moved / "baselines")
-    assert pr.run(sys.executable, "-m", "retrieval", "--gate", "--update-baseline", where=moved).returncode == 0
+    assert pr.gate("--update-baseline", where=moved).returncode == 0
     pr.commit("the project moved")
     check = pr.required_check(where=moved)
     assert check.status == 1 and set(check.printed) == FALLEN
@@ -337,8 +343,7 @@ def test_a_ref_starting_with_a_dash_is_refused_before_git_reads_it(pr: PullReque
     done = pr.gate(f"--baseline-ref=--output={written}")
     assert done.returncode == 1
     assert (
-        "FAILED gate - BaselineError: --retrieval-baseline-ref '--output="
-        f"{written}': a git ref cannot start with '-'."
+        f"FAILED gate - BaselineError: --retrieval-baseline-ref '--output={written}': a git ref cannot start with '-'."
     ) in done.stdout
     assert not written.exists()
 
