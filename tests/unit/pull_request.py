@@ -36,7 +36,7 @@ def workflow_step(name: str = STEP, job: str = "verdict") -> dict[str, Any]:
     """A step of the workflow's job, as eval.yml writes it."""
     data = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
     (step,) = [s for s in data["jobs"][job]["steps"] if s.get("name") == name]
-    return step  # type: ignore[no-any-return]
+    return step
 
 
 @dataclass(frozen=True)

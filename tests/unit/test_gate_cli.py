@@ -1,7 +1,8 @@
 """`python -m retrieval --gate`, its Markdown job summary and the pytest plugin give the same
 verdicts, in the same words, on each case of the plugin's tests: all three render the verdict
-model retrieval.gate.verdicts.verdicts_of makes of retrieval.gate.result's evaluation. Run on the FIXTURE adopter project (test_gate_runs.py): the plugin in-process, the
-CLI as a user runs it, in a subprocess from the project's folder.
+model retrieval.gate.verdicts.verdicts_of makes of retrieval.gate.result's evaluation. Run on the
+FIXTURE adopter project (test_gate_runs.py): the plugin in-process, the CLI as a user runs it, in
+a subprocess from the project's folder.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pull_request import PullRequest
@@ -146,7 +148,9 @@ def test_a_question_reworded_and_easy_ones_added_cannot_lift_the_mean_over_a_dro
     ],
     ids=["empty", "null", "missing"],
 )
-def test_an_acceptance_written_by_hand_without_a_reason_fails_in_one_line(pr: PullRequest, edit, said) -> None:  # type: ignore[no-untyped-def]
+def test_an_acceptance_written_by_hand_without_a_reason_fails_in_one_line(
+    pr: PullRequest, edit: Callable[[dict[str, Any]], object], said: str
+) -> None:
     write_ranks(pr.root, WORSE)
     assert pr.accept(REASON).returncode == 0
     path = pr.root / "baselines" / "metrics.json"
@@ -265,11 +269,8 @@ def test_a_conftest_that_rewrites_reports_turns_pytest_green_but_not_the_require
 def test_a_method_removed_from_methods_is_dropped_and_said_so_first(tmp_path: Path) -> None:
     pr = PullRequest(tmp_path)
     git(pr.top, "checkout", "-q", "main")
-    (pr.root / "retrieval.toml").write_text(
-        (pr.root / "retrieval.toml")
-        .read_text()
-        .replace('methods = ["trust_table:factory"]', 'methods = ["bm25", "trust_table:factory"]')
-    )
+    config = pr.root / "retrieval.toml"
+    config.write_text(config.read_text().replace('["trust_table:factory"]', '["bm25", "trust_table:factory"]'))
     shutil.rmtree(pr.root / "baselines")
     assert pr.gate("--update-baseline").returncode == 0
     pr.commit("bm25 gated too")

@@ -150,9 +150,18 @@ const calls = [];
 const github = {
   paginate: async (method, params) => method(params),
   rest: { issues: {
-    listComments: async (p) => { calls.push(['list', p.issue_number]); return state.comments; },
-    createComment: async (p) => { calls.push(['create']); state.comments.push({ id: state.next++, user: { type: 'Bot' }, body: p.body }); },
-    updateComment: async (p) => { calls.push(['update', p.comment_id]); state.comments.find((c) => c.id === p.comment_id).body = p.body; },
+    listComments: async (p) => {
+      calls.push(['list', p.issue_number]);
+      return state.comments;
+    },
+    createComment: async (p) => {
+      calls.push(['create']);
+      state.comments.push({ id: state.next++, user: { type: 'Bot' }, body: p.body });
+    },
+    updateComment: async (p) => {
+      calls.push(['update', p.comment_id]);
+      state.comments.find((c) => c.id === p.comment_id).body = p.body;
+    },
   } },
 };
 const context = { repo: { owner: 'o', repo: 'r' }, issue: { number: 7 } };
