@@ -356,3 +356,83 @@ def test_the_base_branchs_files_are_read_with_git_show_never_a_checkout(pr: Pull
     assert pr.required_check().status == 1
     assert git(pr.top, "status", "--porcelain") == status and git(pr.top, "rev-parse", "HEAD") == head
     assert subprocess.run(["git", "stash", "list"], cwd=pr.top, capture_output=True, text=True).stdout == ""
+
+
+# FIXTURE: the team's search service, deployed from the repository's own code: each request is
+# answered with the ranking that `search_service.tokenizer` in the working tree gives (so an edit
+# of the tokenizer changes the answers, as deploying it would).
+SERVICE_INIT = ""
+TOKENIZER = "def tokens(text):\n    return set(text.lower().replace(\"'\", ' ').split())\n"
+# The pull request's edit, an "optimisation": the first two words of a text alone.
+TOKENIZER_EDITED = "def tokens(text):\n    return set(text.lower().replace(\"'\", ' ').split()[:2])\n"
+
+
+def _search_service(root: Path, documents: list[tuple[str, str]]) -> Any:
+    from fake_search import _JsonService
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        scope: dict[str, Any] = {}
+        exec((root / "search_service" / "tokenizer.py").read_text(), scope)  # the code as it is now
+        words = scope["tokens"](body["query"])
+        scored = sorted(((len(words & scope["tokens"](text)), d) for d, text in documents), key=lambda h: (-h[0], h[1]))
+        return {"hits": [{"id": d, "score": s} for s, d in scored[: body["size"]] if s]}
+
+    return _JsonService(answer)
+
+
+def test_a_change_in_the_teams_own_search_service_fails_replay_until_recorded_then_the_base_branch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trust_project import DOCUMENTS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    pr = PullRequest(tmp_path)
+    git(pr.top, "checkout", "-q", "main")
+    # main: the README's HTTP retriever, declaring the service's package as its `sources`.
+    (pr.root / "searchret.py").write_text(readme.split("# searchret.py\n", 1)[1].split("```", 1)[0])
+    (pr.root / "search_service").mkdir()
+    (pr.root / "search_service" / "__init__.py").write_text(SERVICE_INIT)
+    tokenizer = pr.root / "search_service" / "tokenizer.py"
+    tokenizer.write_text(TOKENIZER)
+    config = pr.root / "retrieval.toml"
+    config.write_text(config.read_text().replace('["trust_table:factory"]', '["searchret:factory"]'))
+    shutil.rmtree(pr.root / "baselines")
+    service = _search_service(pr.root, [(d, f"{title} {text}") for d, title, text in DOCUMENTS])
+    monkeypatch.setenv("SEARCH_URL", service.url)
+    try:
+        recorded = pr.gate("--record", "--update-baseline")
+        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+        pr.commit("the search service, recorded")
+        git(pr.top, "push", "-q", "origin", "main")
+        git(pr.top, "checkout", "-q", "pr")
+        git(pr.top, "reset", "-q", "--hard", "main")
+        assert pr.required_check().status == 0  # replayed without the service (its URL unset in CI)
+        # The pull request edits the service's tokenizer; its requests are the same.
+        tokenizer.write_text(TOKENIZER_EDITED)
+        pr.commit("tokenizer: keep the case")
+        check = pr.required_check()
+        assert check.status == 1
+        assert check.printed["gate"].startswith(
+            f"ReplayMissError: {pr.root / 'cassettes' / 'local' / 'search.json'} was recorded from another version "
+            "of the method's code (search_service.tokenizer changed since): replay would give the old code's "
+            "answers, not those of the code under test."
+        )
+        assert check.summary.splitlines()[3].startswith("**Nothing was compared:** ReplayMissError: ")
+        assert "Re-record with `pytest --record --retrieval-profile local`" in check.summary.splitlines()[3]
+        # Re-recorded with the edited service, its own baseline made again: the base branch holds.
+        assert pr.gate("--record").returncode == 1  # recorded; its figures fell against the baseline
+        _fresh_baseline(pr)
+        pr.commit("re-recorded")
+        check = pr.required_check()
+        assert check.status == 1
+        assert sorted(check.printed) == [
+            "search-mrr",
+            "search-recall@2",
+            "search-recall@2-exact",
+            "search-recall@2-paraphrase",
+        ]
+        accepted = pr.accept(REASON)
+        assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    finally:
+        service.stop()
+    _passes(pr, "search mrr: 1.0000 -> 0.5000", "search recall@2[exact]: 1.0000 -> 0.5000")
