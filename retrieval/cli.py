@@ -20,6 +20,7 @@ from retrieval.gate.questions import run_data_changes
 from retrieval.gate.reference import baseline_at
 from retrieval.gate.result import BASELINE_PATH, GateResult, importable, recover
 from retrieval.gate.schema import BaselineError, load_baseline
+from retrieval.measures.figures import DIGITS
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Mode
@@ -246,7 +247,7 @@ def _details(result: GateResult, settings: Settings) -> str:
         dropped_questions=result.dataset.dropped_questions,
         tolerance=settings.tolerance,
     )
-    return render_markdown(report)
+    return render_markdown(report, decimals=DIGITS)
 
 
 # A pull-request comment holds 65,536 characters at most (a character is one byte or more).
