@@ -62,6 +62,43 @@ class Check:
         return summary_failures(self.summary)
 
 
+def publish(top: Path, origin: Path) -> None:
+    """The project at `top` committed on `main`, pushed to a bare `origin`, and a pull request's
+    branch `pr` checked out; the workflow's venv (this interpreter) and reports ignored."""
+    (top / ".gitignore").write_text(".cache/\n__pycache__/\n.venv/\nreports/\n")
+    activate = top / ".venv" / "bin" / "activate"
+    activate.parent.mkdir(parents=True, exist_ok=True)
+    activate.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "the gate, its baseline and its snapshots")
+    git(top, "remote", "add", "origin", str(origin))
+    git(top, "push", "-q", "origin", "main")
+    git(top, "checkout", "-qb", "pr")
+
+
+def required_check(folder: Path, top: Path) -> Check:
+    """The workflow's required step, run in `folder` as GitHub runs a `run:` script of a pull request."""
+    step = workflow_step()
+    if not (folder / ".venv").exists():  # a monorepo's job installs in the project's folder
+        shutil.copytree(top / ".venv", folder / ".venv")
+    summary = top.parent / "step-summary.md"  # the runner's file, outside the repository
+    summary.write_text("")
+    env = {**os.environ, **step["env"], "BASE_REF": "main", "GITHUB_STEP_SUMMARY": str(summary)}
+    env.pop("RETRIEVAL_PROFILE", None)
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    return Check(done.returncode, done.stdout, done.stderr, summary.read_text())
+
+
 class PullRequest:
     """The adopter's repository, on the pull request's branch `pr` (see the module docstring)."""
 
@@ -72,18 +109,7 @@ class PullRequest:
         self.root.mkdir(parents=True)
         with contextlib.chdir(self.root):  # the fixture retriever reads ranks.json from the working directory
             make_project(self.root)
-        # The workflow's venv and reports are not the project's: ignored, as an adopter ignores them.
-        (self.top / ".gitignore").write_text(".cache/\n__pycache__/\n.venv/\nreports/\n")
-        activate = self.top / ".venv" / "bin" / "activate"
-        activate.parent.mkdir(parents=True)
-        activate.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
-        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(self.origin)], check=True)
-        git(self.top, "init", "-q", "-b", "main")
-        git(self.top, "add", "-A")
-        git(self.top, "commit", "-qm", "the gate, its baseline and its snapshots")
-        git(self.top, "remote", "add", "origin", str(self.origin))
-        git(self.top, "push", "-q", "origin", "main")
-        git(self.top, "checkout", "-qb", "pr")
+        publish(self.top, self.origin)
 
     def commit(self, message: str) -> None:
         git(self.top, "add", "-A")
@@ -113,21 +139,4 @@ class PullRequest:
 
     def required_check(self, where: Path | None = None) -> Check:
         """The workflow's required step, run as GitHub runs a `run:` script of a pull request."""
-        step = workflow_step()
-        folder = where or self.root
-        if not (folder / ".venv").exists():  # a monorepo's job installs in the project's folder
-            shutil.copytree(self.top / ".venv", folder / ".venv")
-        summary = self.top.parent / "step-summary.md"  # the runner's file, outside the repository
-        summary.write_text("")
-        env = {**os.environ, **step["env"], "BASE_REF": "main", "GITHUB_STEP_SUMMARY": str(summary)}
-        env.pop("RETRIEVAL_PROFILE", None)
-        done = subprocess.run(
-            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-            cwd=folder,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-        return Check(done.returncode, done.stdout, done.stderr, summary.read_text())
+        return required_check(where or self.root, self.top)
