@@ -43,6 +43,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="dataset folder (native: corpus.jsonl + questions.jsonl; or BEIR)")
     p.add_argument("--profile", help="profile from retrieval.toml / [tool.retrieval] (default: local)")
     p.add_argument("--methods", help="comma-separated: bm25,vector,hybrid,rerank or module:factory")
+    p.add_argument("--split", help="which qrels file of a BEIR folder to evaluate: qrels/SPLIT.tsv (default test)")
+    p.add_argument(
+        "--relevant-grade",
+        type=int,
+        dest="relevant_grade",
+        help="the least grade recall and MRR count as relevant (default 1; nDCG weighs every grade)",
+    )
+    p.add_argument(
+        "--language",
+        help="the language of the dataset's text, for BM25's analyzer: fr (default), en, de, es, it... (Snowball)",
+    )
     p.add_argument("--k", type=int, help="recall cut-off (default 5)")
     p.add_argument("--rrf-k", type=int, dest="rrf_k", help="reciprocal rank fusion constant (default 60)")
     p.add_argument("--candidates", type=int, help="hybrid candidates given to the reranker (default 20)")
@@ -280,7 +291,7 @@ def _main(args: argparse.Namespace) -> int:
     recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
     if args.gate:
         return _gate(settings, args)
-    dataset = load_dataset(settings.dataset)
+    dataset = load_dataset(settings.dataset, settings.split, settings.relevant_grade)
     if args.compact_store or args.convert_corpus_cassette:
         from retrieval.evaluation.corpus_vectors import store_command
 

@@ -2,6 +2,7 @@
 
     python scripts/bm25_grid.py                      # the demo, k1 in 0.9 1.2 1.5 2.0, b in 0.5 0.75 0.9
     python scripts/bm25_grid.py --dataset data/other --k1 1.2 1.5 --b 0.75
+    python scripts/bm25_grid.py --dataset /tmp/sets/scifact --language en
 
 Runs the project's own BM25Method (no model, no cassette) and prints a Markdown table; the
 row of the defaults (retrieval.methods.support.bm25_engine.K1, B) is marked.
@@ -22,8 +23,9 @@ from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.support.bm25_engine import K1, B
 
 
-def grid(dataset_path: str, k1s: list[float], bs: list[float], k: int) -> list[str]:
-    """One Markdown row per (k1, b): recall@k and MRR overall, recall@k per question type."""
+def grid(dataset_path: str, k1s: list[float], bs: list[float], k: int, language: str = "fr") -> list[str]:
+    """One Markdown row per (k1, b): recall@k and MRR overall, recall@k per question type, with
+    the analyzer of `language`."""
     dataset = load_dataset(dataset_path)
     relevant = {q.id: q.relevant for q in dataset.questions}
     types = {q.id: q.type for q in dataset.questions}
@@ -32,7 +34,7 @@ def grid(dataset_path: str, k1s: list[float], bs: list[float], k: int) -> list[s
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for k1 in k1s:
         for b in bs:
-            rankings = BM25Method(k1=k1, b=b).rank(Context(dataset=dataset, depth=1000))
+            rankings = BM25Method(k1=k1, b=b, language=language).rank(Context(dataset=dataset, depth=1000))
             ranked = {
                 q.id: [dataset.doc_ids[i] for i in r.indices] for q, r in zip(dataset.questions, rankings, strict=True)
             }
@@ -50,8 +52,9 @@ def main() -> None:
     parser.add_argument("--k1", type=float, nargs="+", default=[0.9, 1.2, 1.5, 2.0])
     parser.add_argument("--b", type=float, nargs="+", default=[0.5, 0.75, 0.9])
     parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--language", default="fr", help="the corpus's language (BM25's analyzer)")
     args = parser.parse_args()
-    print("\n".join(grid(args.dataset, args.k1, args.b, args.k)))
+    print("\n".join(grid(args.dataset, args.k1, args.b, args.k, args.language)))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ NUMBERS: dict[str, tuple[bool, float, float]] = {
     "bm25_k1": (False, 0.0, math.inf),
     "bm25_b": (False, 0.0, 1.0),
     "tolerance": (False, 0.0, MAX_TOLERANCE),
+    "relevant_grade": (True, 1, math.inf),
 }
 # The executors `executor` accepts; "ray" needs the `ray` extra (retrieval.executors.executor).
 EXECUTORS = ("local", "ray")
@@ -45,6 +46,8 @@ SETTING_KEYS = {
     "vector_precision",
     "required",
     "executor",
+    "language",
+    "split",
     *NUMBERS,
     *PATH_KEYS,
 }
@@ -155,6 +158,16 @@ def check_values(
             f'{where}: vector_precision must be "float32" or "float16", got {values["vector_precision"]!r}.',
             at=("vector_precision",),
         )
+    if "language" in values:
+        checked["language"] = _language(values["language"], flags, where, prefix)
+    if "split" in values:
+        split = values["split"]
+        if not isinstance(split, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", split):
+            raise ConfigError(
+                f"{_source('split', flags, where, prefix)} must name a qrels file of the BEIR folder "
+                f"(qrels/<split>.tsv: test, dev, train...), got {split!r}.",
+                at=("split",),
+            )
     if not isinstance(values.get("required", False), bool):
         raise ConfigError(f"{where}: required must be true or false, got {values['required']!r}.", at=("required",))
     for key in PATH_KEYS:
@@ -166,6 +179,19 @@ def check_values(
             base = Path.cwd() if key in flags else project_root
             checked[key] = str(base / Path(values[key]).expanduser())
     return checked
+
+
+def _language(value: Any, flags: Mapping[str, Any], where: str, prefix: str) -> str:
+    from retrieval.data.snowball import LANGUAGES
+
+    if value == "fr" or value in LANGUAGES:
+        return str(value)
+    known = ", ".join(["fr (the default: the French analyzer)", *sorted(LANGUAGES)])
+    raise ConfigError(
+        f"{_source('language', flags, where, prefix)} must be a language code of BM25's analyzers, got {value!r}; "
+        f"known: {known}.",
+        at=("language",),
+    )
 
 
 def check_prices(prices: Any, where: str) -> Mapping[str, Mapping[str, float]]:

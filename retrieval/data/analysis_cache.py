@@ -2,9 +2,10 @@
 large corpus that did not change skips the analysis, most of its time at 100,000 documents.
 
 An entry is keyed by everything that determines the ids: the corpus fingerprint (ids, titles and
-texts of the documents, retrieval.data.dataset), ANALYZER_VERSION, and the source of the modules
-that compute the ids (analyzer.py, corpus_terms.py), so that an edit of the analyzer that forgets
-the version bump misses the cache instead of finding a stale entry. An entry is a folder
+texts of the documents, retrieval.data.dataset), the language and its analyzer's version, the
+source of the modules that compute the ids (analyzer.py, snowball.py, corpus_terms.py) and the
+language's stop list, so that an edit of the analyzer that forgets the version bump misses the
+cache instead of finding a stale entry. An entry is a folder
 (ids.npy, lengths.npy, vocabulary.json) written beside its place and renamed into it, so a
 reader never sees half of one; an entry that does not read back whole and consistent is a miss,
 analysed and written again. The newest KEEP entries are kept.
@@ -21,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.data import analyzer, corpus_terms
+from retrieval.data import analyzer, corpus_terms, snowball
+from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyzer_version
 from retrieval.data.corpus_terms import AnalysedCorpus
 from retrieval.files.atomic import clean_stale, staging_directory
 
@@ -30,22 +32,26 @@ __all__ = ["KEEP", "load_analysis", "store_analysis"]
 KEEP = 2
 
 
-def _code_digest() -> str:
-    digest = hashlib.sha256(analyzer.ANALYZER_VERSION.encode())
-    for module in (analyzer, corpus_terms):
+def _code_digest(language: str) -> str:
+    digest = hashlib.sha256(f"{language}\0{analyzer_version(language)}".encode())
+    for module in (analyzer, snowball, corpus_terms):
         digest.update(Path(module.__file__ or "").read_bytes())
+    if language != DEFAULT_LANGUAGE:
+        digest.update(snowball.stop_list_bytes(language))
     return digest.hexdigest()
 
 
-def _entry(folder: Path, fingerprint: str) -> Path:
-    key = hashlib.sha256(f"{fingerprint}\0{_code_digest()}".encode()).hexdigest()[:32]
+def _entry(folder: Path, fingerprint: str, language: str) -> Path:
+    key = hashlib.sha256(f"{fingerprint}\0{_code_digest(language)}".encode()).hexdigest()[:32]
     return folder / key
 
 
-def load_analysis(folder: str | Path, fingerprint: str, documents: int) -> AnalysedCorpus | None:
+def load_analysis(
+    folder: str | Path, fingerprint: str, documents: int, language: str = DEFAULT_LANGUAGE
+) -> AnalysedCorpus | None:
     """The AnalysedCorpus stored for this corpus fingerprint (of `documents` documents) by this
-    analyzer, or None."""
-    entry = _entry(Path(folder), fingerprint)
+    language's analyzer, or None."""
+    entry = _entry(Path(folder), fingerprint, language)
     try:
         ids = np.load(entry / "ids.npy", mmap_mode="r", allow_pickle=False)
         lengths = np.load(entry / "lengths.npy", allow_pickle=False)
@@ -76,12 +82,14 @@ def load_analysis(folder: str | Path, fingerprint: str, documents: int) -> Analy
     return AnalysedCorpus(vocabulary, ids, lengths)
 
 
-def store_analysis(folder: str | Path, fingerprint: str, corpus: AnalysedCorpus) -> None:
-    """Store `corpus` as this corpus's analysis, then drop all but the KEEP newest entries. A
-    failure to write (a full disk, a read-only checkout) leaves no entry and is not an error:
-    the next run analyses again."""
+def store_analysis(
+    folder: str | Path, fingerprint: str, corpus: AnalysedCorpus, language: str = DEFAULT_LANGUAGE
+) -> None:
+    """Store `corpus` as this corpus's analysis in `language`, then drop all but the KEEP newest
+    entries. A failure to write (a full disk, a read-only checkout) leaves no entry and is not an
+    error: the next run analyses again."""
     root = Path(folder)
-    entry = _entry(root, fingerprint)
+    entry = _entry(root, fingerprint, language)
     if entry.is_dir():
         return
     try:

@@ -1,11 +1,15 @@
-"""The BM25 analyzer: French text to index terms, identifiers kept whole.
+"""The BM25 analyzers: text to index terms, identifiers kept whole, in the dataset's language.
 
-Lower-case, accents folded, elisions removed (l', d', qu'...), French stop words
-dropped, a light plural strip; identifiers such as `HEL-4040`, `HEL 4040`,
-`hel_4040` or `HEL4040` become the single term `hel-4040` so that a user who
-types the code finds the document that defines it.
+Every language shares the identifier rule: `HEL-4040`, `HEL 4040`, `hel_4040` or `HEL4040`
+become the single term `hel-4040`, so that a user who types the code finds the document
+that defines it. Between identifiers, text is analysed chunk by chunk (split on whitespace)
+by the language's own rule:
+- French (`fr`, the default, ANALYZER_VERSION "fr-2", written here): lower-case, accents
+  folded, elisions removed (l', d', qu'...), French stop words dropped, a light plural strip;
+- the other languages: a Snowball stemmer and that language's stop words
+  (retrieval.data.snowball).
 
-Changing anything here changes BM25 rankings: bump ANALYZER_VERSION, which the
+Changing anything here changes BM25 rankings: bump the analyzer's version, which the
 baseline records, so the gate reports a configuration change instead of a
 mysterious metric drop.
 """
@@ -19,18 +23,29 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import chain
 
+from retrieval.data import snowball
+from retrieval.data.snowball import ChunkTerms
+
 __all__ = [
     "ANALYZER_VERSION",
+    "DEFAULT_LANGUAGE",
     "DIGITS",
+    "FRENCH",
     "STOP_WORDS",
+    "Analyzer",
     "ChunkCache",
     "analyze",
     "analyze_many",
     "analyze_with",
+    "analyzer_for",
+    "analyzer_version",
     "forget_documents",
+    "language_of",
 ]
 
+# The French analyzer's version (the default language's): what the baseline records as `analyzer`.
 ANALYZER_VERSION = "fr-2"
+DEFAULT_LANGUAGE = "fr"
 
 # Letters then digits: HEL-4040, hel_4040, HEL4040; "HEL 4040" only when the prefix is
 # upper-case, so that ordinary phrases such as "page 12" stay two words.
@@ -101,25 +116,27 @@ def _chunk_terms(chunk: str) -> tuple[str, ...]:
 
 
 class ChunkCache(dict[str, tuple[str, ...]]):
-    """Chunk -> terms, computed on first lookup; lookups that hit stay in C (dict.__getitem__)."""
+    """Chunk -> terms by a language's rule (`terms_of`, French by default), computed on first
+    lookup; lookups that hit stay in C (dict.__getitem__)."""
+
+    def __init__(self, terms_of: ChunkTerms | None = None) -> None:
+        super().__init__()
+        self.terms_of = terms_of or _chunk_terms
 
     def __missing__(self, chunk: str) -> tuple[str, ...]:
-        terms = self[chunk] = _chunk_terms(chunk)
+        terms = self[chunk] = self.terms_of(chunk)
         return terms
 
 
 # Chunk caches are emptied when full: bounded memory without LRU bookkeeping. analyze()
-# shares one for the life of the process; analyze_many() has its own, larger, per call.
-_SHARED_CHUNKS = ChunkCache()
+# shares one per analyzer for the life of the process; analyze_many() has its own, larger, per call.
 _SHARED_CHUNKS_LIMIT = 1 << 16
 _MANY_CHUNKS_LIMIT = 1 << 20
-# Analysed documents by text, for the life of the process: a run indexes its corpus once per
-# BM25 index (bm25's, and the hybrid searches of rewrite and enrich), and a recording runs the
-# methods twice (the committed cassettes' run, then its own). Emptied past _DOCUMENTS_LIMIT
-# terms (about 32 MB of references), like the chunk caches.
-_DOCUMENTS: dict[str, tuple[str, ...]] = {}
+# Analysed documents by text (per analyzer), for the life of the process: a run indexes its
+# corpus once per BM25 index (bm25's, and the hybrid searches of rewrite and enrich), and a
+# recording runs the methods twice (the committed cassettes' run, then its own). Emptied past
+# _DOCUMENTS_LIMIT terms (about 32 MB of references), like the chunk caches.
 _DOCUMENTS_LIMIT = 1 << 22
-_documents_terms = 0
 
 
 def _identifiers(text: str) -> Iterator[re.Match[str]]:
@@ -165,36 +182,94 @@ def analyze_with(text: str, chunks: ChunkCache) -> list[str]:
     return terms
 
 
-def analyze(text: str) -> list[str]:
-    """Turn text into BM25 terms: identifiers whole (`hel-4040`), French words folded, filtered."""
-    if len(_SHARED_CHUNKS) > _SHARED_CHUNKS_LIMIT:
-        _SHARED_CHUNKS.clear()
-    return analyze_with(text, _SHARED_CHUNKS)
+class Analyzer:
+    """One language's analysis (`analyze`, `analyze_many`) and what it keeps between calls.
+
+    `version` is what the baseline records as `analyzer` ("fr-2", "en-snowball-1 (PyStemmer
+    3.1)"); `chunk_terms` turns one whitespace-free piece of text without identifier into terms.
+    """
+
+    def __init__(self, language: str, version: str, chunk_terms: ChunkTerms) -> None:
+        self.language, self.version, self.chunk_terms = language, version, chunk_terms
+        self.shared = ChunkCache(chunk_terms)
+        self.documents: dict[str, tuple[str, ...]] = {}
+        self.documents_terms = 0
+
+    def chunk_cache(self) -> ChunkCache:
+        """A new, empty chunk cache of this language (a corpus's analysis keeps one per process)."""
+        return ChunkCache(self.chunk_terms)
+
+    def analyze(self, text: str) -> list[str]:
+        """Turn text into BM25 terms: identifiers whole (`hel-4040`), words by the language's rule."""
+        if len(self.shared) > _SHARED_CHUNKS_LIMIT:
+            self.shared.clear()
+        return analyze_with(text, self.shared)
+
+    def forget_documents(self) -> None:
+        """Drop the terms analyze_many keeps per text: the next call analyses every text again."""
+        self.documents.clear()
+        self.documents_terms = 0
+
+    def analyze_many(self, texts: Iterable[str]) -> list[list[str]]:
+        """analyze() over a corpus, faster: a larger chunk cache that lives as long as the call,
+        and the terms of each text kept for the next call that analyses it."""
+        chunks = self.chunk_cache()
+        out: list[list[str]] = []
+        for text in texts:
+            terms = self.documents.get(text)
+            if terms is None:
+                if len(chunks) > _MANY_CHUNKS_LIMIT:
+                    chunks.clear()
+                terms = tuple(analyze_with(text, chunks))
+                if self.documents_terms + len(terms) > _DOCUMENTS_LIMIT:
+                    self.forget_documents()
+                self.documents[text] = terms
+                self.documents_terms += len(terms)
+            out.append(list(terms))
+        return out
+
+
+FRENCH = Analyzer(DEFAULT_LANGUAGE, ANALYZER_VERSION, _chunk_terms)
+_ANALYZERS: dict[str, Analyzer] = {DEFAULT_LANGUAGE: FRENCH}
+
+
+def analyzer_for(language: str = DEFAULT_LANGUAGE) -> Analyzer:
+    """The analyzer of a language code (`fr`, `en`, `de`...; retrieval.data.snowball.LANGUAGES),
+    built once per process; ValueError naming the known codes for another."""
+    found = _ANALYZERS.get(language)
+    if found is None:  # PyStemmer is imported only here, for a Snowball language
+        found = _ANALYZERS[language] = Analyzer(
+            language, snowball.analyzer_version(language), snowball.chunk_terms(language)
+        )
+    return found
+
+
+def analyzer_version(language: str = DEFAULT_LANGUAGE) -> str:
+    """The name and version of a language's analyzer, as the baseline records it (`analyzer`)."""
+    # The French one read here, not from FRENCH: the tests bump it to see the gate react.
+    return ANALYZER_VERSION if language == DEFAULT_LANGUAGE else analyzer_for(language).version
+
+
+def language_of(version: str) -> str:
+    """The language code of an analyzer version a run or a baseline recorded ("fr-2" -> "fr",
+    "en-snowball-1 (PyStemmer 3.1)" -> "en")."""
+    return version.split("-", 1)[0] if version else DEFAULT_LANGUAGE
+
+
+def analyze(text: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
+    """Turn text into BM25 terms: identifiers whole (`hel-4040`), words by the language's rule
+    (French by default: folded, filtered)."""
+    return analyzer_for(language).analyze(text)
 
 
 def forget_documents() -> None:
-    """Drop the terms analyze_many keeps per text: the next call analyses every text again
-    (the benchmarks measure that first analysis)."""
-    global _documents_terms
-    _DOCUMENTS.clear()
-    _documents_terms = 0
+    """Drop the terms analyze_many keeps per text, in every language: the next call analyses
+    every text again (the benchmarks measure that first analysis)."""
+    for each in _ANALYZERS.values():
+        each.forget_documents()
 
 
-def analyze_many(texts: Iterable[str]) -> list[list[str]]:
+def analyze_many(texts: Iterable[str], language: str = DEFAULT_LANGUAGE) -> list[list[str]]:
     """analyze() over a corpus, faster: a larger chunk cache that lives as long as the call,
     and the terms of each text kept for the next call that analyses it."""
-    global _documents_terms
-    chunks = ChunkCache()
-    out: list[list[str]] = []
-    for text in texts:
-        terms = _DOCUMENTS.get(text)
-        if terms is None:
-            if len(chunks) > _MANY_CHUNKS_LIMIT:
-                chunks.clear()
-            terms = tuple(analyze_with(text, chunks))
-            if _documents_terms + len(terms) > _DOCUMENTS_LIMIT:
-                forget_documents()
-            _DOCUMENTS[text] = terms
-            _documents_terms += len(terms)
-        out.append(list(terms))
-    return out
+    return analyzer_for(language).analyze_many(texts)

@@ -35,6 +35,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from retrieval.data.analysis_cache import load_analysis, store_analysis
+from retrieval.data.analyzer import DEFAULT_LANGUAGE
 from retrieval.data.corpus_terms import (
     AnalysedCorpus,
     AnalysisState,
@@ -62,8 +63,8 @@ START_DOCUMENTS = 20_000
 PART_DOCUMENTS = 3_000
 
 # What a forked worker reads (set just before the fork, cleared after it): the documents, the
-# parts' bounds and the shared counter of the next part to take.
-_FORKED: tuple[Sequence[Document], Sequence[int], Any] | None = None
+# parts' bounds, the shared counter of the next part to take and the language.
+_FORKED: tuple[Sequence[Document], Sequence[int], Any, str] | None = None
 
 
 def _cpus() -> int:
@@ -90,9 +91,11 @@ def _analyse_part(
     return analyze_corpus((documents[i].content for i in range(bounds[part], bounds[part + 1])), state)
 
 
-def _take_parts(documents: Sequence[Document], bounds: Sequence[int], counter: Any) -> dict[int, AnalysedCorpus]:
+def _take_parts(
+    documents: Sequence[Document], bounds: Sequence[int], counter: Any, language: str
+) -> dict[int, AnalysedCorpus]:
     """Analyse parts, one at a time, until the counter says every part is taken."""
-    state = AnalysisState()
+    state = AnalysisState(language)
     done: dict[int, AnalysedCorpus] = {}
     while True:
         with counter.get_lock():
@@ -135,13 +138,15 @@ class PendingAnalysis:
     before it needed one). Either ends the workers; `result()` may be called once.
     """
 
-    def __init__(self, documents: Sequence[Document], workers: int, cpus: int) -> None:
+    def __init__(
+        self, documents: Sequence[Document], workers: int, cpus: int, language: str = DEFAULT_LANGUAGE
+    ) -> None:
         global _FORKED
         context = multiprocessing.get_context("fork")
-        self.documents = documents
+        self.documents, self.language = documents, language
         self.bounds = part_bounds(len(documents), workers + 1)
         self._counter = context.Value("i", 0)
-        _FORKED = (documents, self.bounds, self._counter)
+        _FORKED = (documents, self.bounds, self._counter, language)
         try:
             # With fork, the pool starts all its processes at the first submit: they inherit _FORKED.
             # Python 3.12+ warns when the process has threads (pytest-xdist's workers do): a child
@@ -163,13 +168,13 @@ class PendingAnalysis:
         """The AnalysedCorpus of the whole corpus, as analyze_corpus gives it. The parts of a
         worker that died (killed for memory, say) are analysed here: its error is not the run's."""
         try:
-            parts = _take_parts(self.documents, self.bounds, self._counter)
+            parts = _take_parts(self.documents, self.bounds, self._counter, self.language)
             for future in self._futures:
                 with contextlib.suppress(Exception):
                     parts.update(future.result())
         finally:
             self.close(wait=True)  # the workers are done: no thread of the pool outlives the call
-        state = AnalysisState()
+        state = AnalysisState(self.language)
         for k in range(len(self.bounds) - 1):
             if k not in parts:
                 parts[k] = _analyse_part(self.documents, self.bounds, k, state)
@@ -185,9 +190,12 @@ class PendingAnalysis:
 
 
 def start_analysis(
-    documents: Sequence[Document], processes: int | None = None, cache: str | Path | None = None
+    documents: Sequence[Document],
+    processes: int | None = None,
+    cache: str | Path | None = None,
+    language: str = DEFAULT_LANGUAGE,
 ) -> PendingAnalysis | None:
-    """Start analysing the documents' contents in forked workers, in up to `processes` (default:
+    """Start analysing the documents' contents (in `language`) in forked workers, in up to `processes` (default:
     the CPUs this process may use) processes counting this one, which joins in at `result()`.
     None when the corpus is too small to split, with one process, without fork, or already
     analysed (in this process, or in the `cache` folder): analyze_documents then finds or
@@ -198,10 +206,10 @@ def start_analysis(
     forkable = "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
     if workers < 1 or len(documents) < START_DOCUMENTS or not forkable:
         return None
-    if _known(documents, cache) is not None:
+    if _known(documents, cache, language) is not None:
         return None  # analysed already (by an earlier run, or in this process: a recording runs twice)
     try:
-        return PendingAnalysis(documents, workers, cpus)
+        return PendingAnalysis(documents, workers, cpus, language)
     except OSError:  # no process to be had (a container's limit, memory): analysed here
         return None
 
@@ -213,21 +221,23 @@ def _fingerprint(documents: Sequence[Document]) -> str | None:
     return fingerprint if isinstance(fingerprint, str) else None
 
 
-def _memory_key(fingerprint: str) -> str:
-    """The key of a loaded corpus among the analyses this process remembers (corpus_terms)."""
-    return f"corpus {fingerprint}"
+def _memory_key(fingerprint: str, language: str) -> str:
+    """The key of a loaded corpus's analysis in a language among the analyses this process
+    remembers (corpus_terms)."""
+    return f"corpus {language} {fingerprint}"
 
 
-def _known(documents: Sequence[Document], cache: str | Path | None) -> AnalysedCorpus | None:
-    """The corpus's analysis if this process or the cache folder has it (then remembered here)."""
+def _known(documents: Sequence[Document], cache: str | Path | None, language: str) -> AnalysedCorpus | None:
+    """The corpus's analysis in `language` if this process or the cache folder has it (then
+    remembered here)."""
     fingerprint = _fingerprint(documents)
     if fingerprint is None:
         return None
-    known = remembered_corpus(_memory_key(fingerprint))
+    known = remembered_corpus(_memory_key(fingerprint, language))
     if known is None and cache is not None:
-        known = load_analysis(cache, fingerprint, len(documents))
+        known = load_analysis(cache, fingerprint, len(documents), language)
         if known is not None:
-            remember_corpus(_memory_key(fingerprint), known)
+            remember_corpus(_memory_key(fingerprint, language), known)
     return known
 
 
@@ -236,22 +246,28 @@ def analyze_documents(
     processes: int | None = None,
     pending: PendingAnalysis | None = None,
     cache: str | Path | None = None,
+    language: str = DEFAULT_LANGUAGE,
 ) -> AnalysedCorpus:
     """analyze_corpus over the documents' contents: the result of `pending` (start_analysis over
     these documents) when given, else in parts now when the corpus is large enough (start_analysis).
     A loaded corpus is remembered by its fingerprint, in this process and, with `cache`, in that
     folder (retrieval.data.analysis_cache), so neither a recording's second run of the methods
     nor the next gate analyses it again."""
-    known = _known(documents, cache)
+    known = _known(documents, cache, language)
     if known is not None:
         if pending is not None:
             pending.close()
         return known
-    pending = pending or start_analysis(documents, processes)
-    corpus = pending.result() if pending is not None else analyze_corpus(d.content for d in documents)
+    if pending is not None and pending.language != language:  # started for another language
+        pending.close()
+        pending = None
+    pending = pending or start_analysis(documents, processes, language=language)
+    corpus = (
+        pending.result() if pending is not None else analyze_corpus((d.content for d in documents), language=language)
+    )
     fingerprint = _fingerprint(documents)
     if fingerprint is not None:
-        remember_corpus(_memory_key(fingerprint), corpus)
+        remember_corpus(_memory_key(fingerprint, language), corpus)
         if cache is not None:
-            store_analysis(cache, fingerprint, corpus)
+            store_analysis(cache, fingerprint, corpus, language)
     return corpus

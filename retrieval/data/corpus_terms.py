@@ -8,6 +8,7 @@ per term occurrence and no list of strings per document.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from itertools import chain, islice
 import numpy as np
 
 from retrieval.data import analyzer
-from retrieval.data.analyzer import DIGITS, ChunkCache, analyze_many, analyze_with
+from retrieval.data.analyzer import DEFAULT_LANGUAGE, DIGITS, ChunkCache, analyze_with, analyzer_for
 
 __all__ = [
     "AnalysedCorpus",
@@ -33,9 +34,11 @@ _CHUNKS_LIMIT = 1 << 20
 # Codes of chunks in the stream that a batch of documents becomes: a chunk with one term is
 # that term's id (>= 0); these negative codes stand for the rest.
 _END = -1  # the end of a document
-_HAS_DIGIT = -2  # a chunk starting with a digit: its document is analysed whole (see _IdChunks)
 _NO_TERM = -3  # a chunk with no term (stop words, punctuation)
 _MULTI = -4  # _MULTI - i: a chunk with several terms, the i-th of _IdChunks.multi
+# The only identifier that spans whitespace is "HEL 4040" (retrieval.data.analyzer): a document
+# without this shape anywhere has the terms of its chunks; one with it is analysed whole.
+_SPACED_IDENTIFIER = re.compile(r"[A-Z]{2,} \d{2,}")
 # Never a chunk of str.split(): stands for the end of a document in the stream of chunks.
 _SEPARATOR = " "
 # Documents analysed per step: bounds the list of chunks held at once.
@@ -116,14 +119,10 @@ class _IdChunks(dict[str, int]):
     def __missing__(self, chunk: str) -> int:
         if not DIGITS.search(chunk):
             terms: Iterable[str] = self.chunks[_canonical(chunk)]
-        elif DIGITS.match(chunk):
-            # Only a chunk that starts with digits can end an identifier begun in the chunk
-            # before ("HEL 4040"): its document is analysed whole.
-            self[chunk] = _HAS_DIGIT
-            return _HAS_DIGIT
         else:
             # Identifiers inside one chunk are found as in the whole text: \b sees whitespace
-            # and a string's edge alike, and no match spans whitespace but "HEL 4040".
+            # and a string's edge alike, and no match spans whitespace but "HEL 4040", whose
+            # documents _analyse_batch analyses whole.
             terms = analyze_with(chunk, self.chunks)
         ids = tuple(map(self.numbering.__getitem__, terms))
         if len(ids) == 1:
@@ -142,13 +141,19 @@ def _analyse_batch(texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks) -
 
     Every chunk of every document goes through one C-level pipeline (split, cached look-up of
     its code, fromiter): no Python code runs per word once the chunk cache is warm; the codes
-    are then expanded to term ids with numpy. A document whose chunks all start with a
-    non-digit has its identifiers inside chunks, so its terms are its chunks' terms, as in
-    analyze_with; any other is analysed by analyze_with itself, and its terms replace its span.
+    are then expanded to term ids with numpy. A document without the shape of an identifier
+    written with a space ("HEL 4040", _SPACED_IDENTIFIER) has its identifiers inside chunks, so
+    its terms are its chunks' terms, as in analyze_with; any other is analysed by analyze_with
+    itself, and its terms replace its span.
     """
     pieces: list[list[str]] = []
-    for text in texts:
-        parts = unicodedata.normalize("NFKC", text).split()
+    spaced: list[int] = []
+    search = _SPACED_IDENTIFIER.search
+    for doc, text in enumerate(texts):
+        normalized = unicodedata.normalize("NFKC", text)
+        if search(normalized):
+            spaced.append(doc)
+        parts = normalized.split()
         parts.append(_SEPARATOR)
         pieces.append(parts)
     codes = np.fromiter(map(id_chunks.__getitem__, chain.from_iterable(pieces)), dtype=np.int64)
@@ -169,13 +174,12 @@ def _analyse_batch(texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks) -
         targets = np.repeat((np.cumsum(counts) - counts)[multi], sizes) + within
         ids[targets] = table[np.repeat((np.cumsum(sizes_of) - sizes_of)[entries], sizes) + within]
     ids = ids.astype(np.int32)
-    flagged = np.unique(np.searchsorted(ends, np.flatnonzero(codes == _HAS_DIGIT)))
-    if not len(flagged):
+    if not spaced:
         return ids, lengths
     starts = np.cumsum(lengths) - lengths
     segments: list[np.ndarray] = []
     previous = 0
-    for doc in flagged.tolist():
+    for doc in spaced:
         segments.append(ids[starts[previous] : starts[doc]])
         terms = analyze_with(texts[doc], chunks)
         segments.append(np.fromiter(map(id_chunks.numbering.__getitem__, terms), dtype=np.int32, count=len(terms)))
@@ -198,16 +202,21 @@ _UNSEEN = np.iinfo(np.int64).max
 class AnalysisState:
     """What analyze_corpus learns about chunks and terms, kept across the calls one process makes
     for the parts of one corpus (retrieval.data.corpus_parts): a chunk is analysed once per
-    process, not once per part. Term ids stay provisional: each call renumbers its own."""
+    process, not once per part. Term ids stay provisional: each call renumbers its own. The
+    state is of one language: its chunks' terms are that language's."""
 
-    def __init__(self) -> None:
+    def __init__(self, language: str = DEFAULT_LANGUAGE) -> None:
+        self.language = language
         self.numbering = _Numbering()
-        self.chunks = ChunkCache()
+        self.chunks = analyzer_for(language).chunk_cache()
         self.id_chunks = _IdChunks(self.chunks, self.numbering)
 
 
-def analyze_corpus(texts: Iterable[str], state: AnalysisState | None = None) -> AnalysedCorpus:
-    """analyze() over every text, as term ids (see AnalysedCorpus): what a BM25 index reads.
+def analyze_corpus(
+    texts: Iterable[str], state: AnalysisState | None = None, language: str = DEFAULT_LANGUAGE
+) -> AnalysedCorpus:
+    """analyze(text, language) over every text, as term ids (see AnalysedCorpus): what a BM25
+    index reads. With `state`, the state's language is used.
 
     `vocabulary[ids]` split by `lengths` equals `[analyze(t) for t in texts]` (tested on the
     demo set, generated French and random strings); it costs a fraction of analyze_many at
@@ -217,15 +226,17 @@ def analyze_corpus(texts: Iterable[str], state: AnalysisState | None = None) -> 
     `state`, the texts are one part of a corpus: the state's caches are used and kept, and the
     result is not remembered (the whole is, by `remember_corpus`).
     """
+    if state is not None:
+        language = state.language
     iterator = iter(texts)
     head = list(islice(iterator, _CORPORA_TEXTS + 1))
-    key = tuple(head) if len(head) <= _CORPORA_TEXTS and state is None else None
+    key = (language, tuple(head)) if len(head) <= _CORPORA_TEXTS and state is None else None
     if key is not None and key in _CORPORA:
         return _CORPORA[key]
     if len(head) <= _SMALL_CORPUS and state is None:
         # The batch pipeline's fixed cost (a few dozen numpy calls) outweighs a small corpus.
-        return AnalysedCorpus.from_terms(analyze_many(head))
-    state = state or AnalysisState()
+        return AnalysedCorpus.from_terms(analyzer_for(language).analyze_many(head))
+    state = state or AnalysisState(language)
     numbering, chunks, id_chunks = state.numbering, state.chunks, state.id_chunks
     batches: list[np.ndarray] = []
     all_lengths: list[np.ndarray] = []
@@ -272,7 +283,8 @@ def analyze_corpus(texts: Iterable[str], state: AnalysisState | None = None) -> 
 
 
 def remembered_corpus(key: Hashable) -> AnalysedCorpus | None:
-    """The AnalysedCorpus kept under `key` (analyze_corpus keys a corpus by its texts), if any."""
+    """The AnalysedCorpus kept under `key` (analyze_corpus keys a corpus by its language and
+    texts), if any."""
     return _CORPORA.get(key)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from retrieval.data.analyzer import analyze
+from retrieval.data.analyzer import analyze, language_of
 from retrieval.measures.metrics import MethodScores
 from retrieval.run.results import QuestionResult, Run
 
@@ -63,6 +63,8 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
     """
     source = run.declared(method).candidate_source or method
     traced = [m for m in run.declarations if run.declared(m).first_stage]
+    # The terms BM25 shares with a relevant document, in the run's own analyzer.
+    language = language_of(str(run.config.get("analyzer", "")))
     failures = []
     for result in run.results:
         q = result.question
@@ -70,7 +72,7 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
         if mine.ids and mine.ids[0] in q.relevant:
             continue
         kind, pool = failure_kind(result, method, source, candidates)
-        question_terms = set(analyze(q.text))
+        question_terms = set(analyze(q.text, language))
         traces = []
         for doc_id in q.relevant:
             traces.append(
@@ -79,7 +81,7 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
                     rank=mine.relevant_ranks.get(doc_id),
                     # None means beyond the run's depth; a method that did not run is absent.
                     ranks={m: result.methods[m].relevant_ranks.get(doc_id) for m in traced if m in result.methods},
-                    shared_terms=sorted(question_terms & set(analyze(documents[doc_id]))),
+                    shared_terms=sorted(question_terms & set(analyze(documents[doc_id], language))),
                     retrieved={m: r.retrieved for m, r in result.methods.items()},
                 )
             )

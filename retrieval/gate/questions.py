@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from retrieval.gate.schema import DEGRADED_QUESTIONS, question_digests, relevant_ids, rounded
+from retrieval.gate.schema import DEGRADED_QUESTIONS, judged_grades, question_digests, relevant_ids, rounded
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
     from retrieval.measures.metrics import MethodScores
@@ -116,18 +116,19 @@ def run_data_changes(entry: Mapping[str, Any], run: Run) -> DataChanges | None:
 
 
 def under_judgments(run: Run, entry: Mapping[str, Any], questions: Collection[str]) -> Run:
-    """The run with `questions` judged as the baseline judged them (its kept relevant ids and
-    type): their rankings are this run's, their figures what the baseline's judgments make of them
-    (each method's rank of an old relevant document found again in its ranking)."""
+    """The run with `questions` judged as the baseline judged them (its kept relevant ids, grades
+    and type): their rankings are this run's, their figures what the baseline's judgments make of
+    them (each method's rank of an old relevant document found again in its ranking)."""
     kept = entry.get("judgments", {})
     wanted = set(questions)
 
     def judged(result: QuestionResult) -> QuestionResult:
-        relevant = relevant_ids(kept[result.question.id])
+        judgment = kept[result.question.id]
+        relevant = relevant_ids(judgment)
         methods = {
             name: replace(m, relevant_ranks={d: rank_in(m, d) for d in relevant}) for name, m in result.methods.items()
         }
-        question = replace(result.question, relevant=relevant, type=kept[result.question.id]["type"])
+        question = replace(result.question, relevant=relevant, type=judgment["type"], grades=judged_grades(judgment))
         return replace(result, question=question, methods=methods)
 
     return replace(run, results=[judged(r) if r.question.id in wanted else r for r in run.results])

@@ -298,13 +298,17 @@ def run_gate(
     # What the base branch gates is read first: a ref that cannot be read costs no evaluation.
     if branch is None and baseline_ref is not None:
         branch = base_branch(baseline_ref, settings, profile_asked)
-    dataset = load_dataset(settings.dataset)
+    dataset = load_dataset(settings.dataset, settings.split, settings.relevant_grade)
     staged: list[StagedRecording] = []
     with importable(settings.root):
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
         progress = None if mode == "replay" else terminal_progress
         run = evaluate(
-            dataset, settings, mode=mode, progress=progress, on_staged=staged.append if defer_recording else None
+            dataset,
+            settings,
+            mode=mode,
+            progress=progress,
+            on_staged=staged.append if defer_recording else None,
         )
     try:
         return _compared(settings, dataset, run, staged[0] if staged else None, branch)

@@ -39,6 +39,7 @@ __all__ = [
     "entry_for",
     "first_of",
     "flat_figures",
+    "judged_grades",
     "judged_ids",
     "judgments",
     "load_baseline",
@@ -138,31 +139,35 @@ def _value_problem(metric: str, value: Any, where: str) -> str | None:
 
 
 def relevant_ids(judgment: Mapping[str, Any]) -> tuple[str, ...]:
-    """The documents a question's judgment counts as relevant, sorted. The one reader of a
-    judgment's `relevant`: a list of ids, or a mapping id -> grade where grade 0 means judged
-    not relevant (graded relevance)."""
-    relevant = judgment.get("relevant", ())
-    if isinstance(relevant, Mapping):
-        return tuple(sorted(d for d, grade in relevant.items() if grade > 0))
-    return tuple(sorted(relevant))
+    """The documents a question's judgment counts as relevant, sorted: the one reader of a kept
+    judgment's relevance (its `relevant` ids; `grades`, when kept, also name documents judged
+    not relevant, grade 0)."""
+    return tuple(sorted(judgment.get("relevant", ())))
 
 
 def judged_ids(judgment: Mapping[str, Any]) -> frozenset[str]:
-    """Every document a question's judgment covers: relevant or judged not relevant (grade 0)."""
-    relevant = judgment.get("relevant", ())
-    return frozenset(relevant.keys() if isinstance(relevant, Mapping) else relevant)
+    """Every document a question's judgment covers: relevant, or graded (grade 0: judged not relevant)."""
+    grades = judgment.get("grades")
+    return frozenset([*judgment.get("relevant", ()), *(grades if isinstance(grades, dict) else ())])
+
+
+def judged_grades(judgment: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The grades a judgment kept (none: its relevant ids, each of grade 1)."""
+    grades = judgment.get("grades")
+    return tuple(grades.items()) if isinstance(grades, dict) else ()
 
 
 def _judgment_problem(question: str, judgment: Any) -> str | None:
     if not isinstance(judgment, dict) or not isinstance(judgment.get("type"), str):
         return '"judgments" must be an object (question -> {"relevant", "type", "text"})'
     relevant = judgment.get("relevant", [])
-    ids = relevant.keys() if isinstance(relevant, dict) else relevant
-    grades = relevant.values() if isinstance(relevant, dict) else []
-    if not isinstance(relevant, list | dict) or not all(isinstance(d, str) for d in ids):
-        return f'"judgments" of {question}: "relevant" must list document ids (or map each to its grade)'
-    if not all(_is_number(g) and g >= 0 for g in grades):
-        return f'"judgments" of {question}: each grade of "relevant" must be a number >= 0'
+    if not isinstance(relevant, list) or not all(isinstance(d, str) for d in relevant):
+        return f'"judgments" of {question}: "relevant" must list document ids'
+    grades = judgment.get("grades", {})
+    if not isinstance(grades, dict) or not all(
+        isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in grades.values()
+    ):
+        return f'"judgments" of {question}: "grades" must map document ids to whole grades >= 0'
     return None
 
 
@@ -341,20 +346,28 @@ def _unreachable(figures: Mapping[str, Any], where: str, recall: str, judged: Ma
 
 
 def question_digests(run: Run) -> dict[str, str]:
-    """Each question's digest (its text, type and relevant documents), by id: a question is the
-    same in two datasets when its id has the same digest in both."""
+    """Each question's digest (its text, type and relevant documents, and its grades when they
+    say more than the relevant ids), by id: a question is the same in two datasets when its id
+    has the same digest in both. A question without grades keeps the digest it had before
+    grades were read."""
 
     def digest(q: Question) -> str:
-        return hashlib.sha256(json.dumps([q.text, q.type, sorted(q.relevant)], ensure_ascii=False).encode()).hexdigest()
+        fields: list[Any] = [q.text, q.type, sorted(q.relevant)]
+        if q.graded:
+            fields.append(sorted([doc, grade] for doc, grade in q.grades))
+        return hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode()).hexdigest()
 
     return {r.question.id: digest(r.question)[:16] for r in run.results}
 
 
 def judgments(run: Run) -> dict[str, dict[str, Any]]:
-    """What each question was judged against, by id: its relevant ids, its type and a digest of
-    its text. An edited question is also scored under these, so its regression is still gated."""
+    """What each question was judged against, by id: its relevant ids, its type, a digest of
+    its text, and every judged document's grade (0: judged not relevant) when the grades say
+    more than the relevant ids. An edited question is also scored under these, so its
+    regression is still gated."""
     return {
         r.question.id: {
+            **({"grades": dict(sorted(r.question.grades))} if r.question.graded else {}),
             "relevant": sorted(r.question.relevant),
             "text": hashlib.sha256(r.question.text.encode("utf-8")).hexdigest()[:16],
             "type": r.question.type,

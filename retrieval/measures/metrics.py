@@ -2,7 +2,9 @@
 
 Pure functions over ranked ids and relevant ids: no model, no I/O.
 recall@k = |top-k ∩ relevant| / |relevant|; reciprocal rank = 1 / rank of the first
-relevant document within the top 10, else 0; MRR is its mean.
+relevant document within the top 10, else 0; MRR is its mean. nDCG@k weighs each document by
+its grade when the judgments have grades (trec_eval's ndcg_cut: gain = grade, discount
+log2(rank + 1), the ideal ranking from every judged grade), by 1 for each relevant id otherwise.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from retrieval.run.results import Run
@@ -50,15 +52,22 @@ def hit_rate_at_k(ranked_ids: Sequence[str], relevant: Collection[str], k: int =
     return 1.0 if set(ranked_ids[:k]) & set(relevant) else 0.0
 
 
-def ndcg_at_k(ranked_ids: Sequence[str], relevant: Collection[str], k: int = 10) -> float:
-    """Normalised discounted cumulative gain with binary relevance."""
-    wanted = set(relevant)
-    dcg = sum(1.0 / math.log2(rank + 1) for rank, d in enumerate(ranked_ids[:k], 1) if d in wanted)
-    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(wanted), k) + 1))
+def ndcg_at_k(ranked_ids: Sequence[str], relevant: Collection[str] | Mapping[str, float], k: int = 10) -> float:
+    """Normalised discounted cumulative gain of the first k results. `relevant` is the relevant
+    ids (each of gain 1) or the judgments, document id -> grade (gain = grade; a grade of 0 or
+    below, judged not relevant, gains nothing)."""
+    gains = (
+        {d: float(g) for d, g in relevant.items() if g > 0}
+        if isinstance(relevant, Mapping)
+        else dict.fromkeys(relevant, 1.0)
+    )
+    dcg = sum(gains.get(d, 0.0) / math.log2(rank + 1) for rank, d in enumerate(ranked_ids[:k], 1))
+    best = sorted(gains.values(), reverse=True)[:k]
+    ideal = sum(gain / math.log2(rank + 1) for rank, gain in enumerate(best, 1))
     return dcg / ideal if ideal else 0.0
 
 
-Metric = Callable[[Sequence[str], Collection[str]], float]
+Metric = Callable[[Sequence[str], Any], float]
 
 
 def metric_names(k: int = 5, extra: bool = False) -> list[str]:
@@ -91,10 +100,17 @@ def score_method(
     relevant: Mapping[str, Collection[str]],
     types: Mapping[str, str],
     metrics: Sequence[str],
+    judgments: Mapping[str, Mapping[str, float]] | None = None,
 ) -> MethodScores:
-    """Score one method's rankings (question id -> ranked doc ids) on the given metrics."""
+    """Score one method's rankings (question id -> ranked doc ids) on the given metrics. nDCG
+    reads `judgments` (question id -> document id -> grade) when given, else the relevant ids."""
     fns = {name: _metric(name) for name in metrics}
-    per_question = {qid: {name: fn(ranked[qid], relevant[qid]) for name, fn in fns.items()} for qid in relevant}
+    graded = judgments or {}
+
+    def judged(name: str, qid: str) -> Collection[str] | Mapping[str, float]:
+        return graded.get(qid, relevant[qid]) if name.startswith("ndcg@") else relevant[qid]
+
+    per_question = {qid: {name: fn(ranked[qid], judged(name, qid)) for name, fn in fns.items()} for qid in relevant}
 
     def mean(qids: list[str]) -> dict[str, float]:
         return {name: sum(per_question[q][name] for q in qids) / len(qids) for name in fns}
@@ -113,4 +129,5 @@ def score_run(run: Run, k: int = 5, extra: bool = False) -> dict[str, MethodScor
     """Metrics of every reported method of a run (recall@k and MRR; hit@k and nDCG@10 with `extra`)."""
     relevant = {r.question.id: r.question.relevant for r in run.results}
     types = {r.question.id: r.question.type for r in run.results}
-    return {m: score_method(run.ranked_ids(m), relevant, types, metric_names(k, extra)) for m in run.methods}
+    judgments = {r.question.id: r.question.judgments for r in run.results}
+    return {m: score_method(run.ranked_ids(m), relevant, types, metric_names(k, extra), judgments) for m in run.methods}

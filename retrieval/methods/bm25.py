@@ -1,5 +1,6 @@
-"""The built-in bm25 method: BM25Plus over title + text with the French analyzer (the engines and
-why BM25Plus: retrieval.methods.support.bm25_engine)."""
+"""The built-in bm25 method: BM25Plus over title + text with the analyzer of the dataset's
+language (`language`, French by default; retrieval.data.analyzer), the engines and why BM25Plus:
+retrieval.methods.support.bm25_engine."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from retrieval.config import Settings
-from retrieval.data.analyzer import analyze
+from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyzer_for
 from retrieval.data.corpus_parts import PendingAnalysis, analyze_documents, start_analysis
 from retrieval.data.corpus_terms import AnalysedCorpus
 from retrieval.methods.base import Context
@@ -27,7 +28,8 @@ class BM25Method:
 
     `engine` picks how the score is computed: "sparse" (default, fast) or "rank-bm25"
     (the reference); both give the same rankings (see the module docstring). `k1` and `b`
-    are the settings `bm25_k1` and `bm25_b`: BM25Method(k1=settings.bm25_k1, b=settings.bm25_b).
+    are the settings `bm25_k1` and `bm25_b`, `language` the setting `language`:
+    BM25Method(k1=settings.bm25_k1, b=settings.bm25_b, language=settings.language).
     """
 
     name = "bm25"
@@ -35,7 +37,12 @@ class BM25Method:
     needs_vectors = False
 
     def __init__(
-        self, k1: float = K1, b: float = B, engine: Engine = "sparse", analysis_cache: str | Path | None = None
+        self,
+        k1: float = K1,
+        b: float = B,
+        engine: Engine = "sparse",
+        analysis_cache: str | Path | None = None,
+        language: str = DEFAULT_LANGUAGE,
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown BM25 engine {engine!r}: use one of {', '.join(ENGINES)}")
@@ -44,6 +51,7 @@ class BM25Method:
         if not 0 <= b <= 1:
             raise ValueError(f"BM25 b must be a number from 0 to 1, got {b!r}")
         self.k1, self.b, self.engine = k1, b, engine
+        self.language = analyzer_for(language).language  # an unknown code fails here, not mid-run
         # Where a large corpus's analysis is kept between runs (retrieval.data.analysis_cache).
         self.analysis_cache = analysis_cache
         self._pending: tuple[object, PendingAnalysis] | None = None
@@ -61,7 +69,7 @@ class BM25Method:
     def prepare(self, context: Context) -> Callable[[], None] | None:
         """Start analysing a large corpus in worker processes while the other methods rank
         (retrieval.data.corpus_parts); `rank` joins in. Returns what stops the workers."""
-        pending = start_analysis(context.dataset.documents, cache=self._cache_for(context))
+        pending = start_analysis(context.dataset.documents, cache=self._cache_for(context), language=self.language)
         if pending is None:
             return None
         self._pending = (context.dataset.documents, pending)
@@ -85,8 +93,11 @@ class BM25Method:
                 pending = started[1]
             else:  # prepared for another corpus: not this one's analysis
                 started[1].close()
-        corpus = analyze_documents(context.dataset.documents, pending=pending, cache=self._cache_for(context))
+        corpus = analyze_documents(
+            context.dataset.documents, pending=pending, cache=self._cache_for(context), language=self.language
+        )
         index = self.build_index(corpus)
+        analyze = analyzer_for(self.language).analyze
         queries = [analyze(q.text) for q in context.dataset.questions]
         rankings: list[Ranking] = []
         for start in range(0, len(queries), QUESTION_BATCH):
@@ -101,9 +112,14 @@ class BM25Method:
         """The same scores split by corpus shard, for a cluster executor (retrieval.methods.support.sharding)."""
         from retrieval.methods.support.bm25_shards import BM25Sharding
 
-        return BM25Sharding(self.k1, self.b)
+        return BM25Sharding(self.k1, self.b, self.language)
 
 
 def factory(settings: Settings, *, replay: bool = False) -> BM25Method:
     """The built-in bm25 method (in-process: it always runs for real, in every mode)."""
-    return BM25Method(k1=settings.bm25_k1, b=settings.bm25_b, analysis_cache=Path(settings.cache) / "bm25-analysis")
+    return BM25Method(
+        k1=settings.bm25_k1,
+        b=settings.bm25_b,
+        analysis_cache=Path(settings.cache) / "bm25-analysis",
+        language=settings.language,
+    )

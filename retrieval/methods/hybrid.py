@@ -67,8 +67,8 @@ class HybridSearch:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HybridSearch:
-        """The search the settings describe (rrf_k, bm25_k1, bm25_b)."""
-        return cls(BM25Method(k1=settings.bm25_k1, b=settings.bm25_b), settings.rrf_k)
+        """The search the settings describe (rrf_k, bm25_k1, bm25_b, language)."""
+        return cls(BM25Method(k1=settings.bm25_k1, b=settings.bm25_b, language=settings.language), settings.rrf_k)
 
     @property
     def config(self) -> dict[str, Any]:

@@ -63,11 +63,13 @@ def _header(report: Report, notice: str | None) -> list[str]:
     if notice:
         out += [f"> **Note:** {notice}", ""]
     if report.dropped_questions:
-        out += [
-            f"> {report.dropped_questions} question(s) of the dataset have no relevant document (every qrels "
-            "score is 0) and are not evaluated.",
-            "",
-        ]
+        least = report.config.get("relevant_grade", 1)
+        why = (
+            "no relevant document (every qrels score is 0)"
+            if least == 1
+            else f"no document of grade {least} or more (relevant_grade)"
+        )
+        out += [f"> {report.dropped_questions} question(s) of the dataset have {why} and are not evaluated.", ""]
     return out
 
 

@@ -135,6 +135,8 @@ def run_log(run: Run) -> str:
                     "text": q.text,
                     "type": q.type,
                     "relevant": list(q.relevant),
+                    # Every judgment with its grade, when they say more than the relevant ids.
+                    **({"grades": [[doc, grade] for doc, grade in q.grades]} if q.graded else {}),
                     "methods": {
                         name: {**asdict(m), "scores": [round(s, 6) for s in m.scores]}
                         for name, m in result.methods.items()
@@ -174,6 +176,12 @@ def _line_problem(row: Mapping[str, Any], methods: Mapping[str, MethodResult], l
         return "text and type must be strings"
     if not _is_strings(row["relevant"]) or not row["relevant"]:
         return f"relevant is {row['relevant']!r}, not a non-empty list of document ids"
+    grades = row.get("grades", [])
+    # A grade is a whole number, 0 or below for a document judged not relevant.
+    if not isinstance(grades, list) or not all(
+        isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) and _is_count(g[1]) for g in grades
+    ):
+        return f"grades is {grades!r}, not a list of [document id, whole-number grade]"
     absent = [m for m in listed if m not in methods]
     if absent:
         return f"no ranking of {', '.join(absent)}, which the header lists"
@@ -223,7 +231,8 @@ def load_run(path: str | Path) -> Run:
     for number, line in enumerate(lines[1:], start=2):
         try:
             row = json.loads(line)
-            question = Question(row["question"], row["text"], row["type"], tuple(row["relevant"]))
+            grades = tuple((g[0], g[1]) for g in row.get("grades", []) if isinstance(g, list) and len(g) == 2)
+            question = Question(row["question"], row["text"], row["type"], tuple(row["relevant"]), grades)
             methods = {name: MethodResult(**m) for name, m in row["methods"].items()}
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise RunLogError(f"{path}:{number}: unreadable run log line ({exc}). {again}") from exc

@@ -129,16 +129,16 @@ def test_ligatures_are_expanded_not_dropped() -> None:
 
 
 def test_analyze_many_keeps_each_texts_terms_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(analyzer, "_DOCUMENTS", {})
-    monkeypatch.setattr(analyzer, "_documents_terms", 0)
+    monkeypatch.setattr(analyzer.FRENCH, "documents", {})
+    monkeypatch.setattr(analyzer.FRENCH, "documents_terms", 0)
     texts = ["Erreur HEL-4040 à l'import", "Restaurer une sauvegarde"]
     first = analyze_many(texts)
     assert first == [analyze(t) for t in texts] == [["erreur", "hel-4040", "import"], ["restaurer", "sauvegarde"]]
-    assert {t: tuple(terms) for t, terms in zip(texts, first, strict=True)} == analyzer._DOCUMENTS
+    assert {t: tuple(terms) for t, terms in zip(texts, first, strict=True)} == analyzer.FRENCH.documents
     first[0].append("changed by the caller")
     assert analyze_many(texts) == [["erreur", "hel-4040", "import"], ["restaurer", "sauvegarde"]]
     # Past the bound the kept terms are dropped, then the cache fills again.
     monkeypatch.setattr(analyzer, "_DOCUMENTS_LIMIT", 6)
     assert analyze_many(["Changer la langue de l'interface"]) == [["changer", "langue", "interface"]]
-    assert list(analyzer._DOCUMENTS) == ["Changer la langue de l'interface"]
-    assert analyzer._documents_terms == 3
+    assert list(analyzer.FRENCH.documents) == ["Changer la langue de l'interface"]
+    assert analyzer.FRENCH.documents_terms == 3

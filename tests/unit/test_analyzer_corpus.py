@@ -84,7 +84,7 @@ def test_only_corpora_within_the_bound_are_kept(monkeypatch: pytest.MonkeyPatch)
     analyze_corpus(["une erreur de sauvegarde du serveur pendant la mise à jour du système"])
     assert len(corpus_terms._CORPORA) == 1  # too large to keep: the first one stays
     analyze_corpus(["serveur arrêté", "réseau", "nœud"])  # 2 + 4 terms > 5
-    assert list(corpus_terms._CORPORA) == [("serveur arrêté", "réseau", "nœud")]  # the bound emptied the others
+    assert list(corpus_terms._CORPORA) == [("fr", ("serveur arrêté", "réseau", "nœud"))]  # the bound emptied the others
 
 
 def test_a_large_corpus_is_streamed_and_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -135,5 +135,5 @@ def test_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = french_texts(50, seed=3)
     expected = [plain_analyze(t) for t in texts]
     assert [analyze(t) for t in texts] == expected
-    assert len(analyzer._SHARED_CHUNKS) <= 10 + 150  # one text's chunks past the limit
+    assert len(analyzer.FRENCH.shared) <= 10 + 150  # one text's chunks past the limit
     assert analyze_many(texts) == expected

@@ -385,7 +385,7 @@ def test_a_change_in_the_teams_own_search_service_fails_replay_until_recorded_th
 ) -> None:
     from trust_project import DOCUMENTS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text(encoding="utf-8")
     pr = PullRequest(tmp_path)
     git(pr.top, "checkout", "-q", "main")
     # main: the README's HTTP retriever, declaring the service's package as its `sources`.

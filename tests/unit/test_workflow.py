@@ -203,3 +203,12 @@ def test_the_pull_request_comment_is_one_comment_edited_on_every_push(tmp_path: 
     assert json.loads(state.read_text())["comments"][1]["body"].startswith(
         "<!-- retrieval-gate-summary -->\n## Retrieval gate: no verdict"
     )
+
+
+def test_the_docs_job_builds_the_site_strictly() -> None:
+    docs = _workflow()["jobs"]["docs"]
+    script = "\n".join(step.get("run", "") for step in docs["steps"])
+    lines = [line.strip() for line in script.splitlines()]
+    assert "pip install -e '.[docs]'" in script
+    assert "mkdocs build --strict" in lines
+    assert docs["if"] == "github.event_name != 'workflow_dispatch'"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval.data.analyzer import analyze
+from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyze
 from retrieval.data.corpus_terms import AnalysedCorpus, analyze_corpus
 from retrieval.methods.support.bm25_engine import (
     QUESTION_BATCH,
@@ -39,17 +39,17 @@ class AnalysedShard:
 class BM25Sharding:
     """retrieval.methods.support.sharding.ShardedSearch for the built-in bm25 method."""
 
-    def __init__(self, k1: float, b: float) -> None:
-        self.k1, self.b = k1, b
+    def __init__(self, k1: float, b: float, language: str = DEFAULT_LANGUAGE) -> None:
+        self.k1, self.b, self.language = k1, b, language
 
     def queries(self, context: Any) -> list[list[str]]:
-        return [analyze(q.text) for q in context.dataset.questions]
+        return [analyze(q.text, self.language) for q in context.dataset.questions]
 
     def documents(self, context: Any, shard: Shard) -> list[str]:
         return [d.content for d in context.dataset.documents[shard.start : shard.stop]]
 
     def prepare(self, documents: list[str], queries: list[list[str]]) -> AnalysedShard:
-        corpus = analyze_corpus(documents)
+        corpus = analyze_corpus(documents, language=self.language)
         return AnalysedShard(corpus, corpus_statistics(corpus))
 
     def summarize(self, prepared: AnalysedShard, queries: list[list[str]]) -> BM25Statistics:
