@@ -309,6 +309,7 @@ def run_gate(
             mode=mode,
             progress=progress,
             on_staged=staged.append if defer_recording else None,
+            baseline_inputs=_recorded_digests(settings),
         )
     try:
         return _compared(settings, dataset, run, staged[0] if staged else None, branch)
@@ -329,8 +330,9 @@ def _compared(
     digests = cassette_digests(folder, [n for n in run.cassettes if n not in new])
     if new:
         digests.update(cassette_digests(next(iter(new.values())).parent, [n for n in run.cassettes if n in new]))
-    snapshots = load_snapshots(snapshot_path(settings.snapshots, settings.profile.name))
+    digests.update(run.inputs)  # what a cache gave the figures (bm25's analysis), recorded as a cassette is
     shown_snapshots = shown_path(snapshot_path(settings.snapshots, settings.profile.name), settings.root)
+    snapshots = load_snapshots(snapshot_path(settings.snapshots, settings.profile.name), shown_snapshots)
     if problem := snapshot_problem(entry, snapshots, shown_snapshots, baseline):
         raise BaselineError(problem)
     # The gate itself scans what it replays (or what a recording staged, in place of the files it
@@ -373,7 +375,7 @@ def _compared(
         return replace(result, problem=problem)
     result = replace(
         result,
-        changed_cassettes=tuple(_changed_cassettes(entry.get("cassettes"), result.digests, folder)),
+        changed_cassettes=tuple(_changed_cassettes(entry.get("cassettes"), result.digests, folder, run.inputs)),
         changed_config=tuple(config_changes(entry, run)),
     )
     return compared_again(result, entry, snapshots)
@@ -422,12 +424,26 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
     return replace(result, entry=entry, snapshots=snapshots, own=own, base=base, problem=problem)
 
 
-def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path) -> list[str]:
-    """The cassettes the run read whose bytes are not those the baseline was computed from."""
+def _recorded_digests(settings: Settings) -> dict[str, str]:
+    """The digests the profile's baseline records (cassettes, and inputs a cache may hold): a cached
+    input of another digest is computed again, never used (Context.baseline_inputs)."""
+    shown = shown_path(settings.baseline, settings.root)
+    entry = load_baseline(settings.baseline, shown)["profiles"].get(settings.profile.name) or {}
+    recorded = entry.get("cassettes")
+    return {k: v for k, v in recorded.items() if isinstance(v, str)} if isinstance(recorded, dict) else {}
+
+
+def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path, inputs: Mapping[str, str]) -> list[str]:
+    """The cassettes (and cached inputs) the run read whose bytes are not those the baseline was
+    computed from; an input missing from a baseline made before inputs were recorded is not one."""
     if isinstance(recorded, str):  # a baseline from before per-file digests: one digest of the folder
         return [] if recorded == cassette_digest(folder) else ["the baseline holds one digest of the whole folder"]
     recorded = recorded if isinstance(recorded, dict) else {}
-    return [name for name, digest in digests.items() if recorded.get(name) != digest]
+    return [
+        name
+        for name, digest in digests.items()
+        if recorded.get(name) != digest and (name in recorded or name not in inputs)
+    ]
 
 
 def _describer(judged: Run, snapshots: Rankings, candidates: int) -> Describe:

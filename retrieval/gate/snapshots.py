@@ -49,12 +49,13 @@ def top_rankings(run: Run, top: int = TOP) -> Rankings:
     return {method: {q: ids[:top] for q, ids in run.ranked_ids(method).items()} for method in run.methods}
 
 
-def load_snapshots(path: str | Path) -> Rankings:
-    """The snapshots of one profile; empty when the file does not exist (nothing accepted yet)."""
+def load_snapshots(path: str | Path, shown: str | None = None) -> Rankings:
+    """The snapshots of one profile; empty when the file does not exist (nothing accepted yet).
+    Errors name the file as `shown` (from the project root) when given."""
     path = Path(path)
     if not path.is_file():
         return {}
-    return parse_snapshots(path.read_bytes(), str(path))
+    return parse_snapshots(path.read_bytes(), shown or str(path))
 
 
 def parse_snapshots(raw: bytes, source: str) -> Rankings:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from retrieval.data.dataset import Document
@@ -82,6 +82,8 @@ class Report:
     what_if: bool = False
     # The model server that embedded, or recorded what was replayed (recording.json's "server").
     server: dict[str, Any] | None = None
+    # The documents and questions longer than the embedding model reads (Run.long_inputs).
+    long_inputs: dict[str, Any] = field(default_factory=dict)
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
@@ -215,6 +217,7 @@ def build_report(
         dropped_questions=dropped_questions,
         what_if=what_if,
         server=run.server,
+        long_inputs=run.long_inputs,
     )
 
 
