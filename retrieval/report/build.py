@@ -84,6 +84,8 @@ class Report:
     server: dict[str, Any] | None = None
     # The documents and questions longer than the embedding model reads (Run.long_inputs).
     long_inputs: dict[str, Any] = field(default_factory=dict)
+    # Where the methods ran (Run.executor): the executor and, on a cluster, its nodes and CPUs.
+    executor: dict[str, Any] | None = None
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
@@ -218,6 +220,7 @@ def build_report(
         what_if=what_if,
         server=run.server,
         long_inputs=run.long_inputs,
+        executor=run.executor,
     )
 
 
