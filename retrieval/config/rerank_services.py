@@ -3,15 +3,19 @@ answer fields, credentials and what it bills.
 
 They share one shape (a query and the candidate texts in, an index and a relevance score per text
 out) and differ in names: TEI takes `texts` and answers a bare list scored `score`, Voyage takes
-`top_k` and answers under `data`, Cohere bills search units where the others count tokens. The
+`top_k` and answers under `data`, Mixedbread takes `input` and `top_k` and answers `data` scored
+`score`, Cohere bills search units where the others count tokens. The
 configuration checks a profile against this table without importing the provider
 (retrieval.providers.rerank_api), which reads the same records to build requests and read answers.
 
 Shapes as each project defines them: Cohere's v2 API reference (POST /v2/rerank); Jina's
-(POST /v1/rerank); Voyage's (POST /v1/rerank); text-embeddings-inference's router
+(POST /v1/rerank); Voyage's (POST /v1/rerank); Mixedbread's (POST /v1/reranking, `{model, query,
+input, top_k, return_input}` -> `{data: [{index, score}], usage}`); text-embeddings-inference's router
 (`RerankRequest {query, texts, truncate, raw_scores, return_text}` -> `[Rank {index, score}]`,
 router/src/http/types.rs); vLLM's `RerankRequest`/`RerankResponse` (served at /rerank, /v1/rerank
-and /v2/rerank); llama.cpp's server (`/rerank`, `/v1/rerank`, Jina's format).
+and /v2/rerank); Infinity's (`RerankInput {query, documents, return_documents, raw_scores, model,
+top_n}` -> `ReRankResult {results: [{relevance_score, index}], usage}`, served at /rerank, under
+the server's --url-prefix); llama.cpp's server (`/rerank`, `/v1/rerank`, Jina's format).
 """
 
 from __future__ import annotations
@@ -94,6 +98,21 @@ SERVICES: dict[str, RerankService] = {
             billing="tokens",
         ),
         RerankService(
+            "mixedbread",
+            "/v1/reranking",
+            "mixedbread-ai/mxbai-rerank-large-v2",
+            url="https://api.mixedbread.com/v1/reranking",
+            key_variable="MXBAI_API_KEY",
+            documents="input",
+            top_n="top_k",
+            results="data",
+            score="score",
+            usage=("usage", "total_tokens"),
+            billing="tokens",
+            # As Jina's: the texts are not sent back into the cassette.
+            extra=MappingProxyType({"return_input": False}),
+        ),
+        RerankService(
             "tei",
             "/rerank",
             documents="texts",
@@ -106,5 +125,6 @@ SERVICES: dict[str, RerankService] = {
         # vLLM's usage had only total_tokens before prompt_tokens was added; llama.cpp sends both.
         RerankService("vllm", "/v1/rerank", usage=("usage", "total_tokens"), billing="tokens"),
         RerankService("llamacpp", "/v1/rerank", usage=("usage", "total_tokens"), billing="tokens"),
+        RerankService("infinity", "/rerank", usage=("usage", "total_tokens"), billing="tokens"),
     )
 }

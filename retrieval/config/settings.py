@@ -127,7 +127,8 @@ class LLMSettings:
 @dataclass(frozen=True)
 class RerankAPISettings:
     """The rerank API the `rerank_api` method calls (retrieval.config.rerank_services names them):
-    a hosted service (cohere, jina, voyage) or a self-hosted server (tei, vllm, llamacpp).
+    a hosted service (cohere, jina, voyage, mixedbread) or a self-hosted server (tei, vllm,
+    llamacpp, infinity).
 
     `url` is the endpoint (empty: the hosted service's own); `api_key_env` the variable holding
     its Bearer key (None: the service's own, COHERE_API_KEY for instance; "" for none); `workers`
@@ -137,8 +138,8 @@ class RerankAPISettings:
 
     service: str | None = _setting(
         None,
-        "The rerank API of `rerank_api`: `cohere`, `jina`, `voyage` (hosted), `tei`, `vllm`, `llamacpp` "
-        "(self-hosted); unset: none (rerank_api not gated).",
+        "The rerank API of `rerank_api`: `cohere`, `jina`, `voyage`, `mixedbread` (hosted), `tei`, `vllm`, "
+        "`llamacpp`, `infinity` (self-hosted); unset: none (rerank_api not gated).",
     )
     model: str | None = _setting(
         None, "The rerank model (`rerank-v3.5`); for TEI, which is sent none, the model it serves. Own cassettes."

@@ -1,5 +1,5 @@
-"""Reranking by a rerank API (Cohere, Jina, Voyage, or a self-hosted TEI, vLLM or llama.cpp
-server): the top `candidates` of hybrid scored against the question in one call, reordered by
+"""Reranking by a rerank API (Cohere, Jina, Voyage, Mixedbread, or a self-hosted TEI, vLLM,
+llama.cpp or Infinity server): the top `candidates` of hybrid scored against the question in one call, reordered by
 score; the rest of the hybrid ranking follows (retrieval.methods.support.reranking).
 
 The API is the profile's `rerank_api` group (retrieval.config.rerank_services lists the services).

@@ -1,7 +1,7 @@
 """Rerank APIs over HTTP: a query and the candidate texts in, each text's relevance score out.
 
-One client for every service of retrieval.config.rerank_services (Cohere, Jina and Voyage hosted;
-text-embeddings-inference, vLLM and llama.cpp self-hosted): the service's record names the fields,
+One client for every service of retrieval.config.rerank_services (Cohere, Jina, Voyage and
+Mixedbread hosted; text-embeddings-inference, vLLM, llama.cpp and Infinity self-hosted): the service's record names the fields,
 this module sends and reads them. Bodies are serialised deterministically by `post_json_value`
 (cassettes match them byte for byte). What the answer bills is counted as the service bills it:
 Cohere's search units, the others' tokens; TEI's answer holds no count (its x-compute-tokens
@@ -69,7 +69,8 @@ def read_results(data: Any, service: RerankService, count: int, what: str) -> li
 class RerankAPI:
     """A rerank API as the profile's `rerank_api` group names it: `rerank(query, texts)`.
 
-    Live, the key comes from the service's variable (COHERE_API_KEY, JINA_API_KEY, VOYAGE_API_KEY)
+    Live, the key comes from the service's variable (COHERE_API_KEY, JINA_API_KEY, VOYAGE_API_KEY,
+    MXBAI_API_KEY)
     or the group's `api_key_env`, sent as a Bearer token; a self-hosted server takes none unless
     one is named. In replay no key is needed or sent. `client` lets callers share one httpx.Client.
     """

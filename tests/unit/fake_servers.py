@@ -408,10 +408,11 @@ class FakeOpenAIServer(_FakeServer):
 
 
 class FakeRerankServer(_FakeServer):
-    """Test fixture standing in for one rerank API (`service`: cohere, jina, voyage, tei, vllm or
-    llamacpp) at that service's path, answering in its own shape: Cohere's `results` with
-    `meta.billed_units.search_units`, Jina's and vLLM's with `usage`, Voyage's `data`, TEI's bare
-    list scored `score`, llama.cpp's `results` cut to `top_n`. Each text scores
+    """Test fixture standing in for one rerank API (`service`: a name of
+    retrieval.config.rerank_services.SERVICES) at that service's path, answering in its own shape:
+    Cohere's `results` with `meta.billed_units.search_units`, Jina's and vLLM's with `usage`,
+    Voyage's `data`, Mixedbread's `data` scored `score`, TEI's bare list scored `score`, llama.cpp's
+    `results` cut to `top_n`, Infinity's `results` with `usage`. Each text scores
     `fixture_relevance(query, text)`; `Act.answer(text)` sends `text` as the whole body."""
 
     def __init__(self, service: str, **options: Any) -> None:
@@ -449,6 +450,19 @@ class FakeRerankServer(_FakeServer):
             results = [{**r, "document": {"text": texts[int(r["index"])]}} for r in scored]
             usage = {"prompt_tokens": tokens, "total_tokens": tokens}
             return 200, {"id": "rerank-fixture", "model": body.get("model"), "usage": usage, "results": results}
+        if service.name == "mixedbread":
+            usage = {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": None}
+            return 200, {
+                "usage": usage,
+                "model": body.get("model"),
+                "data": [{**r, "object": "rank_result"} for r in scored],
+                "object": "list",
+                "top_k": body.get("top_k"),
+                "return_input": False,
+            }
+        if service.name == "infinity":
+            usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+            return 200, {"object": "rerank", "results": scored, "model": body.get("model"), "usage": usage}
         if service.name == "llamacpp":
             usage = {"prompt_tokens": tokens, "total_tokens": tokens}
             return 200, {"model": body.get("model"), "object": "list", "usage": usage, "results": scored}

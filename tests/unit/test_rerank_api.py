@@ -57,6 +57,8 @@ SENT = {
     "tei": {"query": QUERY, "texts": TEXTS, "truncate": True},
     "vllm": {"model": "fixture-reranker", "query": QUERY, "documents": TEXTS, "top_n": 3},
     "llamacpp": {"model": "fixture-reranker", "query": QUERY, "documents": TEXTS, "top_n": 3},
+    "mixedbread": {"model": "fixture-reranker", "query": QUERY, "input": TEXTS, "top_k": 3, "return_input": False},
+    "infinity": {"model": "fixture-reranker", "query": QUERY, "documents": TEXTS, "top_n": 3},
 }
 
 
