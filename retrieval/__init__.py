@@ -52,6 +52,9 @@ _EXPORTS = {
     "Run": "retrieval.run.results",
     "langchain_method": "retrieval.adapters.frameworks",
     "llamaindex_method": "retrieval.adapters.frameworks",
+    "TrecRunError": "retrieval.run.trec",
+    "read_trec_run": "retrieval.run.trec",
+    "trec_files": "retrieval.run.trec",
 }
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ if TYPE_CHECKING:
     from retrieval.run.declaration import Calls, Declaration, DeclarationError
     from retrieval.run.ranking import Ranking, RankingError, ranking_from_ids, top_k
     from retrieval.run.results import Run
+    from retrieval.run.trec import TrecRunError, read_trec_run, trec_files
 
 
 def __getattr__(name: str) -> Any:
@@ -117,6 +121,7 @@ __all__ = [
     "RetrievalDeprecationWarning",
     "Run",
     "Settings",
+    "TrecRunError",
     "Usage",
     "build_report",
     "evaluate",
@@ -127,9 +132,11 @@ __all__ = [
     "load_settings",
     "ndcg_at_k",
     "ranking_from_ids",
+    "read_trec_run",
     "recall_at_k",
     "reciprocal_rank",
     "render_markdown",
     "test_gate",
     "top_k",
+    "trec_files",
 ]

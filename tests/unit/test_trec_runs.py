@@ -14,13 +14,14 @@ import pytest
 from demo_fixture import DEMO_PROJECT, demo_dataset, demo_settings
 from ir_measures import RR, R, nDCG
 
+from retrieval import TrecRunError, read_trec_run, trec_files  # the public API's names
 from retrieval.cli import main
 from retrieval.config import ConfigError
 from retrieval.data.dataset import Dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.measures.metrics import score_run
 from retrieval.run.results import Run
-from retrieval.run.trec import QRELS_FILE, TrecRunError, judgments, read_trec_run, trec_files
+from retrieval.run.trec import QRELS_FILE, judgments
 
 METHODS = ["bm25", "vector", "hybrid"]
 MEASURES = {R @ 5: "recall@5", RR @ 10: "mrr", nDCG @ 10: "ndcg@10"}
