@@ -52,13 +52,14 @@ _EXPORTS = {
     "Run": "retrieval.run.results",
     "langchain_method": "retrieval.adapters.frameworks",
     "llamaindex_method": "retrieval.adapters.frameworks",
+    "haystack_method": "retrieval.adapters.frameworks",
     "TrecRunError": "retrieval.run.trec",
     "read_trec_run": "retrieval.run.trec",
     "trec_files": "retrieval.run.trec",
 }
 
 if TYPE_CHECKING:
-    from retrieval.adapters.frameworks import langchain_method, llamaindex_method
+    from retrieval.adapters.frameworks import haystack_method, langchain_method, llamaindex_method
     from retrieval.config import ConfigError, Profile, Settings, load_settings
     from retrieval.data.dataset import Dataset, DatasetError, Document, Question, load_dataset
     from retrieval.evaluation.evaluate import evaluate
@@ -125,6 +126,7 @@ __all__ = [
     "Usage",
     "build_report",
     "evaluate",
+    "haystack_method",
     "hit_rate_at_k",
     "langchain_method",
     "llamaindex_method",

@@ -50,8 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", help="profile from retrieval.toml / [tool.retrieval] (default: local)")
     p.add_argument(
         "--methods",
-        help="comma-separated: bm25,vector,hybrid,rerank, module:factory, trec:RUN_FILE, langchain:module:object "
-        "or llamaindex:module:object",
+        help="comma-separated: bm25,vector,hybrid,rerank, module:factory, trec:RUN_FILE, langchain:module:object, "
+        "llamaindex:module:object or haystack:module:object",
     )
     p.add_argument(
         "--run",

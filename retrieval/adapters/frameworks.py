@@ -1,17 +1,25 @@
-"""LangChain and LlamaIndex retrievers gated as methods, with no adapter to write.
+"""LangChain, LlamaIndex and Haystack retrievers gated as methods, with no adapter to write.
 
-Spec: `langchain:MODULE:OBJECT` or `llamaindex:MODULE:OBJECT`, options after `?`:
-`langchain:myapp.rag:retriever?id_key=doc_id&calls=http&name=docs`. OBJECT is the retriever (a
-LangChain `BaseRetriever`, whose `invoke(query)` returns Documents; a LlamaIndex `BaseRetriever`,
-whose `retrieve(query)` returns NodeWithScore), or a function of the evaluated Dataset that builds
-one over its documents. In code, `langchain_method(retriever, ...)` and `llamaindex_method(...)`
-return the same method for a `module:factory` of your own.
+Spec: `langchain:MODULE:OBJECT`, `llamaindex:MODULE:OBJECT` or `haystack:MODULE:OBJECT`, options
+after `?`: `langchain:myapp.rag:retriever?id_key=doc_id&calls=http&name=docs`. OBJECT is the
+retriever (a LangChain `BaseRetriever`, whose `invoke(query)` returns Documents; a LlamaIndex
+`BaseRetriever`, whose `retrieve(query)` returns NodeWithScore; a Haystack retriever component,
+whose `run(query=...)` returns `{"documents": [...]}`, or a Haystack `Pipeline`, run with the
+question as its inputs `input` ("query" by default; "text" for a text embedder's; "text,query" for
+a hybrid pipeline's embedder and BM25 retriever) and read at the
+`documents` of its one component that outputs them, or of the component named by `output`), or a
+function of the evaluated Dataset that builds one over its documents. In code,
+`langchain_method(retriever, ...)`, `llamaindex_method(...)` and `haystack_method(...)` return the
+same method for a `module:factory` of your own.
 
-Each returned document is the dataset document named by its metadata's `id_key` ("id" by default);
-a document without one fails the run in one line, and an id the dataset does not hold is refused
-(retrieval.run.ranking.ranking_from_ids). Chunks of one document count once, at the rank of the
-first (the best) of them: the dataset judges documents, not chunks. LangChain returns no scores, so
-the order is the ranking; LlamaIndex's scores are kept when every node has one, best first.
+Each returned document is the dataset document named by its metadata's `id_key` ("id" by default;
+a Haystack Document's own `id` is its metadata's "id" unless its `meta` has one, so that a store
+written with `Document(id=dataset_id, ...)` needs no option, and split chunks name their document
+with `id_key=source_id`); a document without one fails the run in one line, and an id the dataset
+does not hold is refused (retrieval.run.ranking.ranking_from_ids). Chunks of one document count
+once, at the rank of the first (the best) of them: the dataset judges documents, not chunks.
+LangChain returns no scores, so the order is the ranking; LlamaIndex's and Haystack's scores are
+kept when every document has one, best first.
 
 `calls` says what the retriever reaches, as for any method (retrieval.run.declaration.Calls):
 "rankings" by default, which records each question's ranking with `--record` and replays it
@@ -40,28 +48,70 @@ if TYPE_CHECKING:
 __all__ = [
     "ID_KEY",
     "FrameworkRetriever",
+    "haystack_from_spec",
+    "haystack_method",
     "langchain_from_spec",
     "langchain_method",
     "llamaindex_from_spec",
     "llamaindex_method",
 ]
 
-Framework = Literal["langchain", "llamaindex"]
+Framework = Literal["langchain", "llamaindex", "haystack"]
 ID_KEY = "id"
 _OPTIONS = ("id_key", "calls", "name")
+# A Haystack Pipeline's input the question is given as, and the component whose documents are read.
+_HAYSTACK_OPTIONS = ("input", "output")
+Hit = tuple[Mapping[str, Any], float | None, str]
 
 
-def _langchain_hits(retriever: Any, query: str) -> list[tuple[Mapping[str, Any], float | None, str]]:
+def _langchain_hits(method: FrameworkRetriever, retriever: Any, query: str) -> list[Hit]:
     return [(doc.metadata or {}, None, doc.page_content) for doc in retriever.invoke(query)]
 
 
-def _llamaindex_hits(retriever: Any, query: str) -> list[tuple[Mapping[str, Any], float | None, str]]:
+def _llamaindex_hits(method: FrameworkRetriever, retriever: Any, query: str) -> list[Hit]:
     return [(hit.node.metadata or {}, hit.score, hit.node.get_content()) for hit in retriever.retrieve(query)]
 
 
-_HITS: dict[Framework, tuple[str, Callable[[Any, str], list[tuple[Mapping[str, Any], float | None, str]]]]] = {
+def _is_pipeline(retriever: Any) -> bool:
+    # Pipeline.run(data) takes the inputs as one mapping; a component's run takes them as keywords.
+    return hasattr(retriever, "get_component") and hasattr(retriever, "run")
+
+
+def _haystack_documents(method: FrameworkRetriever, retriever: Any, query: str) -> Any:
+    if not _is_pipeline(retriever):
+        return retriever.run(query=query).get("documents")
+    # Every input named gets the question: a hybrid pipeline's text embedder (`text`) and BM25 retriever (`query`).
+    outputs = retriever.run(dict.fromkeys(method.query_input.split(","), query))
+    found = {name: out["documents"] for name, out in outputs.items() if isinstance(out, dict) and "documents" in out}
+    if method.output:
+        if method.output not in found:
+            raise ConfigError(
+                f"method {method.name!r}: the pipeline's component {method.output!r} output no documents "
+                f"(components that did: {', '.join(sorted(found)) or 'none'}); name one with ?output=COMPONENT."
+            )
+        return found[method.output]
+    if len(found) != 1:
+        raise ConfigError(
+            f"method {method.name!r}: the pipeline output documents from {len(found)} components "
+            f"({', '.join(sorted(found)) or 'none'}): name the retriever's with ?output=COMPONENT."
+        )
+    return next(iter(found.values()))
+
+
+def _haystack_hits(method: FrameworkRetriever, retriever: Any, query: str) -> list[Hit]:
+    documents = _haystack_documents(method, retriever, query)
+    if not isinstance(documents, list):
+        raise ConfigError(
+            f"method {method.name!r}: the retriever answered {type(documents).__name__}, not a list of documents "
+            'under "documents": give a Haystack retriever component or a pipeline ending in one.'
+        )
+    return [({"id": doc.id, **(doc.meta or {})}, doc.score, doc.content or "") for doc in documents]
+
+
+_HITS: dict[Framework, tuple[str, Callable[[FrameworkRetriever, Any, str], list[Hit]]]] = {
     "langchain": ("invoke", _langchain_hits),
     "llamaindex": ("retrieve", _llamaindex_hits),
+    "haystack": ("run", _haystack_hits),
 }
 
 
@@ -85,6 +135,8 @@ class FrameworkRetriever:
         calls: Calls = "rankings",
         sources: Sequence[str] = (),
         described: str = "",
+        query_input: str = "query",
+        output: str = "",
     ) -> None:
         if calls not in get_args(Calls):
             raise ConfigError(f"method {name!r}: calls must be one of {', '.join(get_args(Calls))}, got {calls!r}.")
@@ -95,11 +147,16 @@ class FrameworkRetriever:
         self.calls = calls
         self.sources = tuple(sources)
         self.described = described or f"{type(retriever).__module__}.{type(retriever).__qualname__}"
+        self.query_input = query_input
+        self.output = output
 
     @property
     def config(self) -> dict[str, str]:
         """Recorded in the baseline configuration (and digested with a ranking cassette)."""
-        return {"framework": self.framework, "retriever": self.described, "id_key": self.id_key}
+        config = {"framework": self.framework, "retriever": self.described, "id_key": self.id_key}
+        if self.framework == "haystack":
+            config |= {"input": self.query_input, "output": self.output}
+        return config
 
     def _built(self, dataset: Dataset) -> Any:
         method, _ = _HITS[self.framework]
@@ -113,7 +170,7 @@ class FrameworkRetriever:
             )
         return retriever
 
-    def _ids(self, question: Question, hits: Sequence[tuple[Mapping[str, Any], float | None, str]]) -> list[str]:
+    def _ids(self, question: Question, hits: Sequence[Hit]) -> list[str]:
         ids: list[str] = []
         for metadata, _, content in hits:
             value = metadata.get(self.id_key)
@@ -133,7 +190,7 @@ class FrameworkRetriever:
         _, hits_of = _HITS[self.framework]
         rankings = []
         for question in context.dataset.questions:
-            hits = hits_of(retriever, question.text)
+            hits = hits_of(self, retriever, question.text)
             ids = self._ids(question, hits)
             first: dict[str, int] = {}
             for n, doc in enumerate(ids):
@@ -167,6 +224,31 @@ def llamaindex_method(
     return FrameworkRetriever("llamaindex", retriever, name=name, id_key=id_key, calls=calls, sources=sources)
 
 
+def haystack_method(
+    retriever: Any,
+    *,
+    name: str,
+    id_key: str = ID_KEY,
+    calls: Calls = "rankings",
+    sources: Sequence[str] = (),
+    input: str = "query",
+    output: str = "",
+) -> FrameworkRetriever:
+    """A Haystack retriever component or Pipeline (or a function of the Dataset building one) as a
+    method; a Pipeline is given the question as its inputs `input` (comma-separated) and read at `output`'s documents
+    (unset: its one component that outputs documents); see the module."""
+    return FrameworkRetriever(
+        "haystack",
+        retriever,
+        name=name,
+        id_key=id_key,
+        calls=calls,
+        sources=sources,
+        query_input=input,
+        output=output,
+    )
+
+
 def _from_spec(framework: Framework, rest: str) -> FrameworkRetriever:
     spec = f"{framework}:{rest}"
     target, _, query = rest.partition("?")
@@ -177,9 +259,10 @@ def _from_spec(framework: Framework, rest: str) -> FrameworkRetriever:
             "(options after ?: id_key, calls, name)."
         )
     options = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = sorted(set(options) - set(_OPTIONS))
+    known = _OPTIONS + (_HAYSTACK_OPTIONS if framework == "haystack" else ())
+    unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ConfigError(f"method {spec!r}: unknown option {unknown[0]!r}; known: {', '.join(_OPTIONS)}.")
+        raise ConfigError(f"method {spec!r}: unknown option {unknown[0]!r}; known: {', '.join(known)}.")
     try:
         retriever = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -201,6 +284,8 @@ def _from_spec(framework: Framework, rest: str) -> FrameworkRetriever:
         calls=options.get("calls", "rankings"),  # type: ignore[arg-type]
         sources=(module_name,),
         described=f"{module_name}:{attr}",
+        query_input=options.get("input") or "query",
+        output=options.get("output", ""),
     )
 
 
@@ -212,3 +297,8 @@ def langchain_from_spec(rest: str, settings: Settings) -> FrameworkRetriever:
 def llamaindex_from_spec(rest: str, settings: Settings) -> FrameworkRetriever:
     """The method of `llamaindex:MODULE:OBJECT[?options]`."""
     return _from_spec("llamaindex", rest)
+
+
+def haystack_from_spec(rest: str, settings: Settings) -> FrameworkRetriever:
+    """The method of `haystack:MODULE:OBJECT[?options]`."""
+    return _from_spec("haystack", rest)

@@ -65,7 +65,7 @@ SETTING_KEYS = {
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 # Methods given by what they wrap, `SCHEME:REST` (retrieval.evaluation.pipeline builds each): a TREC
 # run file (`trec:runs/engine.run`), a LangChain or LlamaIndex retriever (`langchain:module:object`).
-SPEC_SCHEMES = ("trec", "langchain", "llamaindex")
+SPEC_SCHEMES = ("trec", "langchain", "llamaindex", "haystack")
 
 
 def _source(key: str, flags: Mapping[str, Any], where: str, prefix: str = "--") -> str:

@@ -4,7 +4,8 @@ A built-in method is one module of `retrieval.methods` named after it, with a
 `factory(settings, *, replay)`; a user method is any `module.path:factory` whose
 `factory(settings)` returns an object following `retrieval.methods.base.Method`; a method that
 wraps something is `SCHEME:REST`, built by its scheme's adapter (`trec:runs/engine.run`, a run
-file; `langchain:module:object` and `llamaindex:module:object`, a framework's retriever).
+file; `langchain:module:object`, `llamaindex:module:object` and `haystack:module:object`, a
+framework's retriever).
 Either way the evaluator only reads the method's declarations.
 """
 
@@ -30,6 +31,7 @@ SCHEMES: dict[str, str] = {
     "trec": "retrieval.adapters.trec_run:from_spec",
     "langchain": "retrieval.adapters.frameworks:langchain_from_spec",
     "llamaindex": "retrieval.adapters.frameworks:llamaindex_from_spec",
+    "haystack": "retrieval.adapters.frameworks:haystack_from_spec",
 }
 
 
@@ -134,7 +136,7 @@ def _build(name: str, settings: Settings, replay: bool) -> Method:
         return _user_method(name, settings)
     raise ConfigError(
         f"unknown method {name!r}: choose among {', '.join(BUILTIN_METHODS)} or give module:factory "
-        "(or trec:RUN_FILE, langchain:module:object, llamaindex:module:object)."
+        "(or trec:RUN_FILE, langchain:module:object, llamaindex:module:object, haystack:module:object)."
     )
 
 

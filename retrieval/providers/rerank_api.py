@@ -1,11 +1,12 @@
 """Rerank APIs over HTTP: a query and the candidate texts in, each text's relevance score out.
 
 One client for every service of retrieval.config.rerank_services (Cohere, Jina, Voyage and
-Mixedbread hosted; text-embeddings-inference, vLLM, llama.cpp and Infinity self-hosted): the service's record names the fields,
-this module sends and reads them. Bodies are serialised deterministically by `post_json_value`
-(cassettes match them byte for byte). What the answer bills is counted as the service bills it:
-Cohere's search units, the others' tokens; TEI's answer holds no count (its x-compute-tokens
-header is dropped from cassettes, as every header named like a token is), so only its calls count.
+Mixedbread hosted; text-embeddings-inference, vLLM, llama.cpp and Infinity self-hosted): the
+service's record names the fields, this module sends and reads them. Bodies are serialised
+deterministically by `post_json_value` (cassettes match them byte for byte). What the answer
+bills is counted as the service bills it: Cohere's search units, the others' tokens; TEI's answer
+holds no count (its x-compute-tokens header is dropped from cassettes, as every header named like
+a token is), so only its calls count.
 """
 
 from __future__ import annotations

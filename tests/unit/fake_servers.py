@@ -451,9 +451,8 @@ class FakeRerankServer(_FakeServer):
             usage = {"prompt_tokens": tokens, "total_tokens": tokens}
             return 200, {"id": "rerank-fixture", "model": body.get("model"), "usage": usage, "results": results}
         if service.name == "mixedbread":
-            usage = {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": None}
             return 200, {
-                "usage": usage,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": None},
                 "model": body.get("model"),
                 "data": [{**r, "object": "rank_result"} for r in scored],
                 "object": "list",

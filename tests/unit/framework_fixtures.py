@@ -1,4 +1,4 @@
-"""FIXTURE retrievers built with the real LangChain and LlamaIndex libraries over a dataset, on a
+"""FIXTURE retrievers built with the real LangChain, LlamaIndex and Haystack libraries over a dataset, on a
 deterministic embedding named as a fixture: hashed bag-of-words counts, no model, no network. Its
 vectors stand for no model's; they give the frameworks' own stores something to rank by."""
 
@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from haystack import Document as HaystackDocument
+from haystack import Pipeline, component
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 from langchain_core.documents import Document as LangChainDocument
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
@@ -93,3 +98,56 @@ def llamaindex_retriever(dataset: Dataset) -> Any:
     ]
     index = VectorStoreIndex(nodes=nodes, embed_model=FixtureLlamaIndexEmbedding())
     return index.as_retriever(similarity_top_k=TOP_K)
+
+
+@component
+class FixtureHaystackTextEmbedder:
+    """FIXTURE Haystack text embedder: `fixture_embedding` of its `text` input."""
+
+    @component.output_types(embedding=list[float])
+    def run(self, text: str) -> dict[str, Any]:
+        return {"embedding": fixture_embedding(text)}
+
+
+def _haystack_store(dataset: Dataset, parts: int = 1) -> InMemoryDocumentStore:
+    store = InMemoryDocumentStore(embedding_similarity_function="cosine")
+    if parts == 1:  # each document under its dataset id, Haystack's own `id`
+        docs = [HaystackDocument(id=d.id, content=d.content) for d in dataset.documents]
+    else:  # chunks, each naming its document as a DocumentSplitter does
+        docs = [
+            HaystackDocument(content=piece, meta={"source_id": d.id, "split_id": n})
+            for d in dataset.documents
+            for n, piece in enumerate(chunks(d.content, parts))
+        ]
+    store.write_documents([replace(doc, embedding=fixture_embedding(doc.content or "")) for doc in docs])
+    return store
+
+
+def haystack_retriever(dataset: Dataset) -> Any:
+    """Haystack's InMemoryEmbeddingRetriever as a pipeline: the FIXTURE text embedder, then the retriever."""
+    pipeline = Pipeline()
+    pipeline.add_component("embedder", FixtureHaystackTextEmbedder())
+    pipeline.add_component(
+        "retriever", InMemoryEmbeddingRetriever(document_store=_haystack_store(dataset), top_k=TOP_K)
+    )
+    pipeline.connect("embedder.embedding", "retriever.query_embedding")
+    return pipeline
+
+
+def haystack_chunked(dataset: Dataset) -> Any:
+    """The Haystack pipeline over documents stored in 3 chunks each, their id in meta["source_id"]."""
+    pipeline = haystack_retriever(dataset)
+    pipeline.get_component("retriever").document_store = _haystack_store(dataset, parts=3)
+    return pipeline
+
+
+def haystack_bm25(dataset: Dataset) -> Any:
+    """Haystack's InMemoryBM25Retriever as a component, called with run(query=...)."""
+    return InMemoryBM25Retriever(document_store=_haystack_store(dataset), top_k=TOP_K)
+
+
+def haystack_two_outputs(dataset: Dataset) -> Any:
+    """A pipeline with two retrievers, both outputting documents: which one is gated must be named."""
+    pipeline = haystack_retriever(dataset)
+    pipeline.add_component("bm25", haystack_bm25(dataset))
+    return pipeline

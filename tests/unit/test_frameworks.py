@@ -1,6 +1,7 @@
-"""LangChain and LlamaIndex retrievers gated as methods, with the real libraries: langchain-core's
-InMemoryVectorStore retriever and llama-index-core's VectorStoreIndex retriever over a FIXTURE
-embedding (framework_fixtures.py), no network. Checked: the ranking they give is the dataset's
+"""LangChain, LlamaIndex and Haystack retrievers gated as methods, with the real libraries:
+langchain-core's InMemoryVectorStore retriever, llama-index-core's VectorStoreIndex retriever and
+haystack-ai's InMemoryEmbeddingRetriever in a Pipeline (and its BM25 retriever as a component) over
+a FIXTURE embedding (framework_fixtures.py), no network. Checked: the ranking they give is the dataset's
 documents in the order the store ranks them (equal to a cosine computed here), chunks count once,
 a document without an id fails in one line, `calls` as declared, and a recorded ranking replayed
 without the retriever."""
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from demo_fixture import demo_dataset, demo_settings
-from framework_fixtures import TOP_K, fixture_embedding, langchain_retriever
+from framework_fixtures import TOP_K, fixture_embedding, haystack_bm25, langchain_retriever
 
 from retrieval.adapters.frameworks import langchain_method
 from retrieval.config import ConfigError
@@ -26,6 +27,12 @@ from retrieval.methods.base import Context
 
 LANGCHAIN = "langchain:framework_fixtures:langchain_retriever"
 LLAMAINDEX = "llamaindex:framework_fixtures:llamaindex_retriever"
+# The fixture pipeline starts with a text embedder, whose input is `text`.
+HAYSTACK = "haystack:framework_fixtures:haystack_retriever?input=text"
+
+
+def with_options(spec: str, options: str) -> str:
+    return f"{spec}{'&' if '?' in spec else '?'}{options}"
 
 
 def cosines(dataset: Dataset) -> dict[str, dict[str, float]]:
@@ -53,34 +60,36 @@ def test_the_schemes_the_configuration_accepts_are_those_the_pipeline_builds() -
     assert set(SCHEMES) == set(SPEC_SCHEMES)
 
 
-@pytest.mark.parametrize("spec", [LANGCHAIN, LLAMAINDEX])
+@pytest.mark.parametrize("spec", [LANGCHAIN, LLAMAINDEX, HAYSTACK])
 def test_a_framework_retriever_ranks_the_datasets_documents(spec: str) -> None:
     dataset = demo_dataset()
-    run = evaluate(dataset, demo_settings(), mode="replay", methods=[f"{spec}?calls=none&name=framework"])
+    run = evaluate(dataset, demo_settings(), mode="replay", methods=[with_options(spec, "calls=none&name=framework")])
     assert run.methods == ["framework"]
     assert_cosine_top(run.ranked_ids("framework"), dataset)
     declared = run.declared("framework")
     assert (declared.calls, declared.first_stage) == ("none", True)
     framework = spec.split(":")[0]
     assert run.config["framework.framework"] == framework
-    assert run.config["framework.retriever"] == spec.split(":", 1)[1]
+    assert run.config["framework.retriever"] == spec.split(":", 1)[1].partition("?")[0]
     assert run.config["framework.id_key"] == "id"
-    # LlamaIndex's scores are kept (best first); LangChain gives none, so the order is scored.
+    if framework == "haystack":  # what reaches the pipeline is configuration too
+        assert (run.config["framework.input"], run.config["framework.output"]) == ("text", "")
+    # LlamaIndex's and Haystack's scores are kept (best first); LangChain gives none, so the order is scored.
     scores = run.results[0].methods["framework"].scores
-    if framework == "llamaindex":
+    if framework != "langchain":
         assert scores != list(range(TOP_K, 0, -1)) and scores == sorted(scores, reverse=True)
     else:
         assert scores == [float(s) for s in range(TOP_K, 0, -1)]
     assert 0 < score_run(run)["framework"].overall["recall@5"] < 1
 
 
-def test_both_frameworks_give_the_same_figures_over_the_same_vectors() -> None:
-    run = evaluate(
-        demo_dataset(), demo_settings(), mode="replay", methods=[f"{LANGCHAIN}?calls=none", f"{LLAMAINDEX}?calls=none"]
-    )
-    assert run.methods == ["langchain_retriever", "llamaindex_retriever"]
+def test_the_frameworks_give_the_same_figures_over_the_same_vectors() -> None:
+    methods = [with_options(spec, "calls=none") for spec in (LANGCHAIN, LLAMAINDEX, HAYSTACK)]
+    run = evaluate(demo_dataset(), demo_settings(), mode="replay", methods=methods)
+    assert run.methods == ["langchain_retriever", "llamaindex_retriever", "haystack_retriever"]
     ours = score_run(run)
     assert ours["langchain_retriever"].per_question == ours["llamaindex_retriever"].per_question
+    assert ours["langchain_retriever"].per_question == ours["haystack_retriever"].per_question
     for method in run.methods:
         assert_cosine_top(run.ranked_ids(method), demo_dataset())
 
@@ -141,6 +150,8 @@ def test_an_id_the_dataset_does_not_hold_is_refused() -> None:
     [
         ("langchain:framework_fixtures", "give langchain:MODULE:OBJECT, e.g. langchain:myapp.rag:retriever"),
         (f"{LANGCHAIN}?k=5", "unknown option 'k'; known: id_key, calls, name"),
+        (f"{LANGCHAIN}?input=text", "unknown option 'input'; known: id_key, calls, name"),
+        (f"{HAYSTACK}&k=5", "unknown option 'k'; known: id_key, calls, name, input, output"),
         (f"{LANGCHAIN}?calls=sql", "calls must be one of none, http, rankings, got 'sql'"),
         ("langchain:framework_fixtures:nothing", "cannot import it"),
         ("llamaindex:framework_fixtures:TOP_K", "TOP_K is a int, neither a retriever with retrieve(query)"),
@@ -171,3 +182,45 @@ def test_a_recorded_ranking_replays_without_the_retriever(tmp_path: Path, monkey
     assert replayed.ranked_ids("llamaindex_retriever") == recorded.ranked_ids("llamaindex_retriever")
     replayed_scores = replayed.results[0].methods["llamaindex_retriever"].scores
     assert replayed_scores == pytest.approx(recorded.results[0].methods["llamaindex_retriever"].scores, abs=1e-9)
+
+
+def test_a_haystack_component_is_run_with_the_question_as_its_query() -> None:
+    dataset = demo_dataset()
+    run = evaluate(
+        dataset, demo_settings(), mode="replay", methods=["haystack:framework_fixtures:haystack_bm25?calls=none"]
+    )
+    retriever = haystack_bm25(dataset)
+    for result in run.results:
+        found = retriever.run(query=result.question.text)["documents"]
+        assert result.methods["haystack_bm25"].ids[:TOP_K] == [doc.id for doc in found]
+        assert result.methods["haystack_bm25"].scores[: len(found)] == pytest.approx([doc.score for doc in found])
+    assert 0 < score_run(run)["haystack_bm25"].overall["recall@5"] < 1
+
+
+def test_haystack_chunks_name_their_document_through_source_id() -> None:
+    dataset = demo_dataset()
+    chunked = "haystack:framework_fixtures:haystack_chunked?input=text&calls=none"
+    # A chunk's own id is Haystack's hash of its content: not a document of the dataset.
+    with pytest.raises(ConfigError, match=r"method 'haystack_chunked': the engine returned \d+ id\(s\) that dataset"):
+        evaluate(dataset, demo_settings(), mode="replay", methods=[chunked])
+    run = evaluate(dataset, demo_settings(), mode="replay", methods=[f"{chunked}&id_key=source_id"])
+    ranked = run.ranked_ids("haystack_chunked")
+    assert all(len(set(ids)) == len(ids) for ids in ranked.values())
+    assert any(len(ids) < TOP_K for ids in ranked.values())  # some questions met one document's chunks twice
+
+
+def test_a_pipeline_with_two_document_outputs_must_name_its_retriever() -> None:
+    spec = "haystack:framework_fixtures:haystack_two_outputs?calls=none"
+    # Both components are given the question: the embedder as `text`, the BM25 retriever as `query`.
+    with pytest.raises(ConfigError) as caught:
+        evaluate(demo_dataset(), demo_settings(), mode="replay", methods=[f"{spec}&input=text,query"])
+    assert str(caught.value) == (
+        "method 'haystack_two_outputs': the pipeline output documents from 2 components (bm25, retriever): "
+        "name the retriever's with ?output=COMPONENT."
+    )
+    run = evaluate(
+        demo_dataset(), demo_settings(), mode="replay", methods=[f"{spec}&input=text,query&output=retriever"]
+    )
+    assert_cosine_top(run.ranked_ids("haystack_two_outputs"), demo_dataset())
+    with pytest.raises(ConfigError, match="component 'ranker' output no documents"):
+        evaluate(demo_dataset(), demo_settings(), mode="replay", methods=[f"{spec}&input=text,query&output=ranker"])

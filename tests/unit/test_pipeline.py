@@ -67,7 +67,7 @@ def test_builtins_are_the_method_modules() -> None:
             "bm42",
             "unknown method 'bm42': choose among bm25, enrich, hybrid, rerank, rerank_api, rerank_pointwise, "
             "rewrite, rewrite_rerank, vector or give module:factory (or trec:RUN_FILE, langchain:module:object, "
-            "llamaindex:module:object).",
+            "llamaindex:module:object, haystack:module:object).",
         ),
     ],
 )
@@ -153,5 +153,5 @@ def test_a_requirement_naming_no_built_method_is_one_line() -> None:
     assert str(caught.value) == (
         "unknown method 'title-overlap': choose among bm25, enrich, hybrid, rerank, rerank_api, rerank_pointwise, "
         "rewrite, rewrite_rerank, vector or give module:factory (or trec:RUN_FILE, langchain:module:object, "
-        "llamaindex:module:object)."
+        "llamaindex:module:object, haystack:module:object)."
     )
