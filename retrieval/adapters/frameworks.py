@@ -235,8 +235,8 @@ def haystack_method(
     output: str = "",
 ) -> FrameworkRetriever:
     """A Haystack retriever component or Pipeline (or a function of the Dataset building one) as a
-    method; a Pipeline is given the question as its inputs `input` (comma-separated) and read at `output`'s documents
-    (unset: its one component that outputs documents); see the module."""
+    method; a Pipeline is given the question as its inputs `input` (comma-separated) and read at
+    `output`'s documents (unset: its one component that outputs documents); see the module."""
     return FrameworkRetriever(
         "haystack",
         retriever,
