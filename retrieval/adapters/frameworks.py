@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 from urllib.parse import parse_qsl
@@ -70,6 +72,19 @@ def _langchain_hits(method: FrameworkRetriever, retriever: Any, query: str) -> l
 
 def _llamaindex_hits(method: FrameworkRetriever, retriever: Any, query: str) -> list[Hit]:
     return [(hit.node.metadata or {}, hit.score, hit.node.get_content()) for hit in retriever.retrieve(query)]
+
+
+def quiet_haystack() -> None:
+    """Turn Haystack's usage telemetry off for this process, as HAYSTACK_TELEMETRY_ENABLED=False does.
+
+    A running Pipeline posts an event to PostHog from a background thread: in replay that is a
+    connection the gate refuses, whenever the thread flushes (another method's stage, a later test),
+    and the questions of an evaluation are nobody's usage to report. The variable is read when
+    Haystack is imported; if it already was, its telemetry client is dropped."""
+    os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
+    module = sys.modules.get("haystack.telemetry._telemetry")
+    if module is not None:
+        module.telemetry = None  # type: ignore[attr-defined]
 
 
 def _is_pipeline(retriever: Any) -> bool:
@@ -140,6 +155,8 @@ class FrameworkRetriever:
     ) -> None:
         if calls not in get_args(Calls):
             raise ConfigError(f"method {name!r}: calls must be one of {', '.join(get_args(Calls))}, got {calls!r}.")
+        if framework == "haystack":
+            quiet_haystack()
         self.framework = framework
         self.retriever = retriever
         self.name = name
@@ -263,6 +280,8 @@ def _from_spec(framework: Framework, rest: str) -> FrameworkRetriever:
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise ConfigError(f"method {spec!r}: unknown option {unknown[0]!r}; known: {', '.join(known)}.")
+    if framework == "haystack":
+        quiet_haystack()  # before the module imports Haystack
     try:
         retriever = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:

@@ -5,11 +5,15 @@ vectors stand for no model's; they give the frameworks' own stores something to 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+
+# Haystack's PostHog telemetry, read at its import: a background thread's connection in another test's replay.
+os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
 from haystack import Document as HaystackDocument
 from haystack import Pipeline, component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever

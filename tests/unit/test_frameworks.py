@@ -8,6 +8,7 @@ without the retriever."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from demo_fixture import demo_dataset, demo_settings
 from framework_fixtures import TOP_K, fixture_embedding, haystack_bm25, langchain_retriever
 
+from retrieval import haystack_method  # the public API's name
 from retrieval.adapters.frameworks import langchain_method
 from retrieval.config import ConfigError
 from retrieval.config.setting_values import SPEC_SCHEMES
@@ -224,3 +226,14 @@ def test_a_pipeline_with_two_document_outputs_must_name_its_retriever() -> None:
     assert_cosine_top(run.ranked_ids("haystack_two_outputs"), demo_dataset())
     with pytest.raises(ConfigError, match="component 'ranker' output no documents"):
         evaluate(demo_dataset(), demo_settings(), mode="replay", methods=[f"{spec}&input=text,query&output=ranker"])
+
+
+def test_a_haystack_method_turns_haystack_telemetry_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A running Pipeline posts to PostHog from a thread: in replay, a connection the gate refuses.
+    import haystack.telemetry._telemetry as telemetry
+
+    monkeypatch.setattr(telemetry, "telemetry", object())  # as imported without the variable
+    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "true")
+    haystack_method(haystack_bm25, name="keyword", calls="none")
+    assert telemetry.telemetry is None
+    assert os.environ["HAYSTACK_TELEMETRY_ENABLED"] == "False"
