@@ -96,7 +96,10 @@ def _haystack_documents(method: FrameworkRetriever, retriever: Any, query: str) 
     if not _is_pipeline(retriever):
         return retriever.run(query=query).get("documents")
     # Every input named gets the question: a hybrid pipeline's text embedder (`text`) and BM25 retriever (`query`).
-    outputs = retriever.run(dict.fromkeys(method.query_input.split(","), query))
+    data = dict.fromkeys(method.query_input.split(","), query)
+    # A pipeline returns its leaves' outputs only: a named component inside it (a retriever before a
+    # joiner or a ranker) is asked for.
+    outputs = retriever.run(data, include_outputs_from={method.output}) if method.output else retriever.run(data)
     found = {name: out["documents"] for name, out in outputs.items() if isinstance(out, dict) and "documents" in out}
     if method.output:
         if method.output not in found:

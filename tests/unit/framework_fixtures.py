@@ -155,3 +155,20 @@ def haystack_two_outputs(dataset: Dataset) -> Any:
     pipeline = haystack_retriever(dataset)
     pipeline.add_component("bm25", haystack_bm25(dataset))
     return pipeline
+
+
+@component
+class FixtureReverser:
+    """FIXTURE post-processor: the documents it is given, in reverse order."""
+
+    @component.output_types(documents=list[HaystackDocument])
+    def run(self, documents: list[HaystackDocument]) -> dict[str, Any]:
+        return {"documents": documents[::-1]}
+
+
+def haystack_reversed(dataset: Dataset) -> Any:
+    """The fixture pipeline with a reverser after its retriever: the retriever is no longer a leaf."""
+    pipeline = haystack_retriever(dataset)
+    pipeline.add_component("reverser", FixtureReverser())
+    pipeline.connect("retriever.documents", "reverser.documents")
+    return pipeline

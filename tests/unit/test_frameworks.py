@@ -237,3 +237,12 @@ def test_a_haystack_method_turns_haystack_telemetry_off(monkeypatch: pytest.Monk
     haystack_method(haystack_bm25, name="keyword", calls="none")
     assert telemetry.telemetry is None
     assert os.environ["HAYSTACK_TELEMETRY_ENABLED"] == "False"
+
+
+def test_a_component_inside_a_pipeline_is_read_when_named() -> None:
+    spec = "haystack:framework_fixtures:haystack_reversed?calls=none&input=text"
+    leaf = evaluate(demo_dataset(), demo_settings(), mode="replay", methods=[spec])
+    inner = evaluate(demo_dataset(), demo_settings(), mode="replay", methods=[f"{spec}&output=retriever"])
+    assert_cosine_top(inner.ranked_ids("haystack_reversed"), demo_dataset())
+    for qid, ids in inner.ranked_ids("haystack_reversed").items():
+        assert leaf.ranked_ids("haystack_reversed")[qid] == ids[::-1]  # the leaf's order, by default
