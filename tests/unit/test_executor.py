@@ -100,6 +100,7 @@ def test_executor_ray_without_ray_installed_is_one_line(monkeypatch: pytest.Monk
         open_executor("ray").__enter__()
 
 
+@pytest.mark.slow
 def test_a_default_evaluation_never_imports_ray() -> None:
     script = textwrap.dedent(
         """
