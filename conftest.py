@@ -28,17 +28,26 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 SLOW = "slow"
 _SLOW_MODULE = re.compile(r"^pytestmark = .*\bpytest\.mark\.slow\b", re.M)
 _LEFT_OUT = pytest.StashKey[dict[str, int]]()  # test file -> slow tests (-1: a module not imported)
-_NAMED = pytest.StashKey[set[Path]]()
+_ARGS = pytest.StashKey[list[Path]]()
+
+
+def _arguments(config: pytest.Config) -> list[Path]:
+    """The paths the run collects (the command line's, or the test paths)."""
+    if _ARGS not in config.stash:
+        base = config.invocation_params.dir if config.args_source is pytest.Config.ArgsSource.ARGS else config.rootpath
+        config.stash[_ARGS] = [(base / arg.split("::", 1)[0]).resolve() for arg in config.args]
+    return config.stash[_ARGS]
 
 
 def _named_files(config: pytest.Config) -> set[Path]:
     """The test files named on the command line (a folder names no file)."""
-    if _NAMED not in config.stash:
-        base = config.invocation_params.dir
-        named = [(base / arg.split("::", 1)[0]).resolve() for arg in config.args]
-        from_args = config.args_source is pytest.Config.ArgsSource.ARGS
-        config.stash[_NAMED] = {path for path in named if from_args and path.is_file()}
-    return config.stash[_NAMED]
+    from_args = config.args_source is pytest.Config.ArgsSource.ARGS
+    return {path for path in _arguments(config) if from_args and path.is_file()}
+
+
+def _collected(path: Path, config: pytest.Config) -> bool:
+    """Whether the run collects `path` (pytest asks about a named file's neighbours too)."""
+    return any(arg == path or arg in path.parents for arg in _arguments(config))
 
 
 def _leaves_slow_out(config: pytest.Config) -> bool:
@@ -52,7 +61,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     if not (collection_path.suffix == ".py" and collection_path.name.startswith("test_")):
         return None
-    if not _leaves_slow_out(config) or collection_path.resolve() in _named_files(config):
+    path = collection_path.resolve()
+    if not _leaves_slow_out(config) or not _collected(path, config) or path in _named_files(config):
         return None
     try:
         source = collection_path.read_text(encoding="utf-8")
