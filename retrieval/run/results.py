@@ -74,12 +74,21 @@ class Run:
     drift: list[str] = field(default_factory=list)
     # The cassette files (in the profile's folder) the run replayed or recorded.
     cassettes: tuple[str, ...] = ()
+    # Digests of what the figures were computed from beside the cassettes, where a cache may hold
+    # it (retrieval.methods.base.Context.inputs): the baseline records them with the cassettes'.
+    inputs: dict[str, str] = field(default_factory=dict)
+    # The documents and questions longer than the embedding model reads, named with the limit and
+    # what became of them (retrieval.providers.long_inputs.long_inputs): the report's cost section says them.
+    long_inputs: dict[str, Any] = field(default_factory=dict)
     # The corpus alone's fingerprint (retrieval.data.dataset.corpus_fingerprint): whether a baseline made
     # on other questions was made on the same documents ("" in a log written before it existed).
     corpus: str = ""
     # The model server that embedded (live, record) or recorded what was replayed, as
     # recording.json keeps it (retrieval.text.server_provenance); None when none is known.
     server: dict[str, Any] | None = None
+    # Where the methods ran: {"name": "local"}, or {"name": "ray", "nodes": n, "cpus": c} for the
+    # cluster (retrieval.executors); None in a log written before it was kept.
+    executor: dict[str, Any] | None = None
 
     def declared(self, method: str) -> Declaration:
         """What a method declared (defaults for a log that did not record it)."""
@@ -122,6 +131,8 @@ def run_log(run: Run) -> str:
         "kept": run.kept,
         "corpus": run.corpus,
         "server": run.server,
+        "long_inputs": run.long_inputs,
+        "executor": run.executor,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
     }
@@ -270,4 +281,12 @@ def load_run(path: str | Path) -> Run:
         header.get("kept", {}),
         corpus=header.get("corpus", ""),
         server=header.get("server") if isinstance(header.get("server"), dict) else None,
+        long_inputs={
+            what: entry
+            for what, entry in (header.get("long_inputs") or {}).items()
+            if what in ("documents", "questions") and isinstance(entry, dict) and _is_strings(entry.get(what))
+        }
+        if isinstance(header.get("long_inputs"), dict)
+        else {},
+        executor=header.get("executor") if isinstance(header.get("executor"), dict) else None,
     )
