@@ -18,6 +18,8 @@ DEMO_PAGE = ROOT / "docs" / "demo.md"
 
 EVALUATE_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python -m retrieval"
 TEST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest -n auto"
+# The slow end-to-end cases the default run leaves out (conftest.py), in the venv the test command made.
+SLOW_COMMAND = "pytest -m slow -n auto"
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +142,10 @@ def test_the_two_commands_are_in_the_readme() -> None:
     assert TEST_COMMAND in blocks, "README.md must give the install-and-test command in its own block"
 
 
-def test_ci_runs_the_readme_test_command() -> None:
+def test_ci_runs_the_readme_test_command_then_the_slow_set() -> None:
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert TEST_COMMAND in lines, ".ci/run must run exactly the README's test command"
+    assert SLOW_COMMAND in lines[lines.index(TEST_COMMAND) + 1 :], ".ci/run must run the slow set after it"
+    assert SLOW_COMMAND in _shell_blocks(README.read_text(encoding="utf-8")), (
+        f"README.md must say how to run the slow set: `{SLOW_COMMAND}` in a shell block of its own"
+    )
