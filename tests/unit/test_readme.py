@@ -98,6 +98,13 @@ def test_the_suite_summary_is_read_as_pytest_prints_it(suite_figures: ModuleType
         "line": "1560 passed, 6 skipped, 3 warnings in 116.32s (0:01:56)",
     }
     assert suite_figures.collected(summary["counts"]) == 1566
+    # .ci/run's two sessions: the default run, then the slow set.
+    both = suite_figures.parse_summaries(output + "...\n=== 64 passed, 2060 deselected in 80.10s (0:01:20) ===\n")
+    assert [(s["counts"], s["seconds"]) for s in both] == [
+        ({"passed": 1560, "skipped": 6, "warning": 3}, 116.32),
+        ({"passed": 64, "deselected": 2060}, 80.1),
+    ]
+    assert suite_figures.collected(both[1]["counts"]) == 64
     quiet = suite_figures.parse_summary("....\n35 passed, 1596 deselected in 29.31s\n")  # under -q
     assert quiet["counts"] == {"passed": 35, "deselected": 1596} and quiet["seconds"] == 29.31
     assert suite_figures.collected(quiet["counts"]) == 35
