@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from retrieval.gate.questions import run_data_changes
 from retrieval.gate.reference import baseline_at
 from retrieval.gate.result import BASELINE_PATH, importable, recover
 from retrieval.gate.schema import BaselineError, load_baseline
+from retrieval.moved import RetrievalDeprecationWarning
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Mode
@@ -27,6 +29,7 @@ from retrieval.report.sections import render_markdown
 from retrieval.run.results import Run, RunLogError, load_run, run_log
 from retrieval.text.markdown import fit
 from retrieval.text.redaction import failure_text, redacted
+from retrieval.version import __version__
 
 __all__ = ["main"]
 
@@ -37,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Evaluate retrieval methods (bm25, vector, hybrid, rerank) with recall@k and MRR. "
         "By default model calls are replayed from cassettes/<profile>/: no key, no server.",
     )
+    p.add_argument("--version", action="version", version=f"retrieval-regression {__version__}")
     p.add_argument("--dataset", help="dataset folder (native: corpus.jsonl + questions.jsonl; or BEIR)")
     p.add_argument("--profile", help="profile from retrieval.toml / [tool.retrieval] (default: local)")
     p.add_argument("--methods", help="comma-separated: bm25,vector,hybrid,rerank or module:factory")
@@ -149,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation and print the report. Bad input is one line on stderr, exit code 2; an
     exception raised by a method (or a bug) prints its redacted traceback, exit code 1."""
     args = _parser().parse_args(argv)
+    if not sys.warnoptions:
+        # A method module on 0.1's paths (`from retrieval.ranking import top_k`) is told so once:
+        # Python hides DeprecationWarnings raised outside __main__, and this one is for the user.
+        warnings.simplefilter("default", RetrievalDeprecationWarning)
     try:
         return _main(args)
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
