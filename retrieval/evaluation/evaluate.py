@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval.config import ConfigError, Settings
 from retrieval.data.dataset import Dataset, corpus_fingerprint
-from retrieval.evaluation.corpus_vectors import corpus_vectors, embedding_variant, recorder_for
+from retrieval.evaluation.corpus_vectors import LEGACY_STAGE, corpus_vectors, embedding_variant, recorder_for
 from retrieval.evaluation.embeddings import embed_texts
 from retrieval.evaluation.method_run import ranks_here, run_method, timed
 from retrieval.evaluation.pipeline import Plan, plan
@@ -45,6 +45,9 @@ __all__ = ["QUESTION_STAGE", "StagedRecording", "evaluate"]
 # The cassette of the question embeddings every vector-reading method shares (the corpus's
 # vectors are in the vector store: retrieval.evaluation.corpus_vectors).
 QUESTION_STAGE = "question-embeddings"
+# 0.1's name of the corpus cassette of recordings made before the store, served to
+# `retrieval.evaluate.CORPUS_STAGE` (a deprecated path, retrieval.moved) until 0.3.0.
+CORPUS_STAGE = LEGACY_STAGE
 # Their names in the usage and cost tables.
 INDEXING = "corpus embeddings"
 QUERY_EMBEDDINGS = "question embeddings"
