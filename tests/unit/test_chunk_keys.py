@@ -83,9 +83,15 @@ def test_equal_chunks_share_a_key_and_long_ones_have_none() -> None:
     assert lengths == [6, 6, chunk_keys.KEY_BYTES + 1, 7, chunk_keys.KEY_BYTES]
 
 
-def test_colliding_hashes_fall_back_to_the_chunk_itself(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every chunk with the same hash: only exact key matches may share a code.
-    monkeypatch.setattr(chunk_keys, "_MIX", np.zeros(4, dtype=np.uint64))
+@pytest.mark.parametrize("batch", [1, 5, 8192])
+@pytest.mark.parametrize("mix", [[0, 0, 0, 0], [0, 0, 1, 1]], ids=["one-hash", "hash-by-length"])
+def test_colliding_hashes_fall_back_to_the_chunk_itself(
+    batch: int, mix: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Hashes shared by different chunks (all of them; those of a length, mostly), within a batch
+    # and against the chunks of the batches before: only exact key matches may share a code.
+    monkeypatch.setattr(chunk_keys, "_MIX", np.array(mix, dtype=np.uint64))
+    monkeypatch.setattr(corpus_terms, "_CORPUS_BATCH", batch)
     texts = french_texts(200, seed=2) + cutting_texts(200, seed=3)
     assert corpus_terms_of(texts) == [plain_analyze(t) for t in texts]
 
