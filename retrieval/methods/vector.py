@@ -137,11 +137,9 @@ _NORMS: dict[int, tuple[weakref.ref[np.ndarray], float]] = {}
 
 def _corpus_norm(documents: np.ndarray) -> float:
     """_largest_norm(documents), computed once per array over a read-only buffer (a memory map
-    opened for reading: nothing can write its vectors); per call for any other array."""
+    opened for reading: no array over it can be written); per call for any other array."""
     base: object = documents
-    while isinstance(base, np.ndarray):
-        if base.flags.writeable:
-            return _largest_norm(documents)
+    while isinstance(base, np.ndarray):  # numpy lets no array over a read-only buffer be written
         base = base.base
     try:
         with memoryview(base) as view:  # type: ignore[arg-type]

@@ -121,8 +121,10 @@ def test_a_read_only_memory_map_s_norm_is_computed_once(tmp_path: object, monkey
     writable = np.load(path, mmap_mode="r+")
     frozen_view = documents.view()
     frozen_view.flags.writeable = False
-    over_bytearray = np.frombuffer(bytearray(documents.tobytes()), dtype=np.float32).reshape(documents.shape)
-    over_bytearray.flags.writeable = False
+    flat = np.frombuffer(bytearray(documents.tobytes()), dtype=np.float32)
+    flat.flags.writeable = False
+    over_bytearray = flat.reshape(documents.shape)  # no array writable, the buffer under them is
+    assert not over_bytearray.flags.writeable
     for array in (documents, writable, frozen_view, over_bytearray):
         passes.clear()
         cosine_rankings(questions, array, 20)
