@@ -34,7 +34,7 @@ KEY_BYTES = 23
 KEY_WORDS = 3
 
 # Characters that separate chunks as whitespace does, besides whitespace (module docstring).
-SEPARATORS = "!\"#$%&()*+,./:;<=>?@[\\]^`{|}~«»“”–—"
+SEPARATORS = '!"#$%&()*+,./:;<=>?@[\\]^`{|}~«»“”\u2013\u2014'  # en and em dashes escaped
 # str.split()'s whitespace beyond ASCII, as NFKC leaves it (NFKC turns the others into a space).
 _WIDE_SPACES = "\x85\u1680\u2028\u2029"
 

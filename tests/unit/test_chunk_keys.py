@@ -26,7 +26,7 @@ CUTTING_PIECES = [
     *chunk_keys.SEPARATORS, "\x85", "\u1680", "\u2028", "\u2029", "\x1c", "\x1f",
     "jusqu'", "Lorsqu'", "puisqu'", "quoiqu'", "aujourd'hui", "d'", "J'", "n'", "qu'", "xjusqu'",
     "'", "''", "\u2019", "-", "--", "_", "__", "-4", "_4", "-٣", "_٣", "\u0301", "\u0308", "é",
-    "Ж", "ж", "١٢٣", "е", "4", "12", "HEL", "AB", "ab", "l", "s", "a", "z", "é", "ö",
+    "Ж", "ж", "١٢٣", "\u0435", "4", "12", "HEL", "AB", "ab", "l", "s", "a", "z", "é", "ö",
     "sauvegardes", "anticonstitutionnellement", "ééééééééééééé", "Ünterschiede", "dell'",
     "superlongchunkwithoutanyspaceatall", " ", " ", "\t", "\n",
 ]  # fmt: skip
