@@ -1,9 +1,10 @@
 """A whole corpus as term ids: what a BM25 index reads.
 
 The analyzer (retrieval.data.analyzer) turns one text into terms; this module runs it over a
-corpus batch by batch, each distinct whitespace-separated chunk analysed once, and numbers
-the terms in order of first appearance, so that a corpus of a million documents costs 4 bytes
-per term occurrence and no list of strings per document.
+corpus batch by batch, each distinct chunk analysed once (a batch is cut into chunks and each
+chunk keyed by its bytes with numpy, retrieval.data.chunk_keys: no Python object per word), and
+numbers the terms in order of first appearance, so that a corpus of a million documents costs
+4 bytes per term occurrence and no list of strings per document.
 """
 
 from __future__ import annotations

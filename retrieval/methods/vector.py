@@ -96,8 +96,11 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int, larg
         if filled:
             # The first block fills each question's best at once.
             best = -np.partition(-scores, k - 1, axis=1)[:, :k]
-        row, col = np.nonzero(scores >= _below(best.min(axis=1), margin)[:, None])
-        found = scores[row, col]
+        # flatnonzero then divmod: the same (row, col) pairs in the same order as np.nonzero,
+        # which costs three to four times more on a 2-D mask (a fifth of the search at a million).
+        flat = np.flatnonzero(scores >= _below(best.min(axis=1), margin)[:, None])
+        row, col = np.divmod(flat, scores.shape[1])
+        found = scores.reshape(-1)[flat]
         del scores
         rows.append(row)
         cols.append(col + start)
