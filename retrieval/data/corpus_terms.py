@@ -117,7 +117,7 @@ class _IdChunks(dict[str, int]):
         self.multi: list[tuple[int, ...]] = []
         # The keyed chunks seen so far, by hash (sorted; one entry per hash): key, length, code.
         self.hashes = np.empty(0, dtype=np.uint64)
-        self.keys = np.empty((chunk_keys.KEY_WORDS, 0), dtype=np.uint64)
+        self.key_words = np.empty((chunk_keys.KEY_WORDS, 0), dtype=np.uint64)
         self.codes = np.empty(0, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -201,7 +201,7 @@ class _IdChunks(dict[str, int]):
         at = np.minimum(np.searchsorted(self.hashes, unique), max(len(self.hashes) - 1, 0))
         known = self.hashes[at] == unique if len(self.hashes) else np.zeros(len(unique), dtype=bool)
         found = np.flatnonzero(known)
-        stored = (self.keys[:, at[found]] == head_keys[:, found]).all(axis=0)
+        stored = (self.key_words[:, at[found]] == head_keys[:, found]).all(axis=0)
         exact_group[found[~stored]] = False
         codes = np.full(len(unique), _NO_TERM, dtype=np.int64)
         codes[found] = self.codes[at[found]]
@@ -211,7 +211,7 @@ class _IdChunks(dict[str, int]):
             merged = np.concatenate([self.hashes, unique[new]])
             keep = np.argsort(merged, kind="stable")
             self.hashes = merged[keep]
-            self.keys = np.concatenate([self.keys, head_keys[:, new]], axis=1)[:, keep]
+            self.key_words = np.concatenate([self.key_words, head_keys[:, new]], axis=1)[:, keep]
             self.codes = np.concatenate([self.codes, codes[new]])[keep]
         return codes[group], exact_group[group]
 

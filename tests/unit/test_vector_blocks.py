@@ -108,7 +108,12 @@ def test_a_read_only_memory_map_s_norm_is_computed_once(tmp_path: object, monkey
     monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 16)
     passes: list[int] = []
     largest_norm = vector._largest_norm
-    monkeypatch.setattr(vector, "_largest_norm", lambda docs: passes.append(len(docs)) or largest_norm(docs))
+
+    def counted(docs: np.ndarray) -> float:
+        passes.append(len(docs))
+        return largest_norm(docs)
+
+    monkeypatch.setattr(vector, "_largest_norm", counted)
     mapped = np.load(path, mmap_mode="r")
     first = cosine_rankings(questions, mapped, 20)
     again = cosine_rankings(questions, mapped, 20)
