@@ -6,8 +6,8 @@ corpus fingerprint (ids, titles and texts of the documents, retrieval.data.datas
 and its analyzer's version, the language's stop list, the Unicode tables accents are folded with,
 and the source of every module that builds the analysed text or numbers its terms (dataset.py, whose
 `Document.content` joins title and text; analyzer.py, snowball.py, corpus_terms.py, chunk_keys.py,
-corpus_parts.py; this module), so that an edit that forgets the version bump misses the cache instead of finding a
-stale entry. An entry holds the digest of its content
+corpus_parts.py; this module), so that an edit that forgets the version bump misses the cache
+instead of finding a stale entry. An entry holds the digest of its content
 (`analysis_digest`: the vocabulary, the ids, the lengths), checked when it is read: an entry that is
 not whole, consistent and what its digest says is a miss, analysed and written again. And the
 digest of the analysis a figure was computed from is recorded in the baseline beside the cassettes'
