@@ -194,7 +194,9 @@ def _main(args: argparse.Namespace) -> int:
     recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
     if args.gate:
         return _gate(settings, args)
-    dataset = load_dataset(settings.dataset, settings.split, settings.relevant_grade)
+    dataset = load_dataset(
+        settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
+    )
     if args.compact_store or args.convert_corpus_cassette:
         from retrieval.evaluation.corpus_vectors import store_command
 
@@ -261,6 +263,9 @@ def _main(args: argparse.Namespace) -> int:
         dropped_questions=dataset.dropped_questions,
         tolerance=settings.tolerance,
         accepted=accepted,
+        llm_checks=dataset.llm_checks,
+        unused_judgments=dataset.unused_judgments,
+        llm_judgments=sum(j.kind == "llm" for j in dataset.judgment_records),
     )
     text = render_json(report, notice) if args.format == "json" else render_markdown(report, notice=notice)
     if args.output:

@@ -45,6 +45,7 @@ SETTING_KEYS = {
     "hybrid_weights",
     "vector_precision",
     "required",
+    "accept_llm_judgments",
     "executor",
     "language",
     "split",
@@ -168,8 +169,9 @@ def check_values(
                 f"(qrels/<split>.tsv: test, dev, train...), got {split!r}.",
                 at=("split",),
             )
-    if not isinstance(values.get("required", False), bool):
-        raise ConfigError(f"{where}: required must be true or false, got {values['required']!r}.", at=("required",))
+    for key in ("required", "accept_llm_judgments"):
+        if not isinstance(values.get(key, False), bool):
+            raise ConfigError(f"{where}: {key} must be true or false, got {values[key]!r}.", at=(key,))
     for key in PATH_KEYS:
         if key in values:
             if not isinstance(values[key], str) or not values[key]:

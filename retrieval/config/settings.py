@@ -141,6 +141,9 @@ class Settings:
     # The least grade that counts as relevant for recall, MRR and the failure analysis (nDCG
     # weighs every positive grade): graded judgments (BEIR scores, a native mapping) are kept.
     relevant_grade: int = 1
+    # Whether the LLM judge's proposals (judgments.jsonl lines of source llm:<model>) count: they
+    # fill holes no person judged, never overrule one (retrieval.data.judgment_merge).
+    accept_llm_judgments: bool = False
     # Where shardable methods run: "local" (this process) or "ray" (retrieval.executors.executor).
     executor: str = "local"
     cassettes: str = "cassettes"
@@ -182,6 +185,7 @@ class Settings:
             **({"vector_precision": self.vector_precision} if self.vector_precision != "float32" else {}),
             **({"split": self.split} if self.split != "test" else {}),
             **({"relevant_grade": self.relevant_grade} if self.relevant_grade != 1 else {}),
+            **({"accept_llm_judgments": True} if self.accept_llm_judgments else {}),
         }
 
 

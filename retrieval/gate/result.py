@@ -212,7 +212,9 @@ def run_gate(
     scanned as staged, committed by the caller (the plugin, at session finish) or discarded.
     """
     recover(settings)
-    dataset = load_dataset(settings.dataset, settings.split, settings.relevant_grade)
+    dataset = load_dataset(
+        settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
+    )
     staged: list[StagedRecording] = []
     with importable(settings.root):
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.

@@ -1,0 +1,198 @@
+"""The judgments file: `judgments.jsonl` in the dataset folder, one judgment per line.
+
+Each line is one source's judgment of one (question, document) pair, with its provenance and
+its date, for review in a pull request's diff:
+
+    {"question": "q11", "document": "faq-sla", "grade": 3, "source": "human:ana", "date": "2025-06-02T09:14:05Z"}
+
+`source` says who judged: `human:<name>` (the judging page, a person), `llm:<model>` (the LLM
+judge's proposal), `import:<file>` (a spreadsheet or qrels file brought in). A grade of 0 or
+below is "judged not relevant", kept apart from a document never judged (no line). A source has
+at most one line per pair: judging a pair again replaces its line. The file is written sorted by
+question, document and source, so a judgment added or changed is one line of the diff, and
+written whole, at once (retrieval.files.atomic), under a lock, so that two writers (two tabs of
+the judging page, the page and an import) lose nothing and a killed writer leaves the old file or
+the new one, never a part.
+
+How the judgments of the several sources (this file and the dataset's own `relevant` or qrels)
+make one grade per pair is retrieval.data.judgment_merge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from retrieval.data.records import DatasetError, _jsonl
+from retrieval.files.atomic import atomic_write_text, clean_stale
+
+__all__ = [
+    "JUDGMENTS_FILE",
+    "SOURCE_KINDS",
+    "Judgment",
+    "Key",
+    "read_judgments",
+    "render_judgments",
+    "source_problem",
+    "timestamp",
+    "update_judgments",
+]
+
+JUDGMENTS_FILE = "judgments.jsonl"
+# Who judged: a person (the page), an LLM's proposal, a file brought in (a spreadsheet, qrels).
+SOURCE_KINDS = ("human", "llm", "import")
+FIELDS = ("question", "document", "grade", "source", "date")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+_SOURCE = re.compile(r"(human|llm|import):(\S(?:[^\x00-\x1f\x7f]*\S)?)")
+
+# (question, document, source): a source judges a pair once.
+Key = tuple[str, str, str]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One source's grade of one (question, document) pair, and when it was given.
+
+    `date` is UTC, to the second (`2025-06-02T09:14:05Z`); "" for the judgments a dataset's own
+    files give (`relevant`, qrels), which carry none and are older than any line of the file."""
+
+    question: str
+    document: str
+    grade: int
+    source: str
+    date: str = ""
+
+    @property
+    def kind(self) -> str:
+        """`human`, `llm` or `import`."""
+        return self.source.split(":", 1)[0]
+
+    @property
+    def name(self) -> str:
+        """Who, within the kind: the person, the model, the file."""
+        return self.source.split(":", 1)[1]
+
+    @property
+    def key(self) -> Key:
+        return (self.question, self.document, self.source)
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.question, self.document)
+
+    def line(self) -> str:
+        """The judgment as its line of the file (no newline)."""
+        return json.dumps(
+            {
+                "question": self.question,
+                "document": self.document,
+                "grade": self.grade,
+                "source": self.source,
+                "date": self.date,
+            },
+            ensure_ascii=False,
+        )
+
+
+def timestamp(now: datetime | None = None) -> str:
+    """A judgment's date: UTC to the second (`2025-06-02T09:14:05Z`)."""
+    return (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def source_problem(source: Any) -> str | None:
+    """What is wrong with a provenance (`human:<name>`, `llm:<model>`, `import:<file>`), or None."""
+    if not isinstance(source, str) or not _SOURCE.fullmatch(source):
+        return (
+            f"source is {source!r}: write who judged as human:<name>, llm:<model> or import:<file> "
+            "(a name without line breaks)"
+        )
+    return None
+
+
+def _judgment(record: Mapping[str, Any], where: str) -> Judgment:
+    unknown = sorted(set(record) - set(FIELDS))
+    if unknown:
+        raise DatasetError(f"{where}: unknown field(s) {', '.join(unknown)}. A judgment has {', '.join(FIELDS)}.")
+    missing = [f for f in FIELDS if f not in record]
+    if missing:
+        raise DatasetError(
+            f"{where}: missing {', '.join(missing)}. Each line is "
+            '{"question": ID, "document": ID, "grade": N, "source": "human:NAME", "date": "YYYY-MM-DDTHH:MM:SSZ"}.'
+        )
+    question, document, grade, source, date = (record[f] for f in FIELDS)
+    for field, value in (("question", question), ("document", document)):
+        if not isinstance(value, str) or not value.strip() or value != value.strip():
+            raise DatasetError(
+                f"{where}: {field} is {value!r}: give the {field}'s id as a string, without spaces around."
+            )
+    if isinstance(grade, bool) or not isinstance(grade, int):
+        raise DatasetError(
+            f"{where}: grade is {grade!r}: a whole number, 0 (judged not relevant), 1, 2, 3 (write it without quotes)."
+        )
+    problem = source_problem(source)
+    if problem:
+        raise DatasetError(f"{where}: {problem}.")
+    if not isinstance(date, str) or not _DATE.fullmatch(date) or not _real_date(date):
+        raise DatasetError(f"{where}: date is {date!r}: write it in UTC as YYYY-MM-DDTHH:MM:SSZ.")
+    return Judgment(question, document, grade, source, date)
+
+
+def _real_date(date: str) -> bool:
+    try:
+        datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return False
+    return True
+
+
+def read_judgments(path: str | Path) -> list[Judgment]:
+    """The judgments of a file, in its order, each line checked (DatasetError naming the file,
+    the line and the fix); a source judging a pair twice names both lines. No file: none."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    found: dict[Key, int] = {}
+    out = []
+    for number, record in _jsonl(path):
+        where = f"{path}:{number}"
+        judgment = _judgment(record, where)
+        first = found.setdefault(judgment.key, number)
+        if first != number:
+            raise DatasetError(
+                f"{where}: {judgment.source} judges question {judgment.question!r}, document {judgment.document!r} "
+                f"again (first at line {first}). Keep one line per source and pair: remove one of them."
+            )
+        out.append(judgment)
+    return out
+
+
+def render_judgments(judgments: Iterable[Judgment]) -> str:
+    """The file's text: one line per judgment, sorted by question, document and source."""
+    lines = [j.line() for j in sorted(judgments, key=lambda j: j.key)]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def update_judgments(path: str | Path, lock: str | Path, change: Callable[[dict[Key, Judgment]], T]) -> T:
+    """Read the file, let `change` edit its judgments (key -> judgment, in place), write it back
+    whole and at once; under `lock`, so that concurrent writers each see the others' judgments.
+
+    Returns what `change` returns. The file is written only when the judgments changed; a damaged
+    file is never rewritten (DatasetError: fix it first, nothing is lost)."""
+    from filelock import FileLock  # here: the page and imports write; loading a dataset does not
+
+    target = Path(path)
+    Path(lock).parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock)):
+        clean_stale(target.parent, target.name)  # a killed writer's temporary file
+        current = {j.key: j for j in read_judgments(target)}
+        before = dict(current)
+        result = change(current)
+        if current != before:
+            atomic_write_text(target, render_judgments(current.values()))
+    return result
