@@ -14,6 +14,7 @@ from retrieval.data.dataset import DatasetError, load_dataset
 from retrieval.data.judgment_file import (
     JUDGMENTS_FILE,
     Judgment,
+    Key,
     read_judgments,
     render_judgments,
     timestamp,
@@ -146,7 +147,11 @@ def test_a_damaged_file_is_never_rewritten(tmp_path: Path) -> None:
 def _write_many(path: str, lock: str, writer: int, count: int) -> None:
     for n in range(count):
         judgment = Judgment(f"q{n}", f"d{writer}", n % 4, f"human:writer{writer}", timestamp())
-        update_judgments(path, lock, lambda current, j=judgment: current.__setitem__(j.key, j))
+
+        def add(current: dict[Key, Judgment], j: Judgment = judgment) -> None:
+            current[j.key] = j
+
+        update_judgments(path, lock, add)
 
 
 def test_concurrent_writers_in_other_processes_lose_no_judgment(tmp_path: Path) -> None:
