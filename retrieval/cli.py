@@ -142,12 +142,21 @@ def _all_degraded(run: Run) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation and print the report. Bad input is one line on stderr, exit code 2; an
     exception raised by a method (or a bug) prints its redacted traceback, exit code 1."""
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    judging = words[:1] == ["judge"]
+    if judging:  # `python -m retrieval judge ...`: the judging command (retrieval.judging.command)
+        from retrieval.judging.command import judge_command, judge_parser
+
+        judge_args = judge_parser().parse_args(words[1:])
+    else:
+        args = _parser().parse_args(words)
     try:
-        return _main(args)
+        return judge_command(judge_args) if judging else _main(args)
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
         # Only here: the gate has no way to run without its cassettes.
         hint = " Or run without cassettes: --live, or --methods bm25." if isinstance(exc, ReplayMissError) else ""
+        if judging and hint:
+            hint = " Or call without cassettes: --live."
         print(f"error: {redacted(str(exc))}{hint}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted: the cassettes, the cache and the baseline were left as they were", file=sys.stderr)

@@ -65,6 +65,8 @@ class Dataset:
     unused_judgments: int = 0
     # The pairs an LLM and a person (or the dataset's own files) both judged: its agreement.
     llm_checks: tuple[LLMCheck, ...] = ()
+    # The (question, document) pairs whose grade is an LLM's (accept_llm: it filled a hole).
+    llm_graded: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def doc_ids(self) -> list[str]:
@@ -107,13 +109,16 @@ def load_dataset(
         q: {d: found for d, found in judged.items() if d in documents} for q, judged in by_question(records).items()
     }
     checks: list[LLMCheck] = []
+    by_llm: set[tuple[str, str]] = set()
     own_source = ""
 
     def merge(qid: str, own: dict[str, int]) -> dict[str, int] | None:
         if not lines.get(qid):
             return None
         checks.extend(llm_checks(own, qid, lines[qid], own_source))
-        return merged_grades(own, lines[qid], accept_llm, own_source)
+        grades, from_llm = merged_grades(own, lines[qid], accept_llm, own_source)
+        by_llm.update((qid, d) for d in from_llm)
+        return grades
 
     if (root / "questions.jsonl").is_file():
         own_source = "import:questions.jsonl"
@@ -139,6 +144,7 @@ def load_dataset(
         judgment_records=tuple(records),
         unused_judgments=sum(j.question not in evaluated or j.document not in documents for j in records),
         llm_checks=tuple(c for c in checks if c.question in evaluated),
+        llm_graded=frozenset(p for p in by_llm if p[0] in evaluated),
     )
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "source_problem",
     "timestamp",
     "update_judgments",
+    "valid_date",
 ]
 
 JUDGMENTS_FILE = "judgments.jsonl"
@@ -138,12 +139,15 @@ def _judgment(record: Mapping[str, Any], where: str) -> Judgment:
     problem = source_problem(source)
     if problem:
         raise DatasetError(f"{where}: {problem}.")
-    if not isinstance(date, str) or not _DATE.fullmatch(date) or not _real_date(date):
+    if not valid_date(date):
         raise DatasetError(f"{where}: date is {date!r}: write it in UTC as YYYY-MM-DDTHH:MM:SSZ.")
     return Judgment(question, document, grade, source, date)
 
 
-def _real_date(date: str) -> bool:
+def valid_date(date: Any) -> bool:
+    """Whether `date` is a judgment's date: UTC to the second, `YYYY-MM-DDTHH:MM:SSZ`, a real day."""
+    if not isinstance(date, str) or not _DATE.fullmatch(date):
+        return False
     try:
         datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:

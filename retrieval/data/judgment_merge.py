@@ -50,16 +50,20 @@ def by_question(judgments: Iterable[Judgment]) -> dict[str, dict[str, list[Judgm
 
 def merged_grades(
     own: Mapping[str, int], lines: Mapping[str, list[Judgment]], accept_llm: bool, own_source: str
-) -> dict[str, int]:
+) -> tuple[dict[str, int], set[str]]:
     """One question's grades: its own judgments (`own`: document -> grade, from the dataset's
-    files, provenance `own_source`) merged with its lines of judgments.jsonl (`lines`)."""
+    files, provenance `own_source`) merged with its lines of judgments.jsonl (`lines`); and the
+    documents whose grade is an LLM's (accepted, filling a hole)."""
     grades = dict(own)
+    by_llm = set()
     for document, judgments in lines.items():
         base = [Judgment("", document, own[document], own_source)] if document in own else []
         chosen = winner([*base, *judgments], accept_llm)
         if chosen is not None:
             grades[document] = chosen.grade
-    return grades
+            if chosen.kind == "llm":
+                by_llm.add(document)
+    return grades, by_llm
 
 
 @dataclass(frozen=True)

@@ -189,8 +189,8 @@ def test_merge_rule_people_over_llm_latest_date_dataset_oldest() -> None:
     # It fills a hole only when accepted; refused, the pair stays unjudged.
     assert winner([llm], accept_llm=True) == llm
     assert winner([llm], accept_llm=False) is None
-    assert merged_grades({"d": 1, "e": 2}, {"d": [late], "f": [llm]}, False, own) == {"d": 0, "e": 2}
-    assert merged_grades({"d": 1}, {"d": [llm], "f": [llm]}, True, own) == {"d": 1, "f": 2}
+    assert merged_grades({"d": 1, "e": 2}, {"d": [late], "f": [llm]}, False, own) == ({"d": 0, "e": 2}, set())
+    assert merged_grades({"d": 1}, {"d": [llm], "f": [llm]}, True, own) == ({"d": 1, "f": 2}, {"f"})
 
 
 def test_a_dataset_reads_its_judgments_file_merged_with_its_own(tmp_path: Path) -> None:
@@ -213,6 +213,7 @@ def test_a_dataset_reads_its_judgments_file_merged_with_its_own(tmp_path: Path) 
     assert judged.llm_checks == (LLMCheck("q2", "d3", "m", 1, 0),)
     with_llm = load_dataset(tmp_path / "judged", accept_llm=True)
     assert dict(with_llm.questions[0].judgments) == {"d1": 1, "d2": 0, "d5": 3}
+    assert with_llm.llm_graded == {("q1", "d5")} and judged.llm_graded == frozenset()
     assert with_llm.questions[0].relevant == ("d1", "d5")
     # LLM lines refused: the fingerprint is the one without them.
     only_llm = load_dataset(_dataset(tmp_path / "llm", [_line(source="llm:m")]))
