@@ -28,21 +28,32 @@ _EXPORTS = {
     "recall_at_k": "retrieval.measures.metrics",
     "reciprocal_rank": "retrieval.measures.metrics",
     "Ranking": "retrieval.run.ranking",
+    "RankingError": "retrieval.run.ranking",
     "ranking_from_ids": "retrieval.run.ranking",
+    "top_k": "retrieval.run.ranking",
+    "Calls": "retrieval.run.declaration",
+    "Declaration": "retrieval.run.declaration",
+    "DeclarationError": "retrieval.run.declaration",
+    "Usage": "retrieval.run.cost",
+    "ConfigError": "retrieval.config",
+    "test_gate": "retrieval.gate.plugin",
     "build_report": "retrieval.report.build",
     "render_markdown": "retrieval.report.sections",
     "Run": "retrieval.run.results",
 }
 
 if TYPE_CHECKING:
-    from retrieval.config import Profile, Settings, load_settings
+    from retrieval.config import ConfigError, Profile, Settings, load_settings
     from retrieval.data.dataset import Dataset, DatasetError, Document, Question, load_dataset
     from retrieval.evaluation.evaluate import evaluate
+    from retrieval.gate.plugin import test_gate
     from retrieval.measures.metrics import hit_rate_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
     from retrieval.methods.base import Context, Method
     from retrieval.report.build import build_report
     from retrieval.report.sections import render_markdown
-    from retrieval.run.ranking import Ranking, ranking_from_ids
+    from retrieval.run.cost import Usage
+    from retrieval.run.declaration import Calls, Declaration, DeclarationError
+    from retrieval.run.ranking import Ranking, RankingError, ranking_from_ids, top_k
     from retrieval.run.results import Run
 
 
@@ -75,16 +86,22 @@ sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
+    "Calls",
+    "ConfigError",
     "Context",
     "Dataset",
     "DatasetError",
+    "Declaration",
+    "DeclarationError",
     "Document",
     "Method",
     "Profile",
     "Question",
     "Ranking",
+    "RankingError",
     "Run",
     "Settings",
+    "Usage",
     "build_report",
     "evaluate",
     "hit_rate_at_k",
@@ -95,4 +112,6 @@ __all__ = [
     "recall_at_k",
     "reciprocal_rank",
     "render_markdown",
+    "test_gate",
+    "top_k",
 ]

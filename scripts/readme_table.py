@@ -1,7 +1,7 @@
 """Render the README's demo table from the committed baseline, and keep the README in sync.
 
-    python scripts/readme_table.py           rewrite the block between the markers in README.md
-    python scripts/readme_table.py --check   exit 1 if the block differs from the baseline
+    python scripts/readme_table.py           rewrite the block between the markers in README.md and docs/demo.md
+    python scripts/readme_table.py --check   exit 1 if a block differs from the baseline
 
 The table is the seed's: one row per method, recall@k, MRR, then recall@k per question
 type in the order the types first appear in the dataset. Figures come from
@@ -19,6 +19,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+# Every page that shows the table: the README, and the demo's page of the documentation site.
+PAGES = (README, ROOT / "docs" / "demo.md")
 BASELINE = ROOT / "baselines" / "metrics.json"
 PROFILE = "local"
 START = "<!-- demo-table:start -->"
@@ -102,7 +104,7 @@ def replace_block(text: str, block: str) -> str:
     """`text` with the region between the markers (markers included) replaced by `block`."""
     start, end = text.find(START), text.find(END)
     if start < 0 or end < start:
-        raise TableError(f"README.md must contain {START} then {END} where the demo table goes.")
+        raise TableError(f"the page must contain {START} then {END} where the demo table goes.")
     return text[:start] + block + text[end + len(END) :]
 
 
@@ -111,23 +113,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
     args = parser.parse_args(argv)
     try:
-        current = README.read_text(encoding="utf-8")
-        updated = replace_block(current, render_block())
+        block = render_block()
+        pages = {page: page.read_text(encoding="utf-8") for page in PAGES}
+        updated = {page: replace_block(text, block) for page, text in pages.items()}
     except TableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if updated == current:
-        print("README.md demo table is up to date.")
+    stale = [page for page in PAGES if updated[page] != pages[page]]
+    names = ", ".join(str(page.relative_to(ROOT)) for page in stale)
+    if not stale:
+        print("The demo table is up to date.")
         return 0
     if args.check:
         print(
-            "README.md demo table is stale (baselines/metrics.json changed): "
-            "run `python scripts/readme_table.py` and commit README.md.",
+            f"the demo table of {names} is stale (baselines/metrics.json changed): "
+            "run `python scripts/readme_table.py` and commit it.",
             file=sys.stderr,
         )
         return 1
-    README.write_text(updated, encoding="utf-8")
-    print("README.md demo table rewritten from baselines/metrics.json.")
+    for page in stale:
+        page.write_text(updated[page], encoding="utf-8")
+    print(f"{names}: demo table rewritten from baselines/metrics.json.")
     return 0
 
 

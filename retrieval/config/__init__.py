@@ -45,6 +45,7 @@ from retrieval.config.settings import (
 )
 
 __all__ = [
+    "ENVIRONMENT",
     "FLAT_KEYS",
     "ConfigError",
     "EmbeddingSettings",
@@ -59,6 +60,11 @@ __all__ = [
     "project_file_in",
     "shown_path",
 ]
+
+
+# The environment variables a run reads, by the key each one overrides: above the project file,
+# below a flag (the configuration reference lists them from here).
+ENVIRONMENT = {"profile": "RETRIEVAL_PROFILE", "embedding_model": "EMBEDDING_MODEL", "rerank_model": "MODEL"}
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,7 +128,7 @@ def _settings(
     data = _merge({k: v for k, v in defaults.items() if k != "profiles"}, project)
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
 
-    profile_name = str(flags.pop("profile", None) or environ.get("RETRIEVAL_PROFILE") or data["profile"])
+    profile_name = str(flags.pop("profile", None) or environ.get(ENVIRONMENT["profile"]) or data["profile"])
     # Every profile is checked, so a typo in one not chosen today does not wait to surface.
     built = build_profiles(defaults, project, where)
     if profile_name not in built:
@@ -134,10 +140,10 @@ def _settings(
         )
     profile = built[profile_name]
     embeddings, llm = profile.embeddings, profile.llm
-    if environ.get("EMBEDDING_MODEL"):
-        embeddings = replace(embeddings, model=environ["EMBEDDING_MODEL"])
-    if environ.get("MODEL"):
-        llm = replace(llm, model=environ["MODEL"])
+    if environ.get(ENVIRONMENT["embedding_model"]):
+        embeddings = replace(embeddings, model=environ[ENVIRONMENT["embedding_model"]])
+    if environ.get(ENVIRONMENT["rerank_model"]):
+        llm = replace(llm, model=environ[ENVIRONMENT["rerank_model"]])
     if flags.get("embedding_model") is not None:
         embeddings = replace(embeddings, model=flags.pop("embedding_model"))
     if flags.get("rerank_model") is not None:

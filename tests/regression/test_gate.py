@@ -6,6 +6,6 @@ pyproject.toml and from baselines/ before anything is evaluated: `test_gate[gate
 `pytest "tests/regression/test_gate.py::test_gate[bm25-recall@5]"`.
 """
 
-from retrieval.gate.plugin import test_gate
+from retrieval import test_gate
 
 __all__ = ["test_gate"]

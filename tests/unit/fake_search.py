@@ -71,7 +71,7 @@ class FakeSearchService(_JsonService):
 
 class IdSearchService(_JsonService):
     """POST /search {"query": text, "size": n} -> {"hits": [{"id": doc_id, "score": s}, ...]}:
-    the protocol of the README's retriever, over `documents` ((id, text) pairs) as its index."""
+    the protocol of the documented retriever (docs/methods.md), over `documents` ((id, text) pairs) as its index."""
 
     def __init__(self, documents: Sequence[tuple[str, str]]) -> None:
         index = [(doc_id, set(text.lower().split())) for doc_id, text in documents]

@@ -84,7 +84,7 @@ def test_invalid_dataset_names_file_and_line(tmp_path: Path, capsys: pytest.Capt
 
 PLUGIN = '''
 import numpy as np
-from retrieval.run.ranking import top_k
+from retrieval import top_k
 
 
 class ReverseBM25:

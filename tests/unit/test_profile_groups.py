@@ -296,8 +296,8 @@ def test_checking_a_gemini_profile_does_not_import_the_sdk(tmp_path: Path) -> No
     assert done.stdout == "[]\n"
 
 
-def test_the_readme_ollama_profile_is_the_same_in_both_forms(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+def test_the_documented_ollama_profile_is_the_same_in_both_forms(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
     blocks = [b.split("```", 1)[0] for b in readme.split("```toml\n")[1:] if "[tool.retrieval.profiles.ollama" in b]
     assert len(blocks) == 2  # the flat example and the grouped one
     profiles = []

@@ -45,7 +45,7 @@ import re
 
 import numpy as np
 
-from retrieval.run.ranking import top_k
+from retrieval import top_k
 
 SIGN = {sign}
 WORDS = re.compile(r"\\w+")

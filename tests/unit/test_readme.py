@@ -1,5 +1,6 @@
 """The README cannot go stale: its demo table is the committed baseline, its two
-fresh-machine commands are the documented ones, and `.ci/run` runs the test command."""
+fresh-machine commands are the documented ones, `.ci/run` runs the test command, and its
+suite figures are a measurement of this suite (scripts/suite_figures.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DEMO_PAGE = ROOT / "docs" / "demo.md"
 
 EVALUATE_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python -m retrieval"
 TEST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest -n auto"
@@ -32,13 +34,71 @@ def _shell_blocks(text: str) -> list[str]:
     return [b.strip() for b in re.findall(r"```(?:sh|bash|console)\n(.*?)```", text, re.S)]
 
 
-def test_demo_table_is_the_committed_baseline(readme_table: ModuleType) -> None:
-    text = README.read_text(encoding="utf-8")
+@pytest.fixture(scope="module")
+def suite_figures() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("suite_figures", ROOT / "scripts" / "suite_figures.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("suite_figures", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", [README, DEMO_PAGE], ids=lambda p: p.name)
+def test_demo_table_is_the_committed_baseline(readme_table: ModuleType, page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
     start, end = text.find(readme_table.START), text.find(readme_table.END)
-    assert 0 <= start < end, "README.md lost its demo-table markers"
+    assert 0 <= start < end, f"{page.name} lost its demo-table markers"
     assert text[start : end + len(readme_table.END)] == readme_table.render_block(ROOT), (
-        "README.md's demo table differs from baselines/metrics.json: run `python scripts/readme_table.py`"
+        f"{page.name}'s demo table differs from baselines/metrics.json: run `python scripts/readme_table.py`"
     )
+
+
+@pytest.mark.parametrize("page", [README, ROOT / "docs" / "performance.md"], ids=lambda p: p.name)
+def test_the_suite_figures_are_the_measurement(suite_figures: ModuleType, page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    start, end = text.find(suite_figures.START), text.find(suite_figures.END)
+    assert 0 <= start < end, f"{page.name} lost its suite-figures markers"
+    assert text[start : end + len(suite_figures.END)] == suite_figures.render_block(suite_figures.read_figures()), (
+        f"{page.name}'s suite figures differ from docs/suite-figures.json: run `python scripts/suite_figures.py`"
+    )
+
+
+def _whole_default_suite(config: pytest.Config) -> bool:
+    """This session runs what `.ci/run` runs: the default test paths, nothing deselected."""
+    option = config.option
+    return (
+        config.args_source is pytest.Config.ArgsSource.TESTPATHS
+        and not option.keyword
+        and not option.markexpr
+        and not getattr(option, "deselect", None)
+        and not getattr(option, "lf", False)
+        and not getattr(option, "ignore", None)
+    )
+
+
+def test_the_readme_test_count_is_this_suites(suite_figures: ModuleType, request: pytest.FixtureRequest) -> None:
+    measured = suite_figures.read_figures()["tests"]
+    if not _whole_default_suite(request.config):
+        pytest.skip("the README's count is of the whole default suite; this session selected part of it")
+    assert request.session.testscollected == measured, (
+        f"the README's figures were measured on {measured} tests, this suite has {request.session.testscollected}: "
+        "measure again with `python scripts/suite_figures.py measure` (a fresh clone; about 4 minutes)"
+    )
+
+
+def test_the_suite_summary_is_read_as_pytest_prints_it(suite_figures: ModuleType) -> None:
+    output = "....\n======= 1560 passed, 6 skipped, 3 warnings in 116.32s (0:01:56) =======\n"
+    summary = suite_figures.parse_summary(output)
+    assert summary == {
+        "counts": {"passed": 1560, "skipped": 6, "warning": 3},
+        "seconds": 116.32,
+        "line": "1560 passed, 6 skipped, 3 warnings in 116.32s (0:01:56)",
+    }
+    assert suite_figures.collected(summary["counts"]) == 1566
+    quiet = suite_figures.parse_summary("....\n35 passed, 1596 deselected in 29.31s\n")  # under -q
+    assert quiet["counts"] == {"passed": 35, "deselected": 1596} and quiet["seconds"] == 29.31
+    assert suite_figures.collected(quiet["counts"]) == 35
 
 
 def test_table_follows_the_seed_layout(readme_table: ModuleType) -> None:

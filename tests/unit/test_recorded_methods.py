@@ -203,10 +203,10 @@ def test_a_method_whose_requests_changed_fails_replay_in_one_line_with_the_comma
     assert len(service.requests) == 3  # the recording's; replay reached nothing
 
 
-def test_the_readme_search_retriever_records_replays_and_names_an_edited_request(
+def test_the_documented_search_retriever_records_replays_and_names_an_edited_request(
     tmp_path: Path, dataset: Dataset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text(encoding="utf-8")
     source = readme.split("# searchret.py\n", 1)[1].split("```", 1)[0]
     edited = source.replace('"size": context.depth}', '"size": context.depth * 2}')
     assert edited != source

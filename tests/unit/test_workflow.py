@@ -119,3 +119,12 @@ def test_the_required_job_gates_a_pull_request_against_its_base_branchs_baseline
     # The recording job's proposal records why it lowers a figure.
     record = "\n".join(s.get("run", "") for s in _workflow()["jobs"]["record"]["steps"])
     assert '--allow-regression "proposed by the record workflow, run $RUN_ID' in record
+
+
+def test_the_docs_job_builds_the_site_strictly() -> None:
+    docs = _workflow()["jobs"]["docs"]
+    script = "\n".join(step.get("run", "") for step in docs["steps"])
+    lines = [line.strip() for line in script.splitlines()]
+    assert "pip install -e '.[docs]'" in script
+    assert "mkdocs build --strict" in lines
+    assert docs["if"] == "github.event_name != 'workflow_dispatch'"

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.run.ranking import top_k
+from retrieval import top_k
 
 
 class Table:
