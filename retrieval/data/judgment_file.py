@@ -20,13 +20,12 @@ make one grade per pair is retrieval.data.judgment_merge.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from json.encoder import encode_basestring as _string
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from retrieval.data.records import DatasetError, _jsonl
 from retrieval.files.atomic import atomic_write_text, clean_stale
@@ -56,8 +55,7 @@ Key = tuple[str, str, str]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Judgment:
+class Judgment(NamedTuple):
     """One source's grade of one (question, document) pair, and when it was given.
 
     `date` is UTC, to the second (`2025-06-02T09:14:05Z`); "" for the judgments a dataset's own
@@ -88,16 +86,11 @@ class Judgment:
         return (self.question, self.document)
 
     def line(self) -> str:
-        """The judgment as its line of the file (no newline)."""
-        return json.dumps(
-            {
-                "question": self.question,
-                "document": self.document,
-                "grade": self.grade,
-                "source": self.source,
-                "date": self.date,
-            },
-            ensure_ascii=False,
+        """The judgment as its line of the file (no newline): what json.dumps(ensure_ascii=False) writes
+        of {"question", "document", "grade", "source", "date"}, by its own string encoder."""
+        return (
+            f'{{"question": {_string(self.question)}, "document": {_string(self.document)}, '
+            f'"grade": {int(self.grade)}, "source": {_string(self.source)}, "date": {_string(self.date)}}}'
         )
 
 
@@ -116,7 +109,28 @@ def source_problem(source: Any) -> str | None:
     return None
 
 
-def _judgment(record: Mapping[str, Any], where: str) -> Judgment:
+def _judgment(record: Mapping[str, Any], path: Path, number: int) -> Judgment:
+    # The common line (the fields the tool writes, of the types it writes) is taken with type checks
+    # alone; anything else goes through the checks one by one, for the error that names its fix.
+    if record.keys() == _FIELD_SET:
+        question, document, grade = record["question"], record["document"], record["grade"]
+        source, date = record["source"], record["date"]
+        if (
+            type(question) is str
+            and type(document) is str
+            and type(grade) is int
+            and (source in _GOOD_SOURCES or source_problem(source) is None)
+            and question
+            and document
+            and question.strip() == question
+            and document.strip() == document
+            and (date in _GOOD_DATES or valid_date(date))
+        ):
+            _GOOD_SOURCES.add(source)
+            if len(_GOOD_DATES) < _DATES_KEPT:
+                _GOOD_DATES.add(date)
+            return Judgment(question, document, grade, source, date)
+    where = f"{path}:{number}"
     unknown = sorted(set(record) - set(FIELDS))
     if unknown:
         raise DatasetError(f"{where}: unknown field(s) {', '.join(unknown)}. A judgment has {', '.join(FIELDS)}.")
@@ -144,12 +158,20 @@ def _judgment(record: Mapping[str, Any], where: str) -> Judgment:
     return Judgment(question, document, grade, source, date)
 
 
+_FIELD_SET = frozenset(FIELDS)
+# Sources and dates already found good: a file holds few sources, and dates shared by many lines
+# (an import's, an LLM run's). Dates kept up to a bound: each line of a page's session has its own.
+_GOOD_SOURCES: set[str] = set()
+_GOOD_DATES: set[str] = set()
+_DATES_KEPT = 100_000
+
+
 def valid_date(date: Any) -> bool:
     """Whether `date` is a judgment's date: UTC to the second, `YYYY-MM-DDTHH:MM:SSZ`, a real day."""
     if not isinstance(date, str) or not _DATE.fullmatch(date):
         return False
     try:
-        datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ")
+        datetime.fromisoformat(date[:-1])
     except ValueError:
         return False
     return True
@@ -164,13 +186,13 @@ def read_judgments(path: str | Path) -> list[Judgment]:
     found: dict[Key, int] = {}
     out = []
     for number, record in _jsonl(path):
-        where = f"{path}:{number}"
-        judgment = _judgment(record, where)
-        first = found.setdefault(judgment.key, number)
+        judgment = _judgment(record, path, number)
+        first = found.setdefault((judgment.question, judgment.document, judgment.source), number)
         if first != number:
             raise DatasetError(
-                f"{where}: {judgment.source} judges question {judgment.question!r}, document {judgment.document!r} "
-                f"again (first at line {first}). Keep one line per source and pair: remove one of them."
+                f"{path}:{number}: {judgment.source} judges question {judgment.question!r}, document "
+                f"{judgment.document!r} again (first at line {first}). Keep one line per source and pair: "
+                "remove one of them."
             )
         out.append(judgment)
     return out

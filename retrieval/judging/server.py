@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Any, TextIO
 
 from retrieval.data.records import DatasetError
+from retrieval.files.atomic import clean_stale
 from retrieval.judging.session import JudgingError, JudgingSession
 
 __all__ = ["DEFAULT_PORT", "HOST", "JudgingServer", "serve_page", "start_server"]
@@ -153,8 +154,9 @@ def start_server(session: JudgingSession, port: int = DEFAULT_PORT) -> JudgingSe
 
 def serve_page(session: JudgingSession, port: int = DEFAULT_PORT, out: TextIO = sys.stderr) -> int:
     """Serve the page until Ctrl-C; returns how many pairs of the pool are judged by then."""
+    clean_stale(session.path.parent, session.path.name)  # a killed writer's temporary file, before anyone reads
     server = start_server(session, port)
-    left = sum(1 for c in session.pool)
+    left = len(session.pool)
     print(
         f"Judging page for {session.dataset.name}: {server.url} ({left} pair(s) to judge as {session.source}; "
         f"judgments go to {session.path}). Ctrl-C stops it.",
