@@ -45,9 +45,11 @@ JUDGE_VERSION = "judge-umbrela-v1"
 # Part of the prompt version: the start of a passage is what an assessor reads first.
 PASSAGE_CHARS = 2000
 STAGE = "llm judge"  # its name in the usage and cost lines
+# The range is the prompt's and parse_grade's: Gemini's schema takes no integer enum, OpenAI's strict
+# mode no minimum or maximum.
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"grade": {"type": "integer", "enum": list(GRADES)}},
+    "properties": {"grade": {"type": "integer"}},
     "required": ["grade"],
     "additionalProperties": False,
 }
