@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from retrieval.config import ConfigError, Settings, load_settings
+from retrieval.config import ConfigError, Settings, load_settings, shown_path
 from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.data.judgment_file import JUDGMENTS_FILE, source_problem
 from retrieval.judging.pool import MAX_DEPTH, Candidate, depth_pool, unjudged
@@ -154,6 +154,15 @@ def judge_command(args: argparse.Namespace) -> int:
     from retrieval.judging.server import serve_page
     from retrieval.judging.session import JudgingSession
 
-    session = JudgingSession(dataset, unjudged(pool), _who(args, settings), path, lock, settings.language, needed)
+    session = JudgingSession(
+        dataset,
+        unjudged(pool),
+        _who(args, settings),
+        path,
+        lock,
+        settings.language,
+        needed,
+        shown_path(path, settings.root),
+    )
     serve_page(session, args.port)
     return 0

@@ -63,6 +63,8 @@ class JudgingSession:
     language: str = "fr"
     # The pairs the base branch's comparison left undecided (None: no comparison was made).
     needed: frozenset[tuple[str, str]] | None = None
+    # The judgments file as the page names it (the project's relative path).
+    shown: str = ""
     _questions: dict[str, Question] = field(init=False)
     _index: dict[tuple[str, str], int] = field(init=False)
     _cache: tuple[Any, list[Judgment]] = field(init=False, default=(None, []))
@@ -111,7 +113,7 @@ class JudgingSession:
         return {
             "dataset": self.dataset.name,
             "source": self.source,
-            "file": str(self.path),
+            "file": self.shown or str(self.path),
             "filter": self.needed is not None,
             "pairs": [
                 {
