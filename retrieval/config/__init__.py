@@ -4,7 +4,8 @@ The project file (retrieval.config.project_file) is `retrieval.toml`, else `[too
 `pyproject.toml`; its folder is the project root. Every path the project file or the defaults
 name (dataset, cassettes, cache, baseline, snapshots) resolves from that root, never from the
 working directory, so `cd tests && pytest` or `python -m retrieval` from a subfolder read the
-same files. Paths given as flags resolve from the working directory, as a shell user expects.
+same files, and must stay inside it, links resolved (retrieval.config.confinement). Paths given
+as flags resolve from the working directory, as a shell user expects.
 
 This module resolves the precedence; the shapes live in retrieval.config.settings, the profiles in
 retrieval.config.profiles, the run's values in retrieval.config.setting_values. It imports no provider and no
@@ -21,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from retrieval.config.confinement import check_confined
 from retrieval.config.profiles import build_profiles
 from retrieval.config.project_file import (
     find_project_file,
@@ -30,7 +32,7 @@ from retrieval.config.project_file import (
     read_project_file,
     shown_path,
 )
-from retrieval.config.setting_values import SETTING_KEYS, check_prices, check_values
+from retrieval.config.setting_values import PATH_KEYS, SETTING_KEYS, check_prices, check_values
 from retrieval.config.settings import (
     FLAT_KEYS,
     ConfigError,
@@ -157,10 +159,12 @@ def _settings(
     values = {key: data[key] for key in SETTING_KEYS - {"profile"} if key in data}
     values.update({k: v for k, v in flags.items() if k in SETTING_KEYS})
     values = check_values(values, flags, where, project_root, Settings.hybrid_inputs, flag_prefix)
-    return Settings(
+    settings = Settings(
         profile=profile,
         prices=check_prices(data.get("prices", {}), where),
         source=where,
         root=str(project_root),
         **values,
     )
+    check_confined(settings, {key: data[key] for key in PATH_KEYS if key in data}, flags, where)
+    return settings

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -226,6 +227,11 @@ class Settings:
         metadata={DOC: "USD for the cost section: `input` and `output` per million tokens, or `call` per request."},
     )
     source: str = "built-in defaults"
+
+    @property
+    def vectors_folder(self) -> str:
+        """The folder of the profiles' vector segments: `vectors`, else "vectors" beside the cassettes folder."""
+        return self.vectors or str(Path(self.cassettes).parent / "vectors")
 
     def describe(self) -> dict[str, Any]:
         """The configuration shared by every method of a run, as the baseline records it.

@@ -50,7 +50,7 @@ LEGACY_STAGE = "corpus-embeddings"
 
 def vectors_root(settings: Settings) -> Path:
     """The folder of the profiles' vector segments: `vectors`, else "vectors" beside the cassettes folder."""
-    return Path(settings.vectors) if settings.vectors else Path(settings.cassettes).parent / "vectors"
+    return Path(settings.vectors_folder)
 
 
 def embedding_variant(embedding: EmbeddingSettings) -> str:

@@ -17,6 +17,7 @@ import retrieval.methods
 from retrieval.config import ConfigError, Settings
 from retrieval.config.names import name_problem
 from retrieval.methods.base import Declaration, DeclarationError, Method, MethodUnavailable, declaration
+from retrieval.text.redaction import redacted
 
 __all__ = ["BUILTIN_METHODS", "MethodUnavailable", "Plan", "builtin_methods", "plan"]
 
@@ -158,7 +159,8 @@ def plan(requested: Sequence[str], settings: Settings, *, replay: bool, extra: S
         try:
             build(token)
         except MethodUnavailable as why:
-            result.unavailable[token] = str(why)
+            # Said in the report, the run log and the gate summary: a team's factory may quote its login.
+            result.unavailable[token] = redacted(str(why))
 
     def visit(name: str, chain: tuple[str, ...]) -> None:
         if name in chain:

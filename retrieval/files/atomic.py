@@ -13,6 +13,7 @@ processes that no longer run.
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import re
@@ -33,6 +34,7 @@ __all__ = [
     "commit_files",
     "recover_directory",
     "recover_files",
+    "refuse_link",
     "replace_files",
     "staging_directory",
 ]
@@ -155,10 +157,27 @@ def clean_stale(directory: str | Path, name: str) -> list[Path]:
     return removed
 
 
+def refuse_link(target: str | Path) -> None:
+    """AtomicSetError (one line) when folder `target` is a symbolic link. A folder replaced as a
+    whole is swapped with its staging folder: the link would be swapped away and left, pointing
+    wherever it points, under a staging name; staging beside its target instead would write
+    wherever that is. Neither is done: the folder must be a folder (a link may name one above it)."""
+    target = Path(target)
+    if target.is_symlink():
+        raise AtomicSetError(
+            errno.ELOOP,
+            f"a symbolic link (to {os.readlink(target)}), and its files are replaced as a set by swapping the "
+            "folder, which would replace the link: make it a folder (a link may name the folder above it)",
+            str(target),
+        )
+
+
 def staging_directory(target: str | Path) -> Path:
     """A new, empty folder beside `target` (same file system, so its files can be renamed into
-    place), named after the process so that a killed run's folder is found and removed later."""
+    place), named after the process so that a killed run's folder is found and removed later.
+    `target` may not be a symbolic link (`refuse_link`)."""
     target = Path(target)
+    refuse_link(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-{os.getpid()}-"))
 
@@ -193,11 +212,11 @@ def _exchange(a: Path, b: Path) -> bool:
     result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
     if result == 0:
         return True
-    errno = ctypes.get_errno()
+    code = ctypes.get_errno()
     # Kernel or file system without the flag: fall back to renames. Anything else is a real error.
-    if errno in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
-    raise OSError(errno, os.strerror(errno), str(b))
+    raise OSError(code, os.strerror(code), str(b))
 
 
 def recover_directory(target: str | Path) -> list[Path]:
@@ -221,9 +240,11 @@ def replace_files(target: str | Path, files: Mapping[str, bytes], *, keep: bool 
     """Make folder `target` hold `files` (name -> content), all of them or none of them.
 
     With `keep`, the files of `target` not in `files` are carried over. On any error the
-    previous folder is in place and no staging folder is left behind; the error says so.
+    previous folder is in place and no staging folder is left behind; the error says so. A
+    `target` that is a symbolic link is refused before anything is written (`refuse_link`).
     """
     target = Path(target)
+    refuse_link(target)
     recover_directory(target)
     new = staging_directory(target)
     try:

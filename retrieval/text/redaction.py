@@ -2,11 +2,14 @@
 (`find_secrets`, refused when found), and messages, warnings and tracebacks bound for a terminal
 or a CI log are cut (`redacted`, `failure_text`).
 
-A credential is found by its shape (a Google or OpenAI key, a Bearer or Basic token, a password
-in a URL) and by its name: any header, query parameter, cookie, form field or JSON key whose name
-says key, token, secret, auth, password, cookie or session (`credential_name`), after
-percent-decoding and case folding. The recorder drops such headers and query parameters from
-what it keeps; what it cannot drop (a body must match byte for byte on replay) the scan refuses.
+A credential is found by its shape, from the one table both read (retrieval.text.secret_shapes:
+GitHub, GitLab, AWS, Slack, Stripe, Azure, Hugging Face, Anthropic, OpenAI and Google keys, JWTs,
+PEM private keys, Bearer and Basic tokens, a password in a URL, `password=`, `passwd:` and
+`secret=` in free text), and by its name: any header, query parameter, cookie, form field or JSON
+key whose name says key, token, secret, auth, password, cookie or session (`credential_name`),
+after percent-decoding and case folding. The recorder drops such headers and query parameters
+from what it keeps; what it cannot drop (a body must match byte for byte on replay) the scan
+refuses.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import traceback
 from collections.abc import Iterable, Iterator, Mapping
 from urllib.parse import unquote_plus
 
+from retrieval.text.secret_shapes import Hints, Shape, cut, matches, search
+
 __all__ = [
     "MIN_KEY_LENGTH",
     "credential_name",
@@ -26,45 +31,28 @@ __all__ = [
     "redacted",
 ]
 
-# Each pattern with what it finds (shown in place of what it matched: a scan's message reaches CI
-# logs, and no part of a key may), the lower-case strings one of which any match holds, and how
-# far before and after one a match may reach: a pattern runs only there (`_Hints.regions`). Tried
-# over a whole text, the patterns took seconds a scan of a 44 MiB cassette, and the gate scans on
-# every run.
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str, tuple[str, ...], int, int], ...] = (
-    (re.compile(r"AIza[0-9A-Za-z_-]{30,}"), "a Google API key (AIza…)", ("aiza",), 0, 64),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), "an OpenAI-style key (sk-…)", ("sk-",), 0, 64),
-    # Credential headers, in a cassette's headers or inside a JSON body (quotes escaped there).
-    (
-        re.compile(r'\\?"(x-goog-api-key|authorization|api-key|x-api-key|proxy-authorization)\\?"\s*:', re.IGNORECASE),
-        'a "{}" header',
-        ("key", "auth"),
-        24,
-        32,
-    ),
-    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", re.IGNORECASE), "a Bearer token", ("bearer",), 0, 64),
-    (re.compile(r"\bBasic\s+[A-Za-z0-9+/]{8,}=*", re.IGNORECASE), "a Basic authorization", ("basic",), 0, 64),
-    (
-        re.compile(r"(?:[?&]|%3F|%26)(?:api[_-]?)?key(?:=|%3D)[^&\"\s\\]{8,}", re.IGNORECASE),
-        "a key in a query string",
-        ("key",),
-        10,
-        64,
-    ),
-    # A password in a URL (https://user:password@host/).
-    (
-        re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@\"\\]+:[^/\s@\"\\]+@", re.IGNORECASE),
-        "a password in a URL",
-        ("@",),
-        512,
-        1,
-    ),
-)
 # JSON may spell any character as \\uXXXX (once per level of nesting: a body is JSON in JSON).
-# Only escapes of ASCII characters are decoded: every pattern above matches ASCII alone, and
-# keys are ASCII, while a cassette of French text holds a million escaped accents (decoding
-# them took 1 s of a 44 MiB cassette's 1.8 s scan, on every gate run).
-_UNICODE_ESCAPE = re.compile(r"\\+u(00[0-7][0-9a-fA-F])")
+# Only escapes of ASCII characters are decoded: every shape matches ASCII alone, and keys are
+# ASCII, while a cassette of French text holds a million escaped accents. Found by the literal
+# "u00" (the regex engine's fast search; a pattern led by the backslashes took 0.7 s of a 44 MiB
+# scan), their backslashes checked after.
+_ASCII_ESCAPE = re.compile(r"u00([0-7][0-9a-fA-F])")
+
+
+def _unescaped(text: str) -> str:
+    """`text` with every JSON escape of an ASCII character decoded, at any level of nesting."""
+    out: list[str] = []
+    last = 0
+    for m in _ASCII_ESCAPE.finditer(text):
+        start = m.start()
+        while start > last and text[start - 1] == "\\":
+            start -= 1
+        if start < m.start():
+            out += [text[last:start], chr(int(m.group(1), 16))]
+            last = m.end()
+    return "".join([*out, text[last:]]) if out else text
+
+
 _QUERY_STRING = re.compile(r"\?[^\s'\")]+")
 # Environment variables whose value is a credential, by name (GEMINI_API_KEY, SEARCH_TOKEN, PGPASSWORD).
 # Narrower than `credential_name`: AUTH or SESSION would take GIT_AUTHOR_NAME or XDG_SESSION_ID,
@@ -123,47 +111,13 @@ def credential_name(name: str) -> bool:
 # A JSON key (or a Python mapping's, in a message) with a string value, or a list of them as
 # vcrpy stores headers; quotes may be escaped (a body is JSON in JSON).
 _KEYED_VALUE = re.compile(r"""(\\*["'])([^"'\\\n]{1,100})\1\s*:\s*(\[\s*)?(\\*["'])([^"'\\\n]*)""")
-# A query parameter, form field or cookie: name=value after ?, &, ; or the start of a string.
-_PARAMETER = re.compile(r"""(?:(?<=[?&;"'\s])|%3F|%26)([A-Za-z0-9_.+%\[\]-]{1,100})(?:=|%3D)([^&;"'\s\\#]+)""")
+# A query parameter, form field or cookie: name=value after ?, &, ;, a space, a bracket or a
+# comma, or at the start of a string.
+_PARAMETER = re.compile(r"""(?:(?<=[?&;"'\s(,])|^|%3F|%26)([A-Za-z0-9_.+%\[\]-]{1,100})(?:=|%3D)([^&;"'\s\\#]+)""")
 # A value that is a credential, not prose: no space but after a scheme (Bearer ...), or a cookie string.
 _TOKEN_VALUE = re.compile(r"(?:(?:bearer|basic|token|digest)\s+)?\S{8,}|.*=.*", re.IGNORECASE)
 # Any text naming one of these may hold a named credential (the check that skips the regexes).
 _NAME_HINTS = ("key", "token", "secret", "auth", "pass", "pwd", "cookie", "sess", "credential", "%")
-
-
-class _Hints:
-    """Where each hint occurs in a lower-cased text, found once however many patterns ask."""
-
-    def __init__(self, lowered: str) -> None:
-        self.lowered = lowered
-        self._found: dict[str, list[int]] = {}
-
-    def positions(self, hint: str) -> list[int]:
-        if hint not in self._found:
-            found, at = [], self.lowered.find(hint)
-            while at != -1:
-                found.append(at)
-                at = self.lowered.find(hint, at + 1)
-            self._found[hint] = found
-        return self._found[hint]
-
-    def regions(self, hints: Iterable[str], before: int, after: int) -> list[tuple[int, int]]:
-        """The stretches around each occurrence of a hint (merged where they meet): the only
-        places a pattern holding one can match."""
-        spans = sorted((max(0, at - before), at + len(hint) + after) for hint in hints for at in self.positions(hint))
-        merged: list[tuple[int, int]] = []
-        for start, end in spans:
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-            else:
-                merged.append((start, end))
-        return merged
-
-
-def _search(pattern: re.Pattern[str], text: str, regions: list[tuple[int, int]]) -> Iterator[re.Match[str]]:
-    # pos/endpos instead of slices: no copy, and lookbehinds still see what precedes a region.
-    for start, end in regions:
-        yield from pattern.finditer(text, start, end)
 
 
 # Around a name's hint: the rest of the name before it (64 characters: "ocp-apim-subscription-" is 22),
@@ -171,21 +125,29 @@ def _search(pattern: re.Pattern[str], text: str, regions: list[tuple[int, int]])
 _NAME_BEFORE, _NAME_AFTER = 64, 128
 
 
-def _named(text: str, hints: _Hints) -> Iterator[tuple[int, int, str]]:
+def _named(text: str, hints: Hints) -> Iterator[tuple[int, int, str]]:
     """(start, end, what) of each value a credential name holds in `text`."""
     regions = hints.regions(_NAME_HINTS, _NAME_BEFORE, _NAME_AFTER)
     ends: list[int] = []
-    for m in _search(_KEYED_VALUE, text, regions):
+    for m in search(_KEYED_VALUE, text, regions):
         name, listed, value = m.group(2), m.group(3), m.group(5)
         # A header (a list, as vcrpy keeps them) holds a credential with any value; a JSON
         # field with one shaped like one (a "key_points" of prose is no secret).
         if value and credential_name(name) and (listed or _TOKEN_VALUE.fullmatch(value)):
             ends.append(m.end())
             yield m.start(), m.end(), f'"{name}" with a value'
-    for m in _search(_PARAMETER, text, regions):
+    for m in search(_PARAMETER, text, regions):
         # A cookie's own name=value inside a credential header's value is the same credential.
         if credential_name(m.group(1)) and not any(m.start() < end <= m.end() for end in ends):
             yield m.start(), m.end(), f"parameter {unquote_plus(m.group(1))!r} with a value"
+
+
+def _overlaps(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
+    return any(s < end and start < e for s, e in spans)
+
+
+def _what(shape: Shape, match: re.Match[str]) -> str:
+    return shape.what.format(name=match.group("name")) if "{name}" in shape.what else shape.what
 
 
 def _line(text: str, offset: int) -> int:
@@ -198,7 +160,7 @@ def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
     shapes, auth headers, any header, parameter or field named like a credential with a value,
     and the values of `keys` (variable name -> value, e.g. the environment's API keys) of
     MIN_KEY_LENGTH characters or more."""
-    decoded = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+    decoded = _unescaped(text)
     texts = (text,) if decoded == text else (text, decoded)
     held = {
         name: value
@@ -207,20 +169,23 @@ def find_secrets(text: str, keys: Mapping[str, str] | None = None) -> list[str]:
     }
     found: dict[str, None] = {}
     for t in texts:
-        hints = _Hints(t.lower())
-        shapes = [
-            (m, label)
-            for pattern, label, words, before, after in _SECRET_PATTERNS
-            for m in _search(pattern, t, hints.regions(words, before, after))
-        ]
-        found.update((f"{label.format(*m.groups())} at line {_line(t, m.start())}", None) for m, label in shapes)
-        # A credential already found by its shape or as a key's value is said once.
-        spans = [m.span() for m, _ in shapes]
-        found.update(
-            (f"{what} at line {_line(t, start)}", None)
+        hints = Hints(t, _NAME_HINTS)
+        shapes = list(matches(t, hints))
+        found.update((f"{_what(shape, m)} at line {_line(t, m.start())}", None) for shape, m in shapes)
+        # A credential already found by its shape or as a key's value is said once; a free-text
+        # form (password=…) only where neither a shape nor a name found it.
+        spans = [m.span() for _, m in shapes]
+        named = [
+            (start, end, what)
             for start, end, what in _named(t, hints)
-            if not any(s < end and start < e for s, e in spans)
-            and not any(value in t[start:end] for value in held.values())
+            if not _overlaps(start, end, spans) and not any(value in t[start:end] for value in held.values())
+        ]
+        found.update((f"{what} at line {_line(t, start)}", None) for start, _, what in named)
+        spans += [(start, end) for start, end, _ in named]
+        found.update(
+            (f"{_what(shape, m)} at line {_line(t, m.start())}", None)
+            for shape, m in matches(t, hints, free_text=True)
+            if not _overlaps(*m.span(), spans)
         )
     return [*found, *(f"value of ${name}" for name in held)]
 
@@ -235,18 +200,6 @@ _DECLARED: set[str] = set()
 def declare_key_variables(names: Iterable[str]) -> None:
     """Make `redacted` replace the values of these environment variables too, whatever their names."""
     _DECLARED.update(name for name in names if name)
-
-
-_SHAPES_SHOWN = (
-    # A token holds a digit or a sign ("Basic usage", "Bearer token" are words, not tokens).
-    (
-        re.compile(r"\b(Bearer|Basic)\s+(?=[A-Za-z0-9._~+/-]*[0-9._~+/-])[A-Za-z0-9._~+/-]{4,}=*", re.IGNORECASE),
-        r"\1 …",
-    ),
-    (re.compile(r"AIza[0-9A-Za-z_-]{4,}"), "AIza…"),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{4,}"), "sk-…"),
-    (re.compile(r"(://[^/\s:@\"'\\]+:)[^/\s@\"'\\]+@"), r"\1…@"),
-)
 
 
 # A header as a server echoes a request ("X-Api-Key: value"), in a message only.
@@ -296,8 +249,7 @@ def redacted(text: str, environ: Mapping[str, str] | None = None) -> str:
     )
     for value, name in values:
         text = text.replace(value, f"${name}")
-    for pattern, replacement in _SHAPES_SHOWN:
-        text = pattern.sub(replacement, text)
+    text = cut(text)
     if any(hint in text.lower() for hint in _NAME_HINTS):
         text = _cut_named(text)
     return _QUERY_STRING.sub("?…", text)

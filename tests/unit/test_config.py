@@ -311,7 +311,7 @@ def test_paths_resolve_from_the_project_root_not_the_working_directory(
     _write(
         tmp_path / "pyproject.toml",
         '[project]\nname = "x"\n\n[tool.retrieval]\ndataset = "data/mine"\nbaseline = "gate/figures.json"\n'
-        'snapshots = "gate/top"\ncassettes = "rec"\ncache = "/var/tmp/retrieval-cache"\n',
+        'snapshots = "gate/top"\ncassettes = "rec"\ncache = "build/cache"\n',
     )
     (tmp_path / "tests" / "deep").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "tests" / "deep")
@@ -330,7 +330,7 @@ def test_paths_resolve_from_the_project_root_not_the_working_directory(
         str(tmp_path / "gate/figures.json"),
         str(tmp_path / "gate/top"),
         str(tmp_path / "rec"),
-        "/var/tmp/retrieval-cache",
+        str(tmp_path / "build/cache"),
     )
     # A flag is typed in the working directory: it resolves from there.
     assert load_settings(".", {"dataset": "../other"}, environ=NO_ENV).dataset == str(tmp_path / "tests/deep/../other")

@@ -260,7 +260,7 @@ GOOGLE = "AIza" + "Sy" + "F" * 33  # FIXTURE: the shape of a Google key, not one
         (json.dumps({"body": '{"auth": "Bearer abcdefgh12345678"}'}), ["a Bearer token at line 1"]),
         (json.dumps({"uri": "https://x.test/v1?alt=json&key=abcdefgh1234"}), ["a key in a query string at line 1"]),
         (json.dumps({"uri": "https://x.test/v1?API_KEY=abcdefgh1234"}), ["a key in a query string at line 1"]),
-        (json.dumps({"body": json.dumps({"x": "sk-" + "a" * 24})}), ["an OpenAI-style key (sk-…) at line 1"]),
+        (json.dumps({"body": json.dumps({"x": "sk-" + "a1" * 12})}), ["an OpenAI-style key (sk-…) at line 1"]),
         (json.dumps({"uri": "https://x.test/v1%3Fkey%3Dabcdefgh1234"}), ["a key in a query string at line 1"]),
         (
             json.dumps({"body": json.dumps({"headers": {"Proxy-Authorization": "x"}})}),

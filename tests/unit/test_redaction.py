@@ -48,7 +48,8 @@ def test_failure_text_names_the_method_and_redacts_the_traceback() -> None:
         ("Authorization: Basic Zml4dHVyZTpwdw==", "Authorization: Basic …"),
         ("form client_secret=v4&grant_type=x", "form client_secret=…&grant_type=x"),
         ("GET https://reader:v5@s.test/q failed", "GET https://reader:…@s.test/q failed"),
-        ("key AIzaSyFIXTURE and sk-fixture0123", "key AIza… and sk-…"),
+        # FIXTURE keys of the two shapes (a Google key is AIza and 35 characters), valid nowhere.
+        ("key AIzaSyFIXTURE" + "0" * 26 + " and sk-fixture0123456789abcdef", "key AIza… and sk-…"),
     ],
     ids=["json header", "python mapping", "echoed header lines", "basic", "form field", "url password", "shapes"],
 )
