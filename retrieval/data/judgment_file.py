@@ -20,6 +20,7 @@ make one grade per pair is retrieval.data.judgment_merge.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ __all__ = [
     "SOURCE_KINDS",
     "Judgment",
     "Key",
+    "known_judgments",
     "read_judgments",
     "render_judgments",
     "source_problem",
@@ -198,6 +200,34 @@ def read_judgments(path: str | Path) -> list[Judgment]:
     return out
 
 
+# The judgments of each file this process last read or wrote through `known_judgments` or
+# `update_judgments`, with the file's identity then (inode, change and modification times, size):
+# a page's every grade rereads the file under the lock, and it is most often the one it wrote.
+_KNOWN: dict[str, tuple[tuple[int, int, int, int], dict[Key, Judgment]]] = {}
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (found.st_ino, found.st_ctime_ns, found.st_mtime_ns, found.st_size)
+
+
+def known_judgments(path: str | Path) -> dict[Key, Judgment]:
+    """The file's judgments by key (a copy, the caller's to change): parsed again only when the file
+    changed since this process last read or wrote it. No file: none."""
+    target = Path(path)
+    identity = _identity(target)
+    if identity is None:
+        return {}
+    known = _KNOWN.get(str(target))
+    if known is None or known[0] != identity:
+        known = (identity, {j.key: j for j in read_judgments(target)})
+        _KNOWN[str(target)] = known
+    return dict(known[1])
+
+
 def render_judgments(judgments: Iterable[Judgment]) -> str:
     """The file's text: one line per judgment, sorted by question, document and source."""
     lines = [j.line() for j in sorted(judgments, key=lambda j: j.key)]
@@ -216,9 +246,12 @@ def update_judgments(path: str | Path, lock: str | Path, change: Callable[[dict[
     Path(lock).parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock)):
         clean_stale(target.parent, target.name)  # a killed writer's temporary file
-        current = {j.key: j for j in read_judgments(target)}
+        current = known_judgments(target)
         before = dict(current)
         result = change(current)
         if current != before:
             atomic_write_text(target, render_judgments(current.values()))
+            identity = _identity(target)
+            if identity is not None:  # still under the lock: nobody else wrote since
+                _KNOWN[str(target)] = (identity, current)
     return result

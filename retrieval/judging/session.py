@@ -10,8 +10,6 @@ since (another tab): otherwise it is refused, and nothing is lost either way.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,7 @@ from retrieval.data.dataset import Dataset, Question
 from retrieval.data.judgment_file import (
     Judgment,
     Key,
-    read_judgments,
+    known_judgments,
     source_problem,
     timestamp,
     update_judgments,
@@ -67,8 +65,6 @@ class JudgingSession:
     shown: str = ""
     _questions: dict[str, Question] = field(init=False)
     _index: dict[tuple[str, str], int] = field(init=False)
-    _cache: tuple[Any, list[Judgment]] = field(init=False, default=(None, []))
-    _guard: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         problem = source_problem(self.source)
@@ -80,15 +76,7 @@ class JudgingSession:
     # reading ------------------------------------------------------------------------------
     def _lines(self) -> list[Judgment]:
         """The file's judgments, parsed again only when the file changed (another writer)."""
-        try:
-            found = os.stat(self.path)
-            signature: Any = (found.st_ino, found.st_mtime_ns, found.st_size)
-        except FileNotFoundError:
-            signature = None
-        with self._guard:
-            if self._cache[0] != signature or signature is None:
-                self._cache = (signature, read_judgments(self.path))
-            return self._cache[1]
+        return list(known_judgments(self.path).values())
 
     def judgments(self) -> dict[str, dict[str, Any]]:
         """For each pooled pair judged since the pool was made: the people's judgment that counts

@@ -27,9 +27,18 @@ from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.judging.pool import Candidate, depth_pool
 
-__all__ = ["JudgeProcess", "copy_demo", "demo_pool", "post"]
+__all__ = ["JudgeProcess", "copy_demo", "demo_pool", "get", "post", "project_in"]
 
 _URL = re.compile(r"(http://127\.0\.0\.1:\d+/)")
+
+
+def project_in(tmp_path: Path, monkeypatch: Any) -> Path:
+    """copy_demo in `tmp_path`, made the working directory, with no profile or model variable set."""
+    root = copy_demo(tmp_path / "project")
+    monkeypatch.chdir(root)
+    for name in ("RETRIEVAL_PROFILE", "EMBEDDING_MODEL", "MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    return root
 
 
 def copy_demo(root: Path) -> Path:

@@ -9,7 +9,7 @@ import io
 from pathlib import Path
 
 import pytest
-from judging_fixture import copy_demo
+from judging_fixture import project_in
 
 from retrieval.cli import main
 from retrieval.data.judgment_file import JUDGMENTS_FILE, read_judgments
@@ -17,11 +17,7 @@ from retrieval.data.judgment_file import JUDGMENTS_FILE, read_judgments
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = copy_demo(tmp_path / "project")
-    monkeypatch.chdir(root)
-    for name in ("RETRIEVAL_PROFILE", "EMBEDDING_MODEL", "MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    return root
+    return project_in(tmp_path, monkeypatch)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

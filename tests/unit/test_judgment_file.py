@@ -15,6 +15,7 @@ from retrieval.data.judgment_file import (
     JUDGMENTS_FILE,
     Judgment,
     Key,
+    known_judgments,
     read_judgments,
     render_judgments,
     timestamp,
@@ -249,3 +250,18 @@ def test_timestamps_are_utc_to_the_second() -> None:
 
     paris = datetime(2025, 6, 2, 11, 14, 5, 999, tzinfo=timezone(timedelta(hours=2)))
     assert timestamp(paris) == "2025-06-02T09:14:05Z"
+
+
+def test_a_file_changed_by_anyone_else_is_read_again(tmp_path: Path) -> None:
+    path, lock = tmp_path / JUDGMENTS_FILE, tmp_path / "lock"
+    first = Judgment("q1", "d1", 1, "human:ana", DATE)
+    update_judgments(path, lock, lambda current: current.__setitem__(first.key, first))
+    assert list(known_judgments(path).values()) == [first]
+    # A hand edit (an editor, a git checkout): same size, other content.
+    path.write_text(path.read_text(encoding="utf-8").replace('"grade": 1', '"grade": 3'), encoding="utf-8")
+    assert [j.grade for j in known_judgments(path).values()] == [3]
+    copy = known_judgments(path)
+    copy.clear()  # the caller's copy: what the next reader gets is the file's
+    assert len(known_judgments(path)) == 1
+    path.unlink()
+    assert known_judgments(path) == {}

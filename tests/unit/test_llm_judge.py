@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fake_servers import FIXTURE_KEY, Act, FakeGeminiServer, FakeOpenAIServer, clean_gemini_env
-from judging_fixture import copy_demo, demo_pool
+from judging_fixture import demo_pool, project_in
 
 from retrieval.cli import main
 from retrieval.data.analyzer import analyze
@@ -59,11 +59,7 @@ def chat() -> Iterator[FakeOpenAIServer]:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = copy_demo(tmp_path / "project")
-    monkeypatch.chdir(root)
-    for name in ("RETRIEVAL_PROFILE", "EMBEDDING_MODEL", "MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    return root
+    return project_in(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(
