@@ -103,9 +103,11 @@ def test_every_configuration_key_is_in_the_reference(config_reference: ModuleTyp
     keys = SETTING_KEYS | set(FLAT_KEYS) | grouped | set(PRICE_KEYS) | set(ENVIRONMENT.values())
     assert sorted(k for k in keys if f"`{k}`" not in reference) == []
     from retrieval.cli import _parser
+    from retrieval.judging.command import judge_parser
 
-    flags = {a.option_strings[-1] for a in _parser()._actions if a.option_strings and a.dest != "help"}
-    assert sorted(f for f in flags if f"`{f}" not in reference) == []
+    for parser in (_parser(), judge_parser()):
+        flags = {a.option_strings[-1] for a in parser._actions if a.option_strings and a.dest != "help"}
+        assert sorted(f for f in flags if f"`{f}" not in reference) == []
     assert sorted(o["flag"] for o in config_reference._pytest_options() if f"`{o['flag']}" not in reference) == []
 
 
