@@ -167,7 +167,7 @@ def _run_settings(defaults: Mapping[str, Any], flags: Mapping[str, list[str]]) -
 
 
 def _profile_settings(flags: Mapping[str, list[str]]) -> list[str]:
-    from retrieval.config.profile_checks import CHECKS, ENCODINGS
+    from retrieval.config.profile_checks import CHECKS, ENCODINGS, LONG_INPUTS
     from retrieval.config.settings import FLAT_KEYS, GROUPS, Profile
 
     group_fields = {(group, f.name): (f, cls.__name__) for group, cls in GROUPS.items() for f in fields(cls)}
@@ -178,7 +178,7 @@ def _profile_settings(flags: Mapping[str, list[str]]) -> list[str]:
     choices = {
         "provider": " or ".join(f"`{p}`" for p in CHECKS),
         "encoding_format": " or ".join(f"`{e}`" for e in ENCODINGS),
-        "long_inputs": "`truncate` or `refuse`",
+        "long_inputs": ", ".join(f"`{e}`" for e in LONG_INPUTS[:-1]) + f" or `{LONG_INPUTS[-1]}`",
     }
     lines = [
         "| flat key | grouped key | accepts | default | also set by | what it does |",

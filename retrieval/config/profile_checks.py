@@ -16,13 +16,17 @@ __all__ = [
     "CHECKS",
     "DEFAULT_DIMENSIONS",
     "ENCODINGS",
+    "LONG_INPUTS",
     "MAX_BATCH",
     "check_profile",
+    "input_limits",
     "url_problems",
 ]
 
 # OpenAI-compatible embeddings: how vectors may come back.
 ENCODINGS = ("float", "base64")
+# What a text longer than the profile's limit becomes (retrieval.providers.long_inputs).
+LONG_INPUTS = ("truncate", "refuse", "chunk")
 # Gemini embeds at most this many texts per call, at this width unless the profile asks another.
 MAX_BATCH = 100
 DEFAULT_DIMENSIONS = 768
@@ -52,10 +56,18 @@ def openai_embeddings(settings: EmbeddingSettings) -> Problems:
         problems.append(("dimensions", f"must be 0 (the model's own) or more, got {settings.dimensions}."))
     if settings.encoding_format not in ENCODINGS:
         problems.append(("encoding_format", f'must be "float" or "base64", got {settings.encoding_format!r}.'))
+    return problems + input_limits(settings)
+
+
+def input_limits(settings: EmbeddingSettings) -> Problems:
+    """What any provider's long texts obey (retrieval.providers.long_inputs)."""
+    problems: Problems = []
     if settings.max_input_chars < 0:
         problems.append(("max_input_chars", "must be 0 (no limit) or more."))
-    if settings.long_inputs not in {"truncate", "refuse"}:
-        problems.append(("long_inputs", 'must be "truncate" or "refuse".'))
+    if settings.max_input_tokens < 0:
+        problems.append(("max_input_tokens", "must be 0 (no limit) or more."))
+    if settings.long_inputs not in LONG_INPUTS:
+        problems.append(("long_inputs", 'must be "truncate", "refuse" or "chunk".'))
     return problems
 
 
@@ -77,7 +89,7 @@ def gemini_embeddings(settings: EmbeddingSettings) -> Problems:
         )
     if settings.dimensions < 0:
         problems.append(("dimensions", f"must be 0 ({DEFAULT_DIMENSIONS}) or more, got {settings.dimensions}."))
-    return problems
+    return problems + input_limits(settings)
 
 
 def gemini_llm(settings: LLMSettings) -> Problems:

@@ -180,7 +180,19 @@ def check_values(
                 )
             base = Path.cwd() if key in flags else project_root
             checked[key] = str(base / Path(values[key]).expanduser())
+    _check_cache_folder(checked, flags, where, prefix)
     return checked
+
+
+def _check_cache_folder(checked: Mapping[str, Any], flags: Mapping[str, Any], where: str, prefix: str) -> None:
+    """The cache folder (locks, embeddings, analyses) must be a folder or not exist yet: every run writes there."""
+    cache = Path(checked.get("cache") or ".cache")
+    if cache.exists() and not cache.is_dir():
+        raise ConfigError(
+            f"{_source('cache', flags, where, prefix)}: {cache} is a file, not a folder. Remove it (the tool "
+            "keeps only rebuildable files there), or set `cache` to a folder.",
+            at=("cache",),
+        )
 
 
 def _language(value: Any, flags: Mapping[str, Any], where: str, prefix: str) -> str:

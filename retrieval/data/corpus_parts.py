@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from retrieval.data.analysis_cache import load_analysis, store_analysis
+from retrieval.data.analysis_cache import analysed_here, load_analysis, store_analysis, trusted
 from retrieval.data.analyzer import DEFAULT_LANGUAGE
 from retrieval.data.corpus_terms import (
     AnalysedCorpus,
@@ -194,19 +194,20 @@ def start_analysis(
     processes: int | None = None,
     cache: str | Path | None = None,
     language: str = DEFAULT_LANGUAGE,
+    expected: str | None = None,
 ) -> PendingAnalysis | None:
     """Start analysing the documents' contents (in `language`) in forked workers, in up to `processes` (default:
     the CPUs this process may use) processes counting this one, which joins in at `result()`.
     None when the corpus is too small to split, with one process, without fork, or already
-    analysed (in this process, or in the `cache` folder): analyze_documents then finds or
-    analyses it here."""
+    analysed (in this process, or in the `cache` folder, of the `expected` digest when given):
+    analyze_documents then finds or analyses it here."""
     cpus = _cpus()
     workers = (cpus if processes is None else processes) - 1
     # macOS offers fork, but system frameworks in the parent can crash a forked child there.
     forkable = "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
     if workers < 1 or len(documents) < START_DOCUMENTS or not forkable:
         return None
-    if _known(documents, cache, language) is not None:
+    if _known(documents, cache, language, expected) is not None:
         return None  # analysed already (by an earlier run, or in this process: a recording runs twice)
     try:
         return PendingAnalysis(documents, workers, cpus, language)
@@ -227,17 +228,23 @@ def _memory_key(fingerprint: str, language: str) -> str:
     return f"corpus {language} {fingerprint}"
 
 
-def _known(documents: Sequence[Document], cache: str | Path | None, language: str) -> AnalysedCorpus | None:
+def _known(
+    documents: Sequence[Document], cache: str | Path | None, language: str, expected: str | None
+) -> AnalysedCorpus | None:
     """The corpus's analysis in `language` if this process or the cache folder has it (then
-    remembered here)."""
+    remembered here), and, with `expected`, if it is of that digest or was analysed here
+    (analysis_cache.trusted)."""
     fingerprint = _fingerprint(documents)
     if fingerprint is None:
         return None
     known = remembered_corpus(_memory_key(fingerprint, language))
-    if known is None and cache is not None:
-        known = load_analysis(cache, fingerprint, len(documents), language)
-        if known is not None:
-            remember_corpus(_memory_key(fingerprint, language), known)
+    if known is not None and (cache is None or trusted(known, expected)):
+        return known
+    if cache is None:
+        return None
+    known = load_analysis(cache, fingerprint, len(documents), language, expected)
+    if known is not None:
+        remember_corpus(_memory_key(fingerprint, language), known)
     return known
 
 
@@ -247,13 +254,15 @@ def analyze_documents(
     pending: PendingAnalysis | None = None,
     cache: str | Path | None = None,
     language: str = DEFAULT_LANGUAGE,
+    expected: str | None = None,
 ) -> AnalysedCorpus:
     """analyze_corpus over the documents' contents: the result of `pending` (start_analysis over
     these documents) when given, else in parts now when the corpus is large enough (start_analysis).
     A loaded corpus is remembered by its fingerprint, in this process and, with `cache`, in that
     folder (retrieval.data.analysis_cache), so neither a recording's second run of the methods
-    nor the next gate analyses it again."""
-    known = _known(documents, cache, language)
+    nor the next gate analyses it again. `expected`, the digest of the analysis the baseline's
+    figures were computed from: a cache entry of another digest is analysed again, never used."""
+    known = _known(documents, cache, language, expected)
     if known is not None:
         if pending is not None:
             pending.close()
@@ -269,5 +278,6 @@ def analyze_documents(
     if fingerprint is not None:
         remember_corpus(_memory_key(fingerprint, language), corpus)
         if cache is not None:
+            analysed_here(corpus)
             store_analysis(cache, fingerprint, corpus, language)
     return corpus

@@ -57,9 +57,11 @@ def embedding_variant(embedding: EmbeddingSettings) -> str:
     """What else changes a document's vector besides provider, model and dimensions."""
     # Same model name, other server or other prefixes: other vectors. The input limit changes what
     # is embedded: vectors of truncated texts are other vectors.
+    # A token limit joins only when set: the vectors of a profile without one keep their space.
+    tokens = f"|{embedding.max_input_tokens}" if embedding.max_input_tokens else ""
     return hashlib.sha256(
         f"{embedding.base_url}|{embedding.input_type}|{embedding.document_prefix}|{embedding.max_input_chars}"
-        f"|{embedding.long_inputs}".encode()
+        f"|{embedding.long_inputs}{tokens}".encode()
     ).hexdigest()[:8]
 
 
@@ -143,9 +145,11 @@ def corpus_vectors(
             missing, texts = list(range(len(documents))), list(documents)
             new = embed_texts(provider, texts, "document", None, progress)
     if mode == "record":
-        before = set(store.folder.glob("seg-*")) if store.folder.is_dir() else set()
-        store.add(store.write_segment(space, texts, new, precision))
-        recorder.stage_vectors(store, sorted(set(store.folder.glob("seg-*")) - before))
+        try:
+            store.add(store.write_segment(space, texts, new, precision))
+        except StoreError as exc:  # a full disk, a read-only folder: nothing of the segment is left
+            raise CassetteError(f"{exc}. The recording was discarded; the committed files are as they were.") from exc
+        recorder.stage_vectors(store, store.written)
     out = np.zeros((len(documents), new.shape[1]), np.float32)
     if len(missing) < len(documents):
         out[:] = vectors
@@ -196,13 +200,23 @@ def store_command(settings: Settings, dataset: Dataset, action: str) -> str:
     documents = [d.content for d in dataset.documents]
     embedder = make_embedder(settings.profile, replay=True)
     try:
+        recorder.hold()  # no recording writes segments while the store is rewritten
+        recorder.recover()
         if action == "convert":
             with closed_network():
                 manifest = convert_corpus_cassette(recorder, embedder, settings, documents)
             return f"{recorder.path(LEGACY_STAGE)} converted: {len(documents)} vectors, manifest {manifest}"
         before, after = compact_store(recorder, corpus_space(embedder, settings.profile.embeddings), documents)
         return f"{recorder.directory / STORE_MANIFEST}: compacted, {before} -> {after} bytes"
+    except StoreError as exc:  # a damaged or missing segment: one line, as a replay says it
+        raise CassetteError(str(exc)) from exc
+    except OSError as exc:
+        raise CassetteError(
+            f"{recorder.directory}: the store could not be rewritten ({exc.strerror or exc}); free space or make the "
+            "folder writable, then run again. The committed files are as they were."
+        ) from exc
     finally:
+        recorder.discard()
         if hasattr(embedder, "close"):
             embedder.close()
 
@@ -218,4 +232,5 @@ def recorder_for(settings: Settings, mode: Mode) -> Recorder:
         declared.key_variables,
         declared.needed,
         vectors=vectors_root(settings) / profile.name,
+        lock=Path(settings.cache) / f"recording-{profile.name}.lock",
     )

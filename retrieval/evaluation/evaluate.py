@@ -7,7 +7,7 @@ CLI and the pytest gate both call `evaluate`, so no evaluation logic lives in te
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,7 @@ from retrieval.measures.refusion import keep_depths
 from retrieval.measures.ties import tie_summary
 from retrieval.methods.base import UNRECORDED_REASONS, Context, Embed, Method, ProgressFactory, Rankings
 from retrieval.providers.base import EmbeddingProvider, Kind, ReplayMissError
+from retrieval.providers.long_inputs import long_inputs
 from retrieval.recording.cache import EmbeddingCache
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.drift import recording_drift, replay_previous
@@ -35,6 +36,7 @@ from retrieval.recording.recorder import Mode, Recorder
 from retrieval.run.cost import Usage
 from retrieval.run.ranking import rank_of
 from retrieval.run.results import MethodResult, QuestionResult, Run
+from retrieval.text.long_inputs import long_inputs_said
 from retrieval.text.redaction import declare_key_variables
 from retrieval.text.server_provenance import served_by
 
@@ -290,6 +292,14 @@ def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Contex
         },
         kept=kept,
         corpus=corpus_fingerprint(dataset.documents),
+        # The texts the model could not read whole, named in every mode (the store's vectors obey the same rule).
+        long_inputs=long_inputs(
+            settings.profile,
+            [(d.id, d.content) for d in dataset.documents],
+            [(q.id, q.text) for q in dataset.questions],
+        )
+        if any(d.needs_vectors for d in chosen.declarations.values())
+        else {},
     )
 
 
@@ -302,6 +312,7 @@ def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: 
             "config": run.config,
             "usage": {stage: u.as_dict() for stage, u in run.usage.items()},
             **({"server": recorder.server} if recorder.server else {}),
+            "long_inputs": run.long_inputs,  # always: a previous recording's names say nothing of this one
         },
         drift=lambda staged: recording_drift(recorder.directory, staged, previous, run, settings.k, recorder.vectors),
     )
@@ -309,6 +320,7 @@ def _commit_recording(run: Run, context: Context, recorder: Recorder, previous: 
         run.drift = [*recorder.metadata()["drift"]["summary"], *(f"note: {n}" for n in recorder.notices)]
         if recorder.server:
             run.drift.append(f"note: {served_by(recorder.server, 'recorded')}")
+        run.drift += [f"note: {long_inputs_said(entry, what)}" for what, entry in run.long_inputs.items()]
 
 
 @dataclass(frozen=True)
@@ -332,6 +344,7 @@ def evaluate(
     progress: ProgressFactory | None = None,
     verify_code: bool = True,
     on_staged: Callable[[StagedRecording], None] | None = None,
+    baseline_inputs: Mapping[str, str] | None = None,
 ) -> Run:
     """Run the requested methods (and what they require) over every question.
 
@@ -344,30 +357,53 @@ def evaluate(
     replay reads ranking cassettes whatever code recorded them (`verify_code=False`: the old
     code's rankings are what the drift compares with). With `on_staged`, a recording is not
     committed: it is handed over staged (`StagedRecording`), for the caller to commit or discard.
+    `baseline_inputs` (the gate's: the digests its baseline records) makes a method that reads an
+    input from a cache (bm25's analysed corpus) use only the one the baseline's figures came from
+    (`Context.baseline_inputs`); the digests of the inputs used are in `Run.inputs`.
     """
     requested = list(methods if methods is not None else settings.methods)
     recorder = recorder_for(settings, mode)
     recorder.verify_code = verify_code
-    # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
-    previous = (
-        replay_previous(
-            recorder.has_any(),
-            lambda: evaluate(dataset, settings, mode="replay", methods=requested, extra=extra, verify_code=False),
+    if mode == "record":
+        recorder.hold()  # one recording of a profile at a time, from here to its commit or discard
+    try:
+        recorder.recover()  # a commit a killed run left half done: the old set or the new, before any read
+        # Before anything is recorded: what the committed cassettes give, for the drift of the recording.
+        previous = (
+            replay_previous(
+                recorder.has_any(),
+                lambda: evaluate(
+                    dataset,
+                    settings,
+                    mode="replay",
+                    methods=requested,
+                    extra=extra,
+                    verify_code=False,
+                    baseline_inputs=baseline_inputs,
+                ),
+            )
+            if mode == "record"
+            else None
         )
-        if mode == "record"
-        else None
-    )
-    chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
-    # The methods' own credentials join the providers': a recording holding a value is refused.
-    declared_keys = (k for d in chosen.declarations.values() for k in d.key_variables)
-    recorder.key_variables = tuple(dict.fromkeys((*recorder.key_variables, *declared_keys)))
-    # Whatever the run prints from here on (a warning, a traceback) hides their values too.
-    declare_key_variables(recorder.key_variables)
-    if not chosen.wanted:
-        reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
-        raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
+        chosen = plan(requested, settings, replay=mode == "replay", extra=extra)
+        # The methods' own credentials join the providers': a recording holding a value is refused.
+        declared_keys = (k for d in chosen.declarations.values() for k in d.key_variables)
+        recorder.key_variables = tuple(dict.fromkeys((*recorder.key_variables, *declared_keys)))
+        # Whatever the run prints from here on (a warning, a traceback) hides their values too.
+        declare_key_variables(recorder.key_variables)
+        if not chosen.wanted:
+            reasons = "; ".join(f"{m} unavailable: {why}" for m, why in chosen.unavailable.items())
+            raise ConfigError(f"nothing to evaluate: {reasons or 'no method requested'}")
+    except BaseException:
+        recorder.discard()  # the recording lock, released
+        raise
     context = Context(
-        dataset=dataset, depth=settings.depth, progress=progress, mode=mode, rankings=Rankings(chosen.aliases)
+        dataset=dataset,
+        depth=settings.depth,
+        progress=progress,
+        mode=mode,
+        rankings=Rankings(chosen.aliases),
+        baseline_inputs=baseline_inputs,
     )
     try:
         _run_pipeline(context, chosen, settings, mode, recorder)
@@ -395,4 +431,5 @@ def evaluate(
     # Which model server embedded: this run's, or the one that recorded what was replayed.
     run.server = recorder.server if mode != "replay" else recorder.metadata().get("server")
     run.cassettes = tuple(sorted(recorder.used))
+    run.inputs = dict(sorted(context.inputs.items()))
     return run

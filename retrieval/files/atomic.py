@@ -131,6 +131,13 @@ def _is_stale(path: Path, now: float) -> bool:
     return match is not None and not _pid_running(int(match.group(1)))
 
 
+def _mtime(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -223,10 +230,21 @@ def recover_directory(target: str | Path) -> list[Path]:
     """Undo a swap a killed process left half done (the folder renamed away, the new one not yet
     in place: the old set is put back), then remove stale leftovers. Returns what was removed."""
     target = Path(target)
-    if not target.exists():
-        olds = sorted(target.parent.glob(f".{target.name}.old-*")) if target.parent.is_dir() else []
+    if not target.exists() and target.parent.is_dir():
+        # A dead process's, or this one's (whose swap failed to roll back): another live process
+        # is between its two renames and puts its own back.
+        now = time.time()
+        olds = [p for p in target.parent.glob(f".{target.name}.old-{os.getpid()}-*") if p.is_dir()] or [
+            p for p in target.parent.glob(f".{target.name}.old-*") if _is_stale(p, now)
+        ]
         if olds:
-            os.rename(olds[-1], target)
+            try:
+                os.rename(max(olds, key=_mtime), target)
+            except FileNotFoundError:
+                pass  # another run put it back first
+            except OSError:
+                if not target.exists():
+                    raise
     removed = clean_stale(target.parent, target.name)
     if target.exists():
         # Once the target is in place an ".old" folder is only the previous set, never needed again.

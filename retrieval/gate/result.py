@@ -220,7 +220,12 @@ def run_gate(
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
         progress = None if mode == "replay" else terminal_progress
         run = evaluate(
-            dataset, settings, mode=mode, progress=progress, on_staged=staged.append if defer_recording else None
+            dataset,
+            settings,
+            mode=mode,
+            progress=progress,
+            on_staged=staged.append if defer_recording else None,
+            baseline_inputs=_recorded_digests(settings),
         )
     try:
         return _compared(settings, dataset, run, staged[0] if staged else None, baseline_ref)
@@ -241,6 +246,7 @@ def _compared(
     digests = cassette_digests(folder, [n for n in run.cassettes if n not in new])
     if new:
         digests.update(cassette_digests(next(iter(new.values())).parent, [n for n in run.cassettes if n in new]))
+    digests.update(run.inputs)  # what a cache gave the figures (bm25's analysis), recorded as a cassette is
     result = GateResult(settings, dataset, run, scores, entry, None, digests=dict(sorted(digests.items())))
     result.recording = recording
     result.snapshots = load_snapshots(result.snapshot_path)
@@ -269,7 +275,7 @@ def _compared(
         return result
     result.problem = incompatibility(entry, run, settings.profile.name)
     if result.problem is None:
-        result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder)
+        result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder, run.inputs)
         result.changed_config = config_changes(entry, run)
         result.changed_data = run_data_changes(entry, run)
         result.checks, result.compared = check_all(result, entry, result.changed_data)
@@ -314,12 +320,25 @@ def compare_with_ref(result: GateResult, ref: str, theirs: dict[str, Any]) -> No
             result.reference_unproduced.append(name)
 
 
-def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path) -> list[str]:
-    """The cassettes the run read whose bytes are not those the baseline was computed from."""
+def _recorded_digests(settings: Settings) -> dict[str, str]:
+    """The digests the profile's baseline records (cassettes, and inputs a cache may hold): a cached
+    input of another digest is computed again, never used (Context.baseline_inputs)."""
+    entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name) or {}
+    recorded = entry.get("cassettes")
+    return {k: v for k, v in recorded.items() if isinstance(v, str)} if isinstance(recorded, dict) else {}
+
+
+def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path, inputs: Mapping[str, str]) -> list[str]:
+    """The cassettes (and cached inputs) the run read whose bytes are not those the baseline was
+    computed from; an input missing from a baseline made before inputs were recorded is not one."""
     if isinstance(recorded, str):  # a baseline from before per-file digests: one digest of the folder
         return [] if recorded == cassette_digest(folder) else ["the baseline holds one digest of the whole folder"]
     recorded = recorded if isinstance(recorded, dict) else {}
-    return [name for name, digest in digests.items() if recorded.get(name) != digest]
+    return [
+        name
+        for name, digest in digests.items()
+        if recorded.get(name) != digest and (name in recorded or name not in inputs)
+    ]
 
 
 def check_all(

@@ -100,6 +100,12 @@ class Context:
     embed: Embed | None = None
     cost_models: dict[str, str | None] = field(default_factory=dict)
     mode: Literal["replay", "live", "record"] = "replay"
+    # Digests of what a method's rankings were computed from beside the recorded calls, when a
+    # cache may hold it (bm25's analysed corpus, "bm25-analysis"): the baseline records them with
+    # the cassettes' digests, and `baseline_inputs` holds those of the baseline's figures (from the
+    # gate; empty elsewhere): a cached input of another digest is computed again, never used.
+    inputs: dict[str, str] = field(default_factory=dict)
+    baseline_inputs: Mapping[str, str] | None = None
 
 
 class Method(Protocol):

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from retrieval.config import Settings
+from retrieval.data.analysis_cache import analysis_digest
 from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyzer_for
 from retrieval.data.corpus_parts import PendingAnalysis, analyze_documents, start_analysis
 from retrieval.data.corpus_terms import AnalysedCorpus
@@ -17,10 +18,13 @@ from retrieval.methods.support.bm25_engine import ENGINES, K1, QUESTION_BATCH, B
 from retrieval.methods.support.sharding import ShardedSearch
 from retrieval.run.ranking import Ranking
 
-__all__ = ["CACHED_DOCUMENTS", "BM25Method", "factory"]
+__all__ = ["ANALYSIS_INPUT", "CACHED_DOCUMENTS", "BM25Method", "factory"]
 
 # From this many documents, the analysed corpus is kept in the project's cache folder.
 CACHED_DOCUMENTS = 10_000
+# The name of the analysed corpus's digest among a run's inputs (Context.inputs), when it may come
+# from the cache: the baseline records it beside the cassettes' digests.
+ANALYSIS_INPUT = "bm25-analysis"
 
 
 class BM25Method:
@@ -69,7 +73,10 @@ class BM25Method:
     def prepare(self, context: Context) -> Callable[[], None] | None:
         """Start analysing a large corpus in worker processes while the other methods rank
         (retrieval.data.corpus_parts); `rank` joins in. Returns what stops the workers."""
-        pending = start_analysis(context.dataset.documents, cache=self._cache_for(context), language=self.language)
+        cache = self._cache_for(context)
+        pending = start_analysis(
+            context.dataset.documents, cache=cache, language=self.language, expected=_expected(context, cache)
+        )
         if pending is None:
             return None
         self._pending = (context.dataset.documents, pending)
@@ -93,9 +100,16 @@ class BM25Method:
                 pending = started[1]
             else:  # prepared for another corpus: not this one's analysis
                 started[1].close()
+        cache = self._cache_for(context)
         corpus = analyze_documents(
-            context.dataset.documents, pending=pending, cache=self._cache_for(context), language=self.language
+            context.dataset.documents,
+            pending=pending,
+            cache=cache,
+            language=self.language,
+            expected=_expected(context, cache),
         )
+        if cache is not None:  # the figures' analysis may have come from the cache: its digest is theirs
+            context.inputs[ANALYSIS_INPUT] = analysis_digest(corpus)
         index = self.build_index(corpus)
         analyze = analyzer_for(self.language).analyze
         queries = [analyze(q.text) for q in context.dataset.questions]
@@ -113,6 +127,14 @@ class BM25Method:
         from retrieval.methods.support.bm25_shards import BM25Sharding
 
         return BM25Sharding(self.k1, self.b, self.language)
+
+
+def _expected(context: Context, cache: str | Path | None) -> str | None:
+    """The digest a cached analysis must have to be used: the baseline's ("" when it records none:
+    then none is used); None outside the gate (an entry is checked against its own digest only)."""
+    if cache is None or context.baseline_inputs is None:
+        return None
+    return context.baseline_inputs.get(ANALYSIS_INPUT, "")
 
 
 def factory(settings: Settings, *, replay: bool = False) -> BM25Method:

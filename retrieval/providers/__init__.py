@@ -66,15 +66,18 @@ def _unknown(profile: Profile, key: str, value: str | None) -> ConfigError:
 
 
 def make_embedder(profile: Profile, *, replay: bool) -> EmbeddingProvider:
-    """The embedding provider the profile names; `replay` means calls are answered by cassettes."""
+    """The embedding provider the profile names, its long texts handled as the profile says
+    (retrieval.providers.long_inputs); `replay` means calls are answered by cassettes."""
+    from retrieval.providers.long_inputs import limited
+
     if profile.embeddings.provider == "openai":
         from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 
-        return OpenAIEmbeddings(profile, replay=replay)
+        return limited(OpenAIEmbeddings(profile, replay=replay), profile)
     if profile.embeddings.provider == "gemini":
         from retrieval.providers.gemini import GeminiEmbeddings
 
-        return GeminiEmbeddings(profile, replay=replay)
+        return limited(GeminiEmbeddings(profile, replay=replay), profile)
     raise _unknown(profile, "embedding_provider", profile.embeddings.provider)
 
 

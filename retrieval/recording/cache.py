@@ -68,11 +68,7 @@ class EmbeddingCache:
         try:
             store = VectorStore.open(self.path, self.folder, "it will be rebuilt")
             for segment in store.segments_of(self.space, store.width(self.space)):
-                # Digests checked now: a damaged cache is rebuilt, not met mid-run.
-                if not np.isfinite(store.arrays(segment)[1]).all():
-                    raise StoreError(
-                        f"{self.folder / segment.files[1]}: non-finite values (NaN or infinity); it will be rebuilt"
-                    )
+                store.arrays(segment)  # digests and values checked now: a damaged cache is rebuilt, not met mid-run
             return store
         except StoreError as exc:
             if warn:
@@ -108,13 +104,26 @@ class EmbeddingCache:
 
     def save(self) -> None:
         """Append this run's new vectors as a segment, under a lock, to the store as it is on disk
-        now (another run may have saved, or rebuilt a damaged cache, since this one opened it)."""
+        now (another run may have saved, or rebuilt a damaged cache, since this one opened it).
+        A cache that cannot be written (a full disk, a read-only folder) is one warning, not an
+        error: the run has its vectors, the next one embeds them again."""
         if not self._pending:
             return
         widths = {len(v) for v in self._pending.values()}
         if len(widths) != 1:
             raise ValueError(f"{self.path}: vectors of {sorted(widths)} dimensions in one run")
         (width,) = widths
+        try:
+            store = self._saved(width)
+        except (StoreError, OSError) as exc:
+            why = exc if isinstance(exc, StoreError) else f"{self.folder}: {exc.strerror or exc}"
+            warnings.warn(f"embedding cache not saved: {why}", CacheMismatch, stacklevel=2)
+            return
+        self._store = store
+        self._pending = {}
+        self._discarded = False
+
+    def _saved(self, width: int) -> VectorStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         with FileLock(self.folder / ".lock"):
             store = self._open(warn=False)
@@ -127,6 +136,4 @@ class EmbeddingCache:
             store.save_manifest()
             for path in store.unreferenced():
                 path.unlink(missing_ok=True)
-        self._store = store
-        self._pending = {}
-        self._discarded = False
+        return store

@@ -19,6 +19,7 @@ __all__ = [
     "cassette_digest",
     "cassette_digests",
     "large_file_notice",
+    "metadata_problem",
     "read_cassette",
     "read_committed",
     "record_command",
@@ -150,3 +151,21 @@ def cassette_digest(directory: str | Path) -> str:
         digest.update(f"{path.name}\0{len(data)}\0".encode())
         digest.update(data)
     return "sha256:" + digest.hexdigest()
+
+
+def metadata_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the types of recording.json's keys (the report and drift read them), or None."""
+    typed = (("fingerprint", str, "a string"), ("config", dict, "an object"), ("drift", dict, "an object"))
+    for key, kind, shape in typed:
+        if key in data and not isinstance(data[key], kind):
+            return f'"{key}" is {type(data[key]).__name__}, expected {shape}'
+    usage = data.get("usage", {})
+    if not isinstance(usage, dict):
+        return f'"usage" is {type(usage).__name__}, expected an object (stage -> counters)'
+    for stage, counters in usage.items():
+        if not isinstance(counters, dict):
+            return f'"usage" of {stage!r} is {type(counters).__name__}, expected an object of counters'
+        for name, value in counters.items():
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return f'"usage" of {stage!r}: {name} is {value!r}, not a number'
+    return None

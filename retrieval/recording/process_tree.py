@@ -81,6 +81,12 @@ def _enter_namespace() -> int | str:
         left = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         return f"/proc/thread-self/ns/net cannot be opened: {exc.strerror}"
+    # Joining the namespace this thread is in changes nothing but needs the right to come back: inside
+    # a user namespace (`unshare -r`, a rootless container) a new one could be made and never left.
+    if libc.setns(left, _CLONE_NEWNET) != 0:
+        code = ctypes.get_errno()
+        os.close(left)
+        return f"setns(CLONE_NEWNET): {os.strerror(code)}; this thread could not return to its network namespace"
     if libc.unshare(_CLONE_NEWNET) != 0:
         code = ctypes.get_errno()
         os.close(left)

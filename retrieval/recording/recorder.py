@@ -11,6 +11,7 @@ Three modes:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from retrieval.recording.cassette_files import (
     CassetteError,
     damaged,
     large_file_notice,
+    metadata_problem,
     read_cassette,
     read_committed,
     record_command,
@@ -41,6 +43,8 @@ from retrieval.recording.matching import (
     same_body,
 )
 from retrieval.recording.misses import counting_misses, describe_miss
+from retrieval.recording.persisters import CheckedLoad, counted_live
+from retrieval.recording.recording_lock import hold_recording
 from retrieval.text.redaction import credential_name, find_secrets
 
 if TYPE_CHECKING:
@@ -54,54 +58,6 @@ Mode = Literal["replay", "live", "record"]
 # Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
 # client reads answer headers on replay, but none it needs is named like this.
 _CREDENTIAL_HEADER = re.compile(r"key|token|secret|passw|auth|signature|credential|session|cookie", re.IGNORECASE)
-
-
-class _Parsed:
-    """A vcrpy serializer for a cassette `read_cassette` already parsed."""
-
-    @staticmethod
-    def deserialize(data: dict[str, Any]) -> dict[str, Any]:
-        return data
-
-
-@dataclass(frozen=True)
-class _CheckedLoad:
-    """vcrpy's persister for replay: the cassette is parsed once, by `read_cassette`, which also
-    checks it (vcrpy alone treats a cassette it cannot decode as empty, and replay would then
-    report misses instead of the damage). Replay never saves."""
-
-    profile: str
-
-    def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
-        from vcr.serialize import deserialize
-
-        return deserialize(read_cassette(Path(cassette_path), self.profile), _Parsed)
-
-    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
-        raise CassetteError(f"{cassette_path}: a replay tried to write its cassette")
-
-
-class _Unsaved:
-    """vcrpy's persister for counting a live run's calls: nothing to load, nothing saved."""
-
-    def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
-        from vcr.persisters.filesystem import CassetteNotFoundError
-
-        raise CassetteNotFoundError(cassette_path)
-
-    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
-        return None
-
-
-@contextmanager
-def _counted_live() -> Iterator[Any]:
-    """A cassette that records what the block sends, in memory only: its `data` counts the calls."""
-    import vcr
-
-    recorder = vcr.VCR(record_mode="all", record_on_exception=False)
-    recorder.register_persister(_Unsaved())
-    with recorder.use_cassette("live-calls-not-saved") as cassette:
-        yield cassette
 
 
 VOLATILE_HEADERS = ("date", "server", "x-request-id", "server-timing", "alt-svc")
@@ -118,24 +74,6 @@ def _clean_response(response: dict[str, Any]) -> dict[str, Any] | None:
     for name in [*dropped, *(h for h in headers if h not in dropped and credential_name(h))]:
         del headers[name]
     return response
-
-
-def _metadata_problem(data: dict[str, Any]) -> str | None:
-    """What is wrong with the types of recording.json's keys (the report and drift read them), or None."""
-    typed = (("fingerprint", str, "a string"), ("config", dict, "an object"), ("drift", dict, "an object"))
-    for key, kind, shape in typed:
-        if key in data and not isinstance(data[key], kind):
-            return f'"{key}" is {type(data[key]).__name__}, expected {shape}'
-    usage = data.get("usage", {})
-    if not isinstance(usage, dict):
-        return f'"usage" is {type(usage).__name__}, expected an object (stage -> counters)'
-    for stage, counters in usage.items():
-        if not isinstance(counters, dict):
-            return f'"usage" of {stage!r} is {type(counters).__name__}, expected an object of counters'
-        for name, value in counters.items():
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                return f'"usage" of {stage!r}: {name} is {value!r}, not a number'
-    return None
 
 
 @dataclass
@@ -168,15 +106,53 @@ class Recorder:
     vectors: Path | None = None
     # Segment files this recording created: removed when it is discarded (nothing lists them).
     _created: list[Path] = field(default_factory=list, init=False)
+    # The lock a recording of this profile holds from its start to its commit or discard
+    # (`hold`): a second recording at the same time is refused, never interleaved. In the cache
+    # folder, which is not committed, as the baseline's lock.
+    lock: Path | None = None
+    _held: Any = field(default=None, init=False, repr=False)
+
+    def hold(self) -> None:
+        """Take the profile's recording lock for a whole recording or compaction (released by
+        `commit` or `discard`); CassetteError in one line when another run holds it."""
+        if self.lock is not None and self._held is None:
+            self._held = hold_recording(self.lock, self.directory, self.profile)
+
+    def recover(self) -> None:
+        """Finish or undo a commit of this profile's cassettes that a killed run left half done, and
+        remove killed runs' staging folders: every run calls it before it reads a cassette."""
+        try:
+            recover_directory(self.directory)
+        except OSError as exc:
+            raise CassetteError(
+                f"{self.directory}: a killed recording's files could not be put back ({exc.strerror or exc}); "
+                "make the folder writable, then run again"
+            ) from exc
+
+    def _unwritable(self, folder: Path, exc: OSError) -> CassetteError:
+        return CassetteError(
+            f"{folder}: the recording could not be written there ({exc.strerror or exc}); free space on its disk "
+            "or make the folder writable, then record again. Nothing was replaced."
+        )
 
     def _staged(self, name: str) -> Path:
         if self._staging is None:
             # Beside the committed folder: same file system, so the commit is a rename; a
             # killed run's staging folder is found there and removed by the next one.
-            recover_directory(self.directory)
-            self._staging = staging_directory(self.directory)
+            self.recover()
+            try:
+                self._staging = staging_directory(self.directory)
+            except OSError as exc:
+                raise self._unwritable(self.directory.parent, exc) from exc
         self._recorded.append(name)
         return self._staging / name
+
+    def _write_staged(self, name: str, data: bytes) -> None:
+        path = self._staged(name)
+        try:
+            path.write_bytes(data)
+        except OSError as exc:
+            raise self._unwritable(path.parent.parent, exc) from exc
 
     @property
     def record_command(self) -> str:
@@ -226,7 +202,7 @@ class Recorder:
             if not count_live:
                 yield
                 return
-            with _counted_live() as cassette:
+            with counted_live() as cassette:
                 yield
             self.calls[stage] = self.calls.get(stage, 0) + len(cassette.data)
             return
@@ -251,7 +227,7 @@ class Recorder:
         recorder.register_matcher("loopback_port", loopback_port)
         recorder.register_matcher("same_body", same_body)
         if self.mode == "replay":
-            recorder.register_persister(_CheckedLoad(self.profile))
+            recorder.register_persister(CheckedLoad(self.profile))
         with ExitStack() as stack:
             try:
                 cassette = stack.enter_context(recorder.use_cassette(str(path)))
@@ -279,6 +255,11 @@ class Recorder:
                 raise unanswered("the code that sent it caught the error and carried on")
             answered = cassette.play_count if self.mode == "replay" else len(cassette.data)
             self.calls[stage] = self.calls.get(stage, 0) + answered
+            if self.mode == "record":
+                try:
+                    stack.close()  # vcrpy writes the staged cassette here: a full disk is said here
+                except OSError as exc:
+                    raise self._unwritable(path.parent.parent, exc) from exc
 
     def rankings_path(self, channel: str) -> Path:
         """The committed ranking cassette of a method that declares calls = "rankings"."""
@@ -304,9 +285,7 @@ class Recorder:
         from retrieval.recording.ranking_cassettes import dump_rankings
 
         self.used.add(self.rankings_path(channel).name)
-        self._staged(self.rankings_path(channel).name).write_text(
-            dump_rankings(dataset, method, rankings, code), encoding="utf-8"
-        )
+        self._write_staged(self.rankings_path(channel).name, dump_rankings(dataset, method, rankings, code).encode())
 
     def committed_store(self) -> VectorStore:
         """The committed corpus vector store (empty when none is recorded); CassetteError, one line
@@ -325,7 +304,7 @@ class Recorder:
         with the cassettes; `created` are the segment files this recording wrote (new files only)."""
         self._created += created
         self.used.add(STORE_MANIFEST)
-        self._staged(STORE_MANIFEST).write_bytes(store.manifest_bytes())
+        self._write_staged(STORE_MANIFEST, store.manifest_bytes())
 
     def metadata(self) -> dict[str, Any]:
         """What the last recording wrote beside its cassettes (dataset fingerprint, config, usage)."""
@@ -339,7 +318,7 @@ class Recorder:
                 f"{path}: damaged recording metadata ({exc}). Restore it with `git checkout -- {path}` "
                 f"or re-record with `{record_command(self.profile)}`."
             ) from exc
-        problem = "expected a JSON object" if not isinstance(data, dict) else _metadata_problem(data)
+        problem = "expected a JSON object" if not isinstance(data, dict) else metadata_problem(data)
         if problem:
             raise CassetteError(
                 f"{path}: damaged recording metadata ({problem}). Restore it with "
@@ -423,7 +402,11 @@ class Recorder:
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
         for path in self._created:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a read-only folder: the file is unlisted either way
+                path.unlink(missing_ok=True)
         self._staging = None
         self._recorded = []
         self._created = []
+        if self._held is not None:
+            self._held.release()
+            self._held = None

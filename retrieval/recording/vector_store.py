@@ -7,7 +7,8 @@ until touched, and reading needs nothing beyond numpy (safetensors or Arrow woul
 the same flat array). A JSON manifest lists the segments, each with its space (provider, model,
 configured dimensions, kind, variant: what changes the vectors), its row count, width, precision and
 the SHA-256 of both files; a reader checks a segment's digests before using it, so the manifest's own
-digest stands for every vector it lists (the baseline records it like a cassette's).
+digest stands for every vector it lists (the baseline records it like a cassette's), and its values:
+a NaN, infinite, zero or overflowing vector (which would score 0 against everything) is refused.
 
 Texts are never copied in (the corpus is in the repository): 32 bytes of key per vector, plus a
 header of 128 bytes per file and a manifest entry per segment.
@@ -155,6 +156,33 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+# Rows checked at a time: a million 384-d vectors are read in slices of 24 MB, not copied whole.
+_CHECK_ROWS = 1 << 14
+
+
+def _bad_row(vectors: np.ndarray) -> str | None:
+    """What is wrong with the first vector that is not finite, all zero or of a float32 norm that
+    overflows (1e30), or None."""
+    for start in range(0, len(vectors), _CHECK_ROWS):
+        rows = np.asarray(vectors[start : start + _CHECK_ROWS], dtype=np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            squares = np.einsum("ij,ij->i", rows, rows)
+        bad = np.flatnonzero(~np.isfinite(squares) | (squares == 0))
+        if len(bad):
+            row = rows[bad[0]]
+            what = (
+                "NaN or infinite values"
+                if not np.isfinite(row).all()
+                else "only zeros"
+                if not row.any()
+                else "values so small that its norm is 0"
+                if squares[bad[0]] == 0
+                else "values so large that its norm overflows"
+            )
+            return f"the vector of row {start + int(bad[0])} holds {what}"
+    return None
+
+
 def _segment(entry: Any) -> Segment:
     if not isinstance(entry, dict):
         raise TypeError("a segment entry is not an object")
@@ -190,6 +218,9 @@ class VectorStore:
     # that re-reads a store it just wrote; shapes and dtypes are checked either way.
     verify: bool = True
     _checked: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    # The segment files this store wrote (new files only; not those another writer left or shares):
+    # what a discarded recording removes, and nothing else.
+    written: list[Path] = field(default_factory=list, repr=False)
 
     @classmethod
     def open(
@@ -240,33 +271,42 @@ class VectorStore:
         atomic_write_bytes(self.manifest, self.manifest_bytes())
 
     def arrays(self, segment: Segment) -> tuple[np.ndarray, np.ndarray]:
-        """A segment's keys and vectors, memory-mapped, after checking both files against the manifest."""
+        """A segment's keys and vectors, memory-mapped, after checking both files against the manifest
+        and every vector finite and non-zero (replay reads them too: one bad row would score 0 silently)."""
         if segment.name in self._checked:
             return self._checked[segment.name]
-        loaded = []
-        for file, expected in zip(segment.files, (segment.keys_sha256, segment.vectors_sha256), strict=True):
-            path = self.folder / file
-            try:
-                with open(path, "rb") as handle:
-                    head = handle.read(len(_LFS_POINTER))
-                if head == _LFS_POINTER:
-                    raise self._error(path, "a Git LFS pointer, not the vectors: fetch it with `git lfs pull`, or")
-                if self.verify and _sha256_file(path) != expected:
-                    raise self._error(path, f"damaged vector segment (not the sha256 {self.manifest.name} lists)")
-                array = np.load(path, mmap_mode="r", allow_pickle=False)
-            except FileNotFoundError as exc:
-                raise self._error(path, f"missing vector segment (listed in {self.manifest})") from exc
-            except OSError as exc:
-                raise self._error(path, f"unreadable vector segment ({exc.strerror or exc})") from exc
-            except ValueError as exc:
-                raise self._error(path, f"damaged vector segment ({exc})") from exc
-            loaded.append(array)
-        keys, vectors = loaded
+        keys, vectors = (
+            self._load(self.folder / file, expected)
+            for file, expected in zip(segment.files, (segment.keys_sha256, segment.vectors_sha256), strict=True)
+        )
         shape_ok = keys.shape == (segment.count, KEY_BYTES) and keys.dtype == np.uint8
         if not shape_ok or vectors.shape != (segment.count, segment.width) or vectors.dtype != segment.precision:
             raise self._error(self.folder / segment.files[1], "vector segment of another shape than its manifest entry")
+        problem = _bad_row(vectors)
+        if problem is not None:
+            raise self._error(self.folder / segment.files[1], f"{problem}, which would score 0 against everything")
         self._checked[segment.name] = (keys, vectors)
         return keys, vectors
+
+    def _load(self, path: Path, expected: str) -> np.ndarray:
+        """One segment file, memory-mapped, once its digest is checked; StoreError otherwise (raised
+        outside the handlers of the read, so that a message never holds another)."""
+        try:
+            with open(path, "rb") as handle:
+                pointer = handle.read(len(_LFS_POINTER)) == _LFS_POINTER
+            intact = not pointer and (not self.verify or _sha256_file(path) == expected)
+            array = np.load(path, mmap_mode="r", allow_pickle=False) if intact else None
+        except FileNotFoundError as exc:
+            raise self._error(path, f"missing vector segment (listed in {self.manifest})") from exc
+        except OSError as exc:
+            raise self._error(path, f"unreadable vector segment ({exc.strerror or exc})") from exc
+        except ValueError as exc:
+            raise self._error(path, f"damaged vector segment ({exc})") from exc
+        if pointer:
+            raise self._error(path, "a Git LFS pointer, not the vectors: fetch it with `git lfs pull`, or")
+        if array is None:
+            raise self._error(path, f"damaged vector segment (not the sha256 {self.manifest.name} lists)")
+        return array
 
     def segments_of(self, space: Space, width: int | None = None) -> list[Segment]:
         """The space's segments, oldest first; of one `width` when given (a server that changed its
@@ -340,12 +380,23 @@ class VectorStore:
         keys_sha, vectors_sha = (_npy_sha256(a) for a in arrays)
         name = "seg-" + hashlib.sha256(f"{keys_sha}{vectors_sha}".encode()).hexdigest()[:24]
         segment = Segment(name, space, len(keys), rows.shape[1], precision, keys_sha, vectors_sha)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for file, array, expected in zip(segment.files, arrays, (keys_sha, vectors_sha), strict=True):
-            path = self.folder / file
-            if path.is_file() and _sha256_file(path) == expected:
-                continue  # content-addressed: already there, never rewritten
-            _write_npy(path, array)
+        created: list[Path] = []
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            for file, array, expected in zip(segment.files, arrays, (keys_sha, vectors_sha), strict=True):
+                path = self.folder / file
+                if path.is_file() and _sha256_file(path) == expected:
+                    continue  # content-addressed: already there, never rewritten
+                _write_npy(path, array)
+                created.append(path)
+        except OSError as exc:
+            for path in created:  # no half segment left: a keys file without its vectors
+                path.unlink(missing_ok=True)
+            raise StoreError(
+                f"{self.folder}: the vector segment could not be written ({exc.strerror or exc}); free space on "
+                "its disk or make the folder writable, then run again"
+            ) from exc
+        self.written += created
         return segment
 
     def merged(self, space: Space) -> VectorStore:

@@ -96,6 +96,8 @@ class Report:
     # Whether the LLM judge's grades count (accept_llm_judgments), and how many lines it wrote.
     accept_llm: bool = False
     llm_judgments: int = 0
+    # The documents and questions longer than the embedding model reads (Run.long_inputs).
+    long_inputs: dict[str, Any] = field(default_factory=dict)
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
@@ -241,6 +243,7 @@ def build_report(
         unused_judgments=unused_judgments,
         accept_llm=bool(run.config.get("accept_llm_judgments", False)),
         llm_judgments=llm_judgments,
+        long_inputs=run.long_inputs,
     )
 
 

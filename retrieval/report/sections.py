@@ -13,6 +13,7 @@ from retrieval.measures.paired import BASELINE, render_comparisons, summary_line
 from retrieval.measures.ties import render_ties
 from retrieval.report.build import ROUND, Report
 from retrieval.report.judged_sections import agreement_section, judged_section
+from retrieval.text.long_inputs import long_inputs_said
 from retrieval.text.markdown import escape_cell, escape_text, folded
 from retrieval.text.server_provenance import served_by
 
@@ -229,6 +230,8 @@ def _cost(report: Report) -> list[str]:
             f"Indexing ({stage}, once): {i['calls']} call(s), {i['input_tokens']} tokens, "
             f"{i['seconds']:.2f} s{recorded}.{truncated}",
         ]
+    for what, entry in report.long_inputs.items():
+        out += ["", f"Long inputs: {long_inputs_said(entry, what)}."]
     if report.server:
         out += ["", f"Model server: {served_by(report.server, 'served' if report.mode == 'live' else 'recorded')}."]
     if report.mode == "replay" and any(c.calls for c in report.cost):

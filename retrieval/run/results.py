@@ -74,6 +74,12 @@ class Run:
     drift: list[str] = field(default_factory=list)
     # The cassette files (in the profile's folder) the run replayed or recorded.
     cassettes: tuple[str, ...] = ()
+    # Digests of what the figures were computed from beside the cassettes, where a cache may hold
+    # it (retrieval.methods.base.Context.inputs): the baseline records them with the cassettes'.
+    inputs: dict[str, str] = field(default_factory=dict)
+    # The documents and questions longer than the embedding model reads, named with the limit and
+    # what became of them (retrieval.providers.long_inputs.long_inputs): the report's cost section says them.
+    long_inputs: dict[str, Any] = field(default_factory=dict)
     # The corpus alone's fingerprint (retrieval.data.dataset.corpus_fingerprint): whether a baseline made
     # on other questions was made on the same documents ("" in a log written before it existed).
     corpus: str = ""
@@ -148,6 +154,7 @@ def run_log(run: Run) -> str:
         "kept": run.kept,
         "corpus": run.corpus,
         "server": run.server,
+        "long_inputs": run.long_inputs,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
         # Judged@k per method, overall and per question type (each line has its question's).
@@ -300,4 +307,11 @@ def load_run(path: str | Path) -> Run:
         header.get("kept", {}),
         corpus=header.get("corpus", ""),
         server=header.get("server") if isinstance(header.get("server"), dict) else None,
+        long_inputs={
+            what: entry
+            for what, entry in (header.get("long_inputs") or {}).items()
+            if what in ("documents", "questions") and isinstance(entry, dict) and _is_strings(entry.get(what))
+        }
+        if isinstance(header.get("long_inputs"), dict)
+        else {},
     )

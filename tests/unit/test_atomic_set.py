@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -158,6 +160,25 @@ def test_a_run_killed_between_the_two_renames_is_undone(tmp_path: Path) -> None:
     removed = recover_directory(target)
     assert _contents(target) == before
     assert [p.name for p in removed] == [".local.staging-999999999-abcd1234"]
+    assert [p.name for p in target.parent.iterdir()] == ["local"]
+
+
+def test_a_live_process_between_its_two_renames_is_left_to_finish(tmp_path: Path) -> None:
+    # Another run (a replay) recovering at that moment must not put the old set back under it:
+    # the live process is about to rename its new set into place, or its old one back.
+    target = _folder(tmp_path)
+    before = _contents(target)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        aside = target.parent / f".local.old-{live.pid}-abcd1234"
+        os.rename(target, aside)
+        assert recover_directory(target) == []
+        assert not target.exists() and _contents(aside) == before
+    finally:
+        live.kill()
+        live.wait()
+    recover_directory(target)  # its process gone: the old set is put back
+    assert _contents(target) == before
     assert [p.name for p in target.parent.iterdir()] == ["local"]
 
 

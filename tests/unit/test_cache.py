@@ -14,7 +14,7 @@ import pytest
 
 from retrieval.evaluation.embeddings import embed_texts
 from retrieval.providers.base import Kind
-from retrieval.recording.cache import EmbeddingCache
+from retrieval.recording.cache import CacheMismatch, EmbeddingCache
 from retrieval.run.cost import Usage
 
 DIMENSIONS = 8
@@ -195,8 +195,10 @@ def test_failed_save_keeps_the_previous_file(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(os, "replace", broken_replace)
     edited = [*CORPUS, "Un nouveau document."]
     provider = CountingProvider()
-    with pytest.raises(OSError, match="disk full"):
-        embed_texts(provider, edited, "document", _cache(tmp_path))
+    # The run has its vectors: a cache it cannot save is one warning, not its failure.
+    with pytest.warns(CacheMismatch, match=r"^embedding cache not saved: .*\(disk full \(simulated\)\)"):
+        vectors = embed_texts(provider, edited, "document", _cache(tmp_path))
+    assert len(vectors) == len(edited)
     assert {name: (path.parent / name).read_bytes() for name in _listing(path.parent)} == before
     monkeypatch.undo()
     # The previous store is still a valid cache: only the new document needs embedding.

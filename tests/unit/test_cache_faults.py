@@ -57,7 +57,10 @@ def test_a_cache_that_does_not_fit_is_rebuilt_with_one_warning(tmp_path: Path, v
     _append(cache, CORPUS, vectors)
     segment = next(cache.folder.glob("seg-*.vectors.npy"))
     cache, messages = _load_warnings(lambda: _cache(tmp_path))
-    assert messages == [f"corrupt embedding cache: {segment}: non-finite values (NaN or infinity); it will be rebuilt"]
+    assert messages == [
+        f"corrupt embedding cache: {segment}: the vector of row 0 holds NaN or infinite values, which would score 0 "
+        "against everything; it will be rebuilt"
+    ]
     provider = CountingProvider()
     embedded = embed_texts(provider, CORPUS, "document", cache)
     assert provider.sent == CORPUS

@@ -38,6 +38,7 @@ document_prefix = "passage: "
 encoding_format = "base64"
 max_input_chars = 4000
 long_inputs = "refuse"
+max_input_tokens = 1000
 embedding_workers = 3
 rerank_provider = "openai"
 rerank_model = "qwen2.5:7b-instruct"
@@ -68,6 +69,7 @@ document_prefix = "passage: "
 encoding_format = "base64"
 max_input_chars = 4000
 long_inputs = "refuse"
+max_input_tokens = 1000
 workers = 3
 
 [profiles.x.llm]
@@ -97,6 +99,7 @@ EXPECTED = Profile(
         encoding_format="base64",
         max_input_chars=4000,
         long_inputs="refuse",
+        max_input_tokens=1000,
         workers=3,
     ),
     llm=LLMSettings(
@@ -131,7 +134,7 @@ def _error(tmp_path: Path, text: str) -> str:
 
 
 def test_the_flat_and_the_grouped_forms_give_the_same_profile(tmp_path: Path) -> None:
-    assert FLAT.count("=") == len(FLAT_KEYS) == 22  # every flat key is exercised
+    assert FLAT.count("=") == len(FLAT_KEYS) == 23  # every flat key is exercised
     assert _profile(tmp_path, FLAT) == EXPECTED
     assert _profile(tmp_path, GROUPED) == EXPECTED
     # The fixture builders' flat keywords build the same grouped profile.
@@ -221,7 +224,7 @@ def test_openai_embeddings_check() -> None:
         ("batch_size", "must be at least 1, got 0."),
         ("encoding_format", 'must be "float" or "base64", got \'int8\'.'),
         ("max_input_chars", "must be 0 (no limit) or more."),
-        ("long_inputs", 'must be "truncate" or "refuse".'),
+        ("long_inputs", 'must be "truncate", "refuse" or "chunk".'),
     ]
 
 

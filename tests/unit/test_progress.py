@@ -68,7 +68,12 @@ def test_the_gate_shows_progress_when_it_calls_models(
         pass
 
     def evaluate(
-        dataset: object, settings: object, mode: str, progress: object = None, on_staged: object = None
+        dataset: object,
+        settings: object,
+        mode: str,
+        progress: object = None,
+        on_staged: object = None,
+        baseline_inputs: object = None,
     ) -> None:
         seen["progress"] = progress
         raise Stop
