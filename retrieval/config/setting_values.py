@@ -38,12 +38,15 @@ NUMBERS: dict[str, tuple[bool, float, float]] = {
 EXECUTORS = ("local", "ray")
 # The corpus vectors' precision, in every mode (retrieval.evaluation.corpus_vectors).
 PRECISIONS = ("float32", "float16")
+# What a drop resting on unjudged documents does to the gate (retrieval.gate.unjudged).
+UNJUDGED = ("fail", "warn")
 SETTING_KEYS = {
     "profile",
     "methods",
     "hybrid_inputs",
     "hybrid_weights",
     "vector_precision",
+    "unjudged",
     "required",
     "accept_llm_judgments",
     "executor",
@@ -153,6 +156,11 @@ def check_values(
         source = _source("executor", flags, where, prefix)
         raise ConfigError(
             f"{source} must be one of {', '.join(EXECUTORS)}, got {values['executor']!r}.", at=("executor",)
+        )
+    if values.get("unjudged", UNJUDGED[0]) not in UNJUDGED:
+        raise ConfigError(
+            f'{where}: unjudged must be "fail" or "warn" (what an undecided drop does), got {values["unjudged"]!r}.',
+            at=("unjudged",),
         )
     if values.get("vector_precision", PRECISIONS[0]) not in PRECISIONS:
         raise ConfigError(

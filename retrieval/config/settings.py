@@ -225,6 +225,11 @@ class Settings:
     tolerance: float = _setting(
         0.0, "How far a gated rate may fall below the baseline and still hold, 0 to 0.05: live runs' noise only."
     )
+    unjudged: str = _setting(
+        "fail",
+        "A drop against the base branch that holds only while the unjudged documents that entered a top k count "
+        "as not relevant (undecided): `fail` (the default) or `warn` (said, and the item holds).",
+    )
     required: bool = _setting(
         False, "The pytest gate must run: a session that configures it and does not gate it fails (CI's job)."
     )

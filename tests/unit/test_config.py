@@ -168,7 +168,7 @@ KNOWN = (
     "known: ['accept_llm_judgments', 'baseline', 'bm25_b', 'bm25_k1', 'cache', 'candidates', 'cassettes', "
     "'dataset', 'depth', 'executor', "
     "'hybrid_inputs', 'hybrid_weights', 'k', 'language', 'methods', 'profile', 'relevant_grade', 'required', "
-    "'rrf_k', 'snapshots', 'split', 'tolerance', 'vector_precision', 'vectors'], profiles, prices."
+    "'rrf_k', 'snapshots', 'split', 'tolerance', 'unjudged', 'vector_precision', 'vectors'], profiles, prices."
 )
 
 
