@@ -1,0 +1,111 @@
+"""The issue's "done when", end to end on the demo in a real git repository: a pull request that
+brings an unjudged document into bm25's top 5 makes the gate say so, with the figure's range, as
+"undecided: judge N documents" with the command; judged relevant through the page (in headless
+Chromium), the verdict is a measured one. `unjudged = "warn"` says the same and holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser_fixture import chromium, need_browser, wait_until
+from judging_fixture import JudgeProcess
+
+from demo_fixture import DEMO_DATA
+from retrieval.data.judgment_file import JUDGMENTS_FILE, read_judgments
+
+PROJECT = 'dataset = "data/demo"\nprofile = "local"\nmethods = ["bm25"]\n'
+# The pull request: a new document that answers q01 ("J'obtiens HEL-4040 en important mon fichier,
+# que faire ?") in its own words, so bm25 puts it first and HEL-4040, the judged answer, second.
+NEW = {
+    "id": "faq-import-hel-4040",
+    "title": "J'obtiens HEL-4040 en important mon fichier : que faire ?",
+    "text": "Vous obtenez HEL-4040 en important un fichier : que faire ? Le fichier importé ne respecte pas "
+    "le schéma. Que faire quand on obtient HEL-4040 en important : corrigez le fichier, puis importez-le.",
+}
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RETRIEVAL_PROFILE", "EMBEDDING_MODEL", "MODEL")}
+    return subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _git(root: Path, *args: str) -> None:
+    done = _run(root, "git", "-c", "user.name=ana", "-c", "user.email=ana@example.invalid", *args)
+    assert done.returncode == 0, done.stderr
+
+
+def _gate(root: Path) -> subprocess.CompletedProcess[str]:
+    return _run(root, sys.executable, "-m", "retrieval", "--gate", "--baseline-ref", "main")
+
+
+@pytest.fixture
+def pull_request(tmp_path: Path) -> Path:
+    """A repository whose main gates bm25 on the demo, and a pull request that adds NEW."""
+    root = tmp_path / "repo"
+    (root / "data").mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(DEMO_DATA, root / "data" / "demo")
+    (root / "retrieval.toml").write_text(PROJECT, encoding="utf-8")
+    _git(root, "init", "-q", "-b", "main")
+    made = _run(root, sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--update-baseline")
+    assert made.returncode == 0, made.stdout + made.stderr
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "main: bm25 gated on the demo")
+    _git(root, "checkout", "-q", "-b", "pull-request")
+    with (root / "data" / "demo" / "corpus.jsonl").open("a", encoding="utf-8") as corpus:
+        corpus.write(json.dumps(NEW, ensure_ascii=False) + "\n")
+    return root
+
+
+def _undecided(output: str) -> list[str]:
+    return [line for line in output.splitlines() if "undecided" in line]
+
+
+def test_an_unjudged_document_in_the_top_5_is_undecided_until_judged_on_the_page(
+    pull_request: Path, tmp_path: Path
+) -> None:
+    need_browser()
+    root = pull_request
+    first = _gate(root)
+    assert first.returncode == 1, first.stdout + first.stderr
+    [line] = [line for line in _undecided(first.stdout) if "bm25-mrr " in line or "bm25-mrr -" in line]
+    assert "undecided: judge 1 document(s)" in line
+    assert "q01 faq-import-hel-4040 (bm25 rank 1)" in line
+    assert "python -m retrieval judge --baseline-ref main" in line
+    # The range: today's value (the document not relevant) and with it counted relevant.
+    assert "counted as not relevant" in line and "counted as relevant" in line
+    # Judged relevant through the page, with its filter on what this pull request needs.
+    server = JudgeProcess(root, "--judge", "ana", "--baseline-ref", "main")
+    try:
+        with chromium(tmp_path / "profile") as browser:
+            page = browser.new_page()
+            page.goto(server.url)
+            page.wait_for_selector("#pair:not([hidden])")
+            assert page.inner_text("#needed-count") == "1"
+            page.check("#needed")
+            wait_until(lambda: page.inner_text("#candidate-id") == NEW["id"], "the pair the pull request needs")
+            assert page.inner_text("#question-id") == "q01"
+            page.keyboard.press("3")
+            wait_until(lambda: page.inner_text("#count") == "1 of 1 judged", "the grade saved")
+    finally:
+        server.stop()
+    judged = read_judgments(root / "data" / "demo" / JUDGMENTS_FILE)
+    assert [(j.question, j.document, j.grade, j.source) for j in judged] == [("q01", NEW["id"], 3, "human:ana")]
+    second = _gate(root)
+    assert _undecided(second.stdout) == []
+    assert "bm25-mrr" not in " ".join(line for line in second.stdout.splitlines() if line.startswith("FAILED"))
+
+
+def test_unjudged_warn_says_it_and_holds(pull_request: Path) -> None:
+    root = pull_request
+    (root / "retrieval.toml").write_text(PROJECT + 'unjudged = "warn"\n', encoding="utf-8")
+    gated = _gate(root)
+    failed = [line for line in gated.stdout.splitlines() if line.startswith("FAILED")]
+    assert not any("bm25-mrr" in line for line in failed), gated.stdout
+    assert "undecided (unjudged = warn)" in gated.stdout
