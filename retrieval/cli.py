@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -17,12 +18,14 @@ from retrieval.files.atomic import atomic_write_text
 from retrieval.gate.compare import at_k, config_changes, incompatibility
 from retrieval.gate.questions import run_data_changes
 from retrieval.gate.reference import baseline_at
-from retrieval.gate.result import BASELINE_PATH, importable, recover
+from retrieval.gate.result import BASELINE_PATH, GateResult, importable, recover
 from retrieval.gate.schema import BaselineError, load_baseline
+from retrieval.measures.figures import DIGITS
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Mode
 from retrieval.report.build import build_report, render_json
+from retrieval.report.gate_summary import render_gate_summary
 from retrieval.report.sections import render_markdown
 from retrieval.run.results import Run, RunLogError, load_run, run_log
 from retrieval.text.markdown import fit
@@ -75,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
         "(GitHub shows none of a larger one): the folded failure lists go first",
     )
     p.add_argument(
+        "--comment-output",
+        dest="comment_output",
+        help="with --gate: also write its summary fitted to a pull-request comment (GitHub takes 65,536 characters)",
+    )
+    p.add_argument(
         "--from-log",
         dest="from_log",
         help="report on a run log written by --log, without calling or replaying any model "
@@ -93,13 +101,27 @@ def _parser() -> argparse.ArgumentParser:
         metavar="REF",
         help="with --baseline: compare with the baseline file as it is at this git ref (e.g. origin/main, read "
         "with `git show`); the drops the current baseline accepts, and why, are shown. With --gate: the gate "
-        "also compares with that ref's baseline, as pytest --retrieval-baseline-ref does",
+        "also compares with what that ref gates (its own project file, baseline and snapshots), as pytest "
+        "--retrieval-baseline-ref does",
     )
     p.add_argument(
         "--gate",
         action="store_true",
-        help="the pytest gate's verdicts without pytest: print each failed check in the plugin's words; "
-        "exit 1 when one fails, 0 when all hold",
+        help="the pytest gate's verdicts without pytest (and without any pytest hook or conftest): print each "
+        "failed check in the plugin's words; exit 1 when one fails, 0 when all hold. With --summary-output, "
+        "the Markdown job summary of those verdicts (written also when nothing could be compared)",
+    )
+    p.add_argument(
+        "--update-baseline",
+        dest="update_baseline",
+        action="store_true",
+        help="with --gate: write the figures and top-10 rankings as the baseline when every other check holds",
+    )
+    p.add_argument(
+        "--allow-regression",
+        dest="allow_regression",
+        metavar="REASON",
+        help="with --update-baseline: accept lower figures, for this reason (recorded in the baseline)",
     )
     calls = p.add_mutually_exclusive_group()
     calls.add_argument("--live", action="store_true", help="call the providers (embedding cache in .cache/)")
@@ -149,7 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         judge_args = judge_parser().parse_args(words[1:])
     else:
-        args = _parser().parse_args(words)
+        parser = _parser()
+        args = parser.parse_args(words)
+        if args.allow_regression is not None and not args.update_baseline:
+            parser.error("--allow-regression only applies with --update-baseline.")
+        if args.update_baseline and not args.gate:
+            parser.error("--update-baseline applies with --gate (the gate decides what may be written).")
     try:
         return judge_command(judge_args) if judging else _main(args)
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
@@ -158,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if judging and hint:
             hint = " Or call without cassettes: --live."
         print(f"error: {redacted(str(exc))}{hint}", file=sys.stderr)
+        if not judging and args.gate:
+            _gate_stopped(args, redacted(str(exc)))
     except KeyboardInterrupt:
         print("interrupted: the cassettes, the cache and the baseline were left as they were", file=sys.stderr)
         return 130
@@ -174,9 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _gate(settings: Settings, args: argparse.Namespace) -> int:
-    """`--gate`: the verdicts the pytest plugin reports, from the same function, in the same words."""
-    from retrieval.gate.judge import judge_run
-    from retrieval.gate.session import outcome_frame, planned_items
+    """`--gate`: the verdicts the pytest plugin reports, from the same model, in the same words; with
+    --summary-output (and --output), that model rendered as the Markdown job summary."""
+    from retrieval.gate.outcome import gate_outcome
+    from retrieval.gate.session import planned_items
 
     if args.live or args.from_log or args.baseline is not None or args.compact_store or args.convert_corpus_cassette:
         raise ConfigError(
@@ -184,22 +214,89 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
             "drop --live, --from-log, --baseline, --compact-store and --convert-corpus-cassette."
         )
     ref = args.baseline_ref
-    outcome = judge_run(settings, planned_items(settings, ref), "record" if args.record else "replay", baseline_ref=ref)
-    failed = outcome.failed()
-    for verdict in failed:
-        print(f"FAILED {verdict.name} - {verdict.failure}")
-    held = len(outcome.verdicts) - len(failed)
+    names = planned_items(settings, ref, args.profile)
+    mode: Mode = "record" if args.record else "replay"
+    outcome = gate_outcome(
+        settings,
+        names,
+        mode,
+        update=args.update_baseline,
+        allow_regression=args.allow_regression or False,
+        defer_recording=args.record,
+        baseline_ref=ref,
+        profile_asked=args.profile,
+    )
+    verdict = outcome.verdict
+    failed = verdict.failed
+    for item in failed:
+        print(f"FAILED {item.name} - {item.failure}")
+    held = len(verdict.items) - len(failed)
     # The plugin's notes after the counts too: the tolerance, the ref, accepted drops and why.
-    tail = outcome_frame(outcome, settings.profile.name).tail
-    print(f"retrieval gate (profile {settings.profile.name}): {held} of {len(outcome.verdicts)} checks held{tail}")
+    tail = "".join(verdict.notes)
+    print(f"retrieval gate (profile {settings.profile.name}): {held} of {len(verdict.items)} checks held{tail}")
+    result = outcome.result
+    if args.log and result is not None:
+        _write(args.log, run_log(result.run))
+    _write_gate_summary(args, render_gate_summary(verdict, _details(result, settings) if result else ""))
+    # As the plugin at session finish: a recording is committed once its secrets item held (every
+    # item with --update-baseline); an update is written only when every check held.
+    writes = outcome.pending is not None and not failed
+    recording = result.recording if result is not None else None
+    if recording is not None:
+        if writes or (not args.update_baseline and verdict.item("secrets").ok):
+            recording.commit()
+        else:
+            recording.discard()
+            print("--record committed nothing (the cassettes are as they were): a check failed", file=sys.stderr)
+    if writes and outcome.pending is not None:
+        from retrieval.gate.accept import accept
+
+        print(accept(outcome.pending, allow_regression=args.allow_regression or False))
+    elif args.update_baseline:
+        print(f"--update-baseline wrote nothing: {len(failed)} check(s) failed", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _details(result: GateResult, settings: Settings) -> str:
+    """The evaluation report of the gate's own run, below its verdicts (no baseline of its own: the
+    verdicts are the comparison)."""
+    report = build_report(
+        result.run,
+        result.dataset.documents,
+        settings.prices,
+        dropped_questions=result.dataset.dropped_questions,
+        tolerance=settings.tolerance,
+    )
+    return render_markdown(report, decimals=DIGITS)
+
+
+# A pull-request comment holds 65,536 characters at most (a character is one byte or more).
+COMMENT_BYTES = 60_000
+
+
+def _write_gate_summary(args: argparse.Namespace, markdown: str) -> None:
+    if args.output:
+        _write(args.output, markdown)
+    if args.summary_output:
+        _write(args.summary_output, fit(markdown))
+    if args.comment_output:
+        _write(args.comment_output, fit(markdown, COMMENT_BYTES))
+
+
+def _gate_stopped(args: argparse.Namespace, message: str) -> None:
+    """--gate stopped before its verdicts (a wrong project file): the summary still says why."""
+    from retrieval.gate.verdicts import verdicts_of
+
+    profile = args.profile or "?"
+    verdict = verdicts_of(None, f"error: {message}", [], profile=profile)
+    with contextlib.suppress(OSError):  # the error itself is what the run prints
+        _write_gate_summary(args, render_gate_summary(verdict))
 
 
 def _main(args: argparse.Namespace) -> int:
     # --baseline names the file to compare with, not the project's `baseline` setting.
-    settings = load_settings(
-        ".", {k: v for k, v in vars(args).items() if k not in ("baseline", "baseline_ref", "gate")}
-    )
+    flags = ("baseline", "baseline_ref", "gate", "update_baseline", "allow_regression")
+    settings = load_settings(".", {k: v for k, v in vars(args).items() if k not in flags})
     recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
     if args.gate:
         return _gate(settings, args)
@@ -253,8 +350,7 @@ def _main(args: argparse.Namespace) -> int:
             if data:
                 notes.append(
                     f"the dataset changed since the baseline ({data}): the changes shown compare this run's figures "
-                    "with the baseline's, each on its own questions (the gate compares the "
-                    f"{len(data.common)} questions both hold)."
+                    f"with the baseline's, each on its own questions (the gate compares {data.where})."
                 )
             if changed:
                 notes.append(

@@ -60,6 +60,7 @@ __all__ = [
     "flat_profile",
     "load_settings",
     "project_file_in",
+    "settings_from_table",
     "shown_path",
 ]
 
@@ -102,6 +103,20 @@ def load_settings(
     except ConfigError as exc:
         name_the_line(exc, source)
         raise
+
+
+def settings_from_table(
+    project: Mapping[str, Any],
+    source: str,
+    root: str | Path,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Settings from a project file's table that is not on disk (the base branch's, read with
+    `git show`): `source` names it in errors ("main:pyproject.toml"), `root` is the folder its
+    paths resolve from. The same checks and precedence as `load_settings`."""
+    environ = os.environ if environ is None else environ
+    return _settings(project, source, Path(root), overrides, environ, "--")
 
 
 def _settings(

@@ -18,7 +18,7 @@ from retrieval.data.analyzer import analyze, language_of
 from retrieval.measures.metrics import MethodScores
 from retrieval.run.results import QuestionResult, Run
 
-__all__ = ["Failure", "RelevantTrace", "best_method", "failures_at_rank_1", "where_relevant"]
+__all__ = ["Failure", "RelevantTrace", "best_method", "failure_kind", "failures_at_rank_1", "where", "where_relevant"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
         mine = result.methods[method]
         if mine.ids and mine.ids[0] in q.relevant:
             continue
-        kind, pool = _kind(result, method, source, candidates)
+        kind, pool = failure_kind(result, method, source, candidates)
         question_terms = set(analyze(q.text, language))
         traces = []
         for doc_id in q.relevant:
@@ -102,7 +102,7 @@ def failures_at_rank_1(run: Run, method: str, documents: Mapping[str, str], cand
     return failures
 
 
-def _kind(
+def failure_kind(
     result: QuestionResult, method: str, source: str, candidates: int
 ) -> tuple[Literal["recall", "ranking"], str]:
     """Whether a relevant document of the question reached the method's candidate pool (the top
@@ -114,25 +114,29 @@ def _kind(
     return kind, f"{source} top {candidates}"
 
 
+def where(result: QuestionResult, method: str, source: str, candidates: int) -> str:
+    """Where a question's relevant documents stand under `method` and the kind of failure that
+    is, in words ("proc-a at rank 7: a ranking failure, within hybrid top 20")."""
+    mine = result.methods[method]
+    kind, pool = failure_kind(result, method, source, candidates)
+    ranks = [(d, mine.relevant_ranks.get(d)) for d in result.question.relevant]
+    ranks.sort(key=lambda dr: (dr[1] is None, dr[1] or 0))
+    places = ", ".join(
+        f"{d} at rank {r}" if r is not None else f"{d} not in its top {len(mine.ids)}" for d, r in ranks[:3]
+    )
+    more = f" (+{len(ranks) - 3} more)" if len(ranks) > 3 else ""
+    what = "a ranking failure, within" if kind == "ranking" else "a recall failure, none in"
+    return f"{places}{more}: {what} {pool}"
+
+
 def where_relevant(run: Run, candidates: int) -> dict[str, dict[str, str]]:
-    """method -> question id -> where the question's relevant documents stand and the kind of
-    failure that is, in words ("proc-a at rank 7: a ranking failure, within hybrid top 20"):
-    what the gate says of each question whose figure fell."""
+    """method -> question id -> `where` its relevant documents stand: what the gate adds to each
+    question whose figure fell."""
     found: dict[str, dict[str, str]] = {}
     for method in run.methods:
         per_question = found.setdefault(method, {})
         source = run.declared(method).candidate_source or method
         for result in run.results:
-            mine = result.methods.get(method)
-            if mine is None:
-                continue
-            kind, pool = _kind(result, method, source, candidates)
-            ranks = [(d, mine.relevant_ranks.get(d)) for d in result.question.relevant]
-            ranks.sort(key=lambda dr: (dr[1] is None, dr[1] or 0))
-            places = ", ".join(
-                f"{d} at rank {r}" if r is not None else f"{d} not in its top {len(mine.ids)}" for d, r in ranks[:3]
-            )
-            more = f" (+{len(ranks) - 3} more)" if len(ranks) > 3 else ""
-            what = "a ranking failure, within" if kind == "ranking" else "a recall failure, none in"
-            per_question[result.question.id] = f"{places}{more}: {what} {pool}"
+            if method in result.methods:
+                per_question[result.question.id] = where(result, method, source, candidates)
     return found

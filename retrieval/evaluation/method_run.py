@@ -20,7 +20,7 @@ from retrieval.providers.base import ProviderError, ReplayMissError, cause_of
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.misses import missed_request
 from retrieval.recording.network import NetworkBlockedError, running
-from retrieval.recording.ranking_cassettes import method_code
+from retrieval.recording.ranking_cassettes import method_code, source_code
 from retrieval.recording.recorder import Mode, Recorder
 from retrieval.run.cost import Usage
 from retrieval.run.ranking import Ranking, RankingError
@@ -161,15 +161,21 @@ def run_method(
     is the project root its declared `sources` resolve from."""
     usage = Usage()
     rankings: object
-    # What ranked, recorded with a ranking cassette and checked against it on replay.
+    # What ranked, recorded with a ranking cassette and checked against it on replay; for an HTTP
+    # method, its declared sources (the service's code in the repository), kept in its cassette.
     code = method_code(method, declared.sources, root, declared.config) if declared.calls == "rankings" else None
+    served = source_code(declared.name, declared.sources, root) if declared.calls == "http" else None
     answered, counted = recorder.calls.get(declared.channel, 0), _counters(context)
     try:
         with timed(usage), running(f"method {declared.name!r}"):
             if not ranks_here(declared, mode):
                 rankings = recorder.replay_rankings(declared.channel, context.dataset, context.depth, code)
             else:
-                with recorder.stage(declared.channel, count_live=True) if declared.calls == "http" else nullcontext():
+                with (
+                    recorder.stage(declared.channel, count_live=True, code=served)
+                    if declared.calls == "http"
+                    else nullcontext()
+                ):
                     rankings = _resolved(executor.rank(method, context))
     except Exception as exc:
         error = _method_error(exc, declared)

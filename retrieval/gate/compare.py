@@ -8,7 +8,7 @@ pull request that makes the retriever worse on it does not take it out of the ga
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from retrieval.gate.questions import recall_of, run_data_changes
 from retrieval.gate.schema import DIGITS, BaselineError, first_of, flat_figures, rounded
 from retrieval.measures.figures import kind_of
 from retrieval.recording.cassette_files import record_command
+from retrieval.report.verdict import Comparison, WorseQuestion, figure_text
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
     from retrieval.measures.metrics import MethodScores
@@ -23,13 +24,21 @@ if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in ever
 
 __all__ = [
     "Check",
+    "Describe",
+    "accept_command",
     "at_k",
     "compare",
     "config_changes",
+    "figure_words",
     "incompatibility",
     "ungated_types",
     "unproduced",
+    "unproduced_words",
 ]
+
+
+# Describes a question whose value fell: (method, question id, metric, was, now) -> WorseQuestion.
+Describe = Callable[[str, str, str, float, float], WorseQuestion]
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class Check:
     baseline: float
     current: float
     tolerance: float
-    worse_questions: list[str]
+    worse: tuple[WorseQuestion, ...] = ()
     # The baseline's name of the figure when it is not `metric`: "recall@5" for a run at k = 3.
     baseline_metric: str | None = None
     # The git ref whose baseline this check compares with ("origin/main"), when not the file's own.
@@ -58,6 +67,11 @@ class Check:
     def baseline_figure(self) -> str:
         """The baseline figure this check compares with ("bm25 recall@5[paraphrase]")."""
         return f"{self.method} {self.baseline_metric or self.metric}"
+
+    @property
+    def worse_questions(self) -> list[str]:
+        """The questions that got worse, largest fall first, as the failure lists them."""
+        return [w.line() for w in self.worse]
 
     @property
     def higher_is_worse(self) -> bool:
@@ -78,21 +92,69 @@ class Check:
     def ok(self) -> bool:
         return self.held or self.accepted is not None
 
+    def comparison(self) -> Comparison:
+        """The check as the verdict model holds it."""
+        return Comparison(
+            self.reference, self.baseline, self.current, self.tolerance, self.held, self.accepted, self.worse
+        )
+
     def message(self) -> str:
-        """What a failing check says: figures, delta, the questions that got worse."""
-        worse = ", ".join(first_of(self.worse_questions)) or "none individually (a mean moved)"
-        moved = "rose above" if self.higher_is_worse else "fell below"
-        theirs = f"'s {self.baseline_metric}" if self.baseline_metric else ""
-        where = f"the baseline of {self.reference}" if self.reference else "the baseline"
-        fix = (
-            'If this change is intended, accept it with `pytest --update-baseline --allow-regression "REASON"` '
-            "(the baseline records the reason; the PR summary shows it)."
-        )
-        return (
-            f"{self.method} {self.metric} {moved} {where}{theirs}: baseline {self.baseline:.4f}, "
-            f"current {self.current:.4f}, delta {self.delta:+.4f} (tolerance {self.tolerance}). "
-            f"Questions that got worse: {worse}. {fix}"
-        )
+        """What this check says alone when it fails (`figure_words`)."""
+        return figure_words([self])
+
+
+def _against(reference: str | None) -> str:
+    return f"the baseline of {reference}" if reference else "the baseline"
+
+
+def accept_command(reference: str | None) -> str:
+    """The command that records an accepted drop (against `reference` too, when the gate compares with it)."""
+    ref = f" --retrieval-baseline-ref {reference}" if reference else ""
+    return f'pytest --update-baseline --allow-regression "REASON"{ref}'
+
+
+def figure_words(checks: Sequence[Check]) -> str:
+    """The one failure of a figure compared with its baselines (the pull request's own, and a git
+    ref's): which fell, the values with the same rounding everywhere, the questions that got worse
+    (those of the base branch's comparison first: its judgments are what the base gates), the fix."""
+    failing = [c for c in checks if not c.ok] or list(checks)
+    first = failing[0]
+    metric = first.metric
+    moved = "rose above" if first.higher_is_worse else "fell below"
+    theirs = f"'s {first.baseline_metric}" if first.baseline_metric else ""
+    where = " and ".join(_against(c.reference) for c in failing)
+
+    def value(c: Check, v: float, sign: str = "") -> str:
+        return figure_text(metric, v, sign)
+
+    # The second baseline's values only where they differ from the first's (the same base, mostly).
+    others = [c for c in failing[1:] if (c.baseline, c.tolerance) != (first.baseline, first.tolerance)]
+    head = f"baseline {value(first, first.baseline)}"
+    head += "".join(f" ({c.reference}: {value(c, c.baseline)})" for c in others)
+    delta = value(first, first.delta, "+") + "".join(f" ({c.reference}: {value(c, c.delta, '+')})" for c in others)
+    tolerance = f"tolerance {first.tolerance}" + "".join(
+        f"; {c.reference}'s {c.tolerance}" for c in others if c.tolerance != first.tolerance
+    )
+    listed = next((c for c in reversed(failing) if c.worse), first)
+    worse = ", ".join(first_of(listed.worse_questions)) or "none individually (a mean moved)"
+    reference = next((c.reference for c in failing if c.reference), None)
+    return (
+        f"{first.method} {metric} {moved} {where}{theirs}: {head}, current {value(first, first.current)}, "
+        f"delta {delta} ({tolerance}). Questions that got worse: {worse}. If this change is intended, accept it "
+        f"with `{accept_command(reference)}` (the baseline records the reason; the PR summary shows it)."
+    )
+
+
+def unproduced_words(figure: str, references: Sequence[str | None], methods: Sequence[str], why: str = "") -> str:
+    """The failure of a figure a baseline gates (the pull request's, a git ref's, or both) that
+    this run did not produce; `why` says more (the base branch's questions it no longer holds)."""
+    gates = " and ".join(f"{r}'s baseline" if r else "the baseline" for r in references)
+    verb = "gate" if len(references) > 1 else "gates"
+    reference = next((r for r in references if r), None)
+    return (
+        f"{gates} {verb} {figure} but this run did not produce it{why} (methods run: {', '.join(methods)}). "
+        f"If it was dropped on purpose: `{accept_command(reference)}`, and say why in the PR."
+    )
 
 
 def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | None:
@@ -100,7 +162,7 @@ def incompatibility(entry: Mapping[str, Any], run: Run, profile: str) -> str | N
     A changed configuration is compared all the same: that is what the gate measures, and so
     is a dataset that kept some questions (on those questions)."""
     if entry.get("fingerprint") != run.fingerprint and run_data_changes(entry, run) is None:
-        why = "no question is the same in both" if "questions" in entry else "the baseline predates question digests"
+        why = "no question id is in both" if "questions" in entry else "the baseline predates question digests"
         return (
             f"the dataset changed since the baseline was made (fingerprint {entry.get('fingerprint')} -> "
             f"{run.fingerprint}) and {why}: metrics are not comparable. If the change is intended: re-record "
@@ -145,17 +207,20 @@ def compare(
     types: Mapping[str, str],
     degraded: Mapping[str, Sequence[str]] | None = None,
     source: str = "the baseline",
-    why: Mapping[str, Mapping[str, str]] | None = None,
+    describe: Describe | None = None,
     tolerance: float = 0.0,
+    reference: str | None = None,
 ) -> list[Check]:
     """Every gated figure of every method present in both the baseline and the run.
 
     `types` maps question id -> type, to name the questions behind a per-type drop. `degraded`
     (method -> the question ids where it fell back, `Run.degraded`) gates the degraded count
     of the methods whose baseline records one: it fails when the count rises. `source` names
-    the baseline file in the BaselineError raised when a gated figure lacks recall@k. `why`
-    (method -> question id -> words, `failures.where_relevant`) follows each question that
-    got worse. `tolerance` is the project's setting (a count such as degraded has none).
+    the baseline file in the BaselineError raised when a gated figure lacks recall@k. `describe`
+    makes each question that got worse (its text, its relevant documents' ranks, the failure
+    class). `tolerance` is the project's setting (a count such as degraded has none); `reference`
+    the git ref whose baseline `entry` is, if it is not the pull request's own. A dataset of one
+    question type gets no per-type check: it is the overall figure again (`flat_figures`).
     """
     recall = f"recall@{k}"
     # At another k (how many documents reach the LLM), the run's recall@k is held to the
@@ -176,8 +241,8 @@ def compare(
             metric: str,
             qtype: str | None = None,
             s: MethodScores = s,
-            reasons: Mapping[str, str] = (why or {}).get(method, {}),
-        ) -> list[str]:
+            method: str = method,
+        ) -> tuple[WorseQuestion, ...]:
             fell = [
                 (q, v[metric])
                 for q, v in s.per_question.items()
@@ -185,30 +250,36 @@ def compare(
             ]
             # Largest fall first: a failure lists the first ten (SHOWN) and counts the rest.
             fell.sort(key=lambda qv: qv[1] - per_q[qv[0]])
-            return [f"{q} ({per_q[q]:.2f} -> {now:.2f}{f'; {reasons[q]}' if q in reasons else ''})" for q, now in fell]
-
-        checks.append(
-            Check(
-                method, recall, base[theirs], s.overall[recall], tolerance, worse(rc, recall), baseline_metric=renamed
+            return tuple(
+                describe(method, q, metric, per_q[q], rounded(now))
+                if describe is not None
+                else WorseQuestion(q, "", metric, per_q[q], rounded(now), (), "", "")
+                for q, now in fell
             )
-        )
-        checks.append(Check(method, "mrr", base["mrr"], s.overall["mrr"], tolerance, worse(rr, "mrr")))
-        for qtype, values in base.get("by_type", {}).items():
+
+        def check(
+            metric: str,
+            was: float,
+            now: float,
+            fell: tuple[WorseQuestion, ...],
+            named: str | None,
+            method: str = method,
+        ) -> Check:
+            return Check(method, metric, was, now, tolerance, fell, baseline_metric=named, reference=reference)
+
+        checks.append(check(recall, base[theirs], s.overall[recall], worse(rc, recall), renamed))
+        checks.append(check("mrr", base["mrr"], s.overall["mrr"], worse(rr, "mrr"), None))
+        by_type = base.get("by_type", {})
+        for qtype, values in by_type.items() if len(by_type) > 1 else ():
             if qtype in s.by_type:
-                checks.append(
-                    Check(
-                        method,
-                        f"{recall}[{qtype}]",
-                        values[theirs],
-                        s.by_type[qtype][recall],
-                        tolerance,
-                        worse(rc, recall, qtype),
-                        baseline_metric=renamed and f"{renamed}[{qtype}]",
-                    )
-                )
+                named = renamed and f"{renamed}[{qtype}]"
+                fell = worse(rc, recall, qtype)
+                checks.append(check(f"{recall}[{qtype}]", values[theirs], s.by_type[qtype][recall], fell, named))
         if degraded is not None and "degraded" in base:
-            fell_back = list(degraded.get(method, ()))
-            checks.append(Check(method, "degraded", base["degraded"], len(fell_back), 0.0, fell_back))
+            fell_back = tuple(WorseQuestion(q, "", "degraded", 0.0, 1.0, (), "", "") for q in degraded.get(method, ()))
+            checks.append(
+                Check(method, "degraded", base["degraded"], len(fell_back), 0.0, fell_back, reference=reference)
+            )
     return checks
 
 

@@ -1,10 +1,11 @@
 """Which questions a run and a baseline entry are compared on after the dataset changed.
 
-Figures are compared on the questions both hold unchanged, and on the questions whose judgments
-alone were edited since the baseline (same text), scored again under the judgments the baseline
-kept for them (their old relevant ids and type): editing a question's relevant ids in the pull
-request that makes the retriever worse on it does not take it out of the gate. Both sides are
-recomputed on those questions from their per-question values.
+Questions are matched by id. Figures are compared on the questions both hold unchanged, and on
+the questions edited since the baseline (reworded, relabelled, retyped), scored under the
+judgments the baseline kept for them (their old relevant ids and type) on this run's rankings:
+rewording a question, or editing its relevant ids, in the pull request that makes the retriever
+worse on it does not take it out of the gate. Both sides are recomputed on those questions from
+their per-question values. A dataset is another one only when no id is shared.
 """
 
 from __future__ import annotations
@@ -13,20 +14,21 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from retrieval.gate.schema import DEGRADED_QUESTIONS, judgments, question_digests, rounded
+from retrieval.gate.schema import DEGRADED_QUESTIONS, judged_grades, question_digests, relevant_ids, rounded
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
     from retrieval.measures.metrics import MethodScores
-    from retrieval.run.results import Run
+    from retrieval.run.results import MethodResult, QuestionResult, Run
 
 __all__ = [
     "DataChanges",
     "as_scores",
     "data_changes",
     "on_questions",
+    "rank_in",
     "recall_of",
-    "rejudged",
     "run_data_changes",
+    "under_judgments",
 ]
 
 
@@ -61,10 +63,11 @@ class DataChanges:
     @property
     def where(self) -> str:
         """Which questions the figures are compared on, in words."""
+        edited = f"the {len(self.rejudged)} edited one(s) under the baseline's judgments"
+        if not self.common:
+            return edited.replace(" one(s)", " question(s)")
         text = f"the {len(self.common)} questions both hold"
-        if self.rejudged:
-            text += f" and the {len(self.rejudged)} edited one(s) under the baseline's judgments"
-        return text
+        return f"{text} and {edited}" if self.rejudged else text
 
     def __str__(self) -> str:
         parts = [
@@ -77,17 +80,13 @@ class DataChanges:
         return "; ".join(parts) or "no question added, removed or edited (the file's order changed)"
 
 
-def data_changes(
-    entry: Mapping[str, Any],
-    questions: Mapping[str, str],
-    corpus: str,
-    judged: Mapping[str, Mapping[str, Any]] | None = None,
-) -> DataChanges | None:
+def data_changes(entry: Mapping[str, Any], questions: Mapping[str, str], corpus: str) -> DataChanges | None:
     """How the questions (`questions`: id -> digest, `question_digests`) and the documents
     (`corpus`, their fingerprint) differ from the baseline entry's, when the figures can still be
-    compared: at least one question unchanged, or one whose judgments alone were edited (same
-    text: `judged`, the run's `judgments`) and the baseline kept its old ones. A question whose
-    text changed is another question. None otherwise (nothing in common): a new dataset."""
+    compared: matched by id (a reworded question is the same question), at least one question
+    unchanged, or one edited (its text, relevant ids or type) whose old judgments the baseline
+    kept. None otherwise (no id shared, or only edited questions of a baseline that kept no
+    judgments): a new dataset."""
     recorded = entry.get("questions")
     if not isinstance(recorded, dict):
         return None
@@ -95,8 +94,7 @@ def data_changes(
     edited = tuple(q for q, digest in questions.items() if q in recorded and recorded[q] != digest)
     before = entry.get("judgments")
     kept: Mapping[str, Any] = before if isinstance(before, dict) else {}
-    now = judged or {}
-    rejudged = tuple(q for q in edited if q in kept and q in now and kept[q].get("text") == now[q].get("text"))
+    rejudged = tuple(q for q in edited if q in kept)
     if not common and not rejudged:
         return None
     documents = entry.get("corpus")
@@ -114,35 +112,37 @@ def run_data_changes(entry: Mapping[str, Any], run: Run) -> DataChanges | None:
     """`data_changes` of a run against the baseline entry; None when its dataset is the baseline's."""
     if entry.get("fingerprint") == run.fingerprint:
         return None
-    return data_changes(entry, question_digests(run), run.corpus, judgments(run))
+    return data_changes(entry, question_digests(run), run.corpus)
 
 
-def rejudged(run: Run, entry: Mapping[str, Any], questions: Collection[str]) -> Run:
+def under_judgments(run: Run, entry: Mapping[str, Any], questions: Collection[str]) -> Run:
     """The run with `questions` judged as the baseline judged them (its kept relevant ids, grades
-    and type): their rankings are this run's, their figures what the baseline's judgments make of them."""
+    and type): their rankings are this run's, their figures what the baseline's judgments make of
+    them (each method's rank of an old relevant document found again in its ranking)."""
     kept = entry.get("judgments", {})
     wanted = set(questions)
-    results = [
-        replace(
-            r,
-            question=replace(
-                r.question,
-                relevant=tuple(kept[r.question.id]["relevant"]),
-                type=kept[r.question.id]["type"],
-                grades=_kept_grades(kept[r.question.id]),
-            ),
-        )
-        if r.question.id in wanted
-        else r
-        for r in run.results
-    ]
-    return replace(run, results=results)
+
+    def judged(result: QuestionResult) -> QuestionResult:
+        judgment = kept[result.question.id]
+        relevant = relevant_ids(judgment)
+        methods = {
+            name: replace(m, relevant_ranks={d: rank_in(m, d) for d in relevant}) for name, m in result.methods.items()
+        }
+        question = replace(result.question, relevant=relevant, type=judgment["type"], grades=judged_grades(judgment))
+        return replace(result, question=question, methods=methods)
+
+    return replace(run, results=[judged(r) if r.question.id in wanted else r for r in run.results])
 
 
-def _kept_grades(judged: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
-    """The grades a baseline kept for a question (none: its relevant ids, each of grade 1)."""
-    grades = judged.get("grades")
-    return tuple(grades.items()) if isinstance(grades, dict) else ()
+def rank_in(result: MethodResult, doc: str) -> int | None:
+    """A document's 1-based rank in a method's ranking: known from the ranking's kept ids, or from
+    the ranks the run noted of its own relevant documents; None beyond both."""
+    if doc in result.relevant_ranks:
+        return result.relevant_ranks[doc]
+    try:
+        return result.ids.index(doc) + 1
+    except ValueError:
+        return None
 
 
 def on_questions(entry: Mapping[str, Any], common: Collection[str], types: Mapping[str, str], k: int) -> dict[str, Any]:

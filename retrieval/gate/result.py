@@ -1,9 +1,10 @@
-"""The regression gate: evaluate a profile, compare with the committed baseline, update it.
+"""The regression gate: evaluate a profile, compare it with its baseline and with its base branch's.
 
-The pytest plugin (retrieval.gate.plugin) and the CLI call these functions; the plugin
-only turns their results into test items, so the gate behaves the same in
-`pytest -m regression` and in a script. Every path comes from the settings, which resolve
-them from the project root.
+The pytest plugin (retrieval.gate.plugin) and the CLI call these functions; the plugin only
+turns their results into test items, so the gate behaves the same in `pytest -m regression`
+and in `python -m retrieval --gate`. Every path comes from the settings, which resolve them from
+the project root. A result is an immutable value: an update (retrieval.gate.accept) makes a new
+one, compared again under the baseline it would write.
 """
 
 from __future__ import annotations
@@ -17,16 +18,24 @@ from typing import Any
 
 from retrieval.config import Settings, shown_path
 from retrieval.data.dataset import Dataset, load_dataset
-from retrieval.diagnosis.failures import where_relevant
+from retrieval.diagnosis.failures import failure_kind, where
 from retrieval.evaluation.evaluate import StagedRecording, evaluate
 from retrieval.evaluation.progress import terminal_progress
 from retrieval.gate.baseline_set import baseline_lock_of, recover
-from retrieval.gate.compare import Check, compare, config_changes, incompatibility, ungated_types, unproduced
-from retrieval.gate.questions import DataChanges, as_scores, on_questions, rejudged, run_data_changes
-from retrieval.gate.reference import baseline_at
-from retrieval.gate.schema import entry_for, load_baseline
-from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path
-from retrieval.gate.update import ACCEPTED, accepted_drop
+from retrieval.gate.compare import (
+    Check,
+    Describe,
+    compare,
+    config_changes,
+    incompatibility,
+    ungated_types,
+    unproduced,
+)
+from retrieval.gate.questions import DataChanges, as_scores, on_questions, rank_in, run_data_changes, under_judgments
+from retrieval.gate.reference import BaseBranch, base_branch
+from retrieval.gate.schema import ACCEPTED, BaselineError, entry_for, load_baseline
+from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path, snapshot_problem
+from retrieval.gate.update import accepted_drop
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.recording.cassette_files import (
     cassette_digest,
@@ -35,14 +44,15 @@ from retrieval.recording.cassette_files import (
     scan_cassettes,
 )
 from retrieval.recording.recorder import Mode
+from retrieval.report.verdict import Place, WorseQuestion
 from retrieval.run.results import Run
 
 __all__ = [
     "BASELINE_PATH",
+    "Against",
     "GateResult",
+    "against",
     "baseline_lock_of",
-    "check_all",
-    "compare_with_ref",
     "importable",
     "recover",
     "run_gate",
@@ -52,45 +62,110 @@ __all__ = [
 BASELINE_PATH = "baselines/metrics.json"
 
 
-@dataclass
-class GateResult:
-    """One profile's evaluation set against its baseline entry and its ranking snapshots.
+@dataclass(frozen=True)
+class Against:
+    """The run compared with one baseline entry: the pull request's own (`reference` None) or a
+    git ref's. `checks` are the figures compared, `compared` the entry as compared (recomputed on
+    the questions both hold; None when whole), `changes` how the questions differ (None: the same
+    dataset), `unproduced` the figures it gates that no check compared and, against a ref, no
+    acceptance of the pull request names; `judged` the run under the entry's judgments."""
 
-    `problem` says why nothing could be compared (no baseline entry, another dataset, a
-    credential in the cassettes); when it is None, `checks` holds every compared figure.
+    reference: str | None
+    entry: Mapping[str, Any]
+    checks: tuple[Check, ...]
+    compared: Mapping[str, Any] | None
+    changes: DataChanges | None
+    unproduced: tuple[str, ...]
+    judged: Run
+    snapshots: Rankings = field(default_factory=dict)
+    # True when no question id of the entry is in the run: its dataset is not produced at all.
+    no_common: bool = False
+    # Against a ref: the figures it gates that this run does not produce, accepted as removed.
+    removed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One profile's evaluation against its baseline entry and snapshots (and a git ref's).
+
+    `problem` says why nothing could be compared (no baseline entry, a damaged file, a
+    credential in the cassettes); when it is None, `own` holds the comparison with the pull
+    request's baseline and `base` (with a ref) the comparison with what the ref gates.
     """
 
     settings: Settings
     dataset: Dataset
     run: Run
     scores: dict[str, MethodScores]
-    entry: dict[str, Any] | None
+    entry: Mapping[str, Any] | None
     problem: str | None
-    checks: list[Check] = field(default_factory=list)
+    snapshots: Rankings = field(default_factory=dict)
     # cassette file -> sha256 of the cassettes the run read (recording.cassette_digests).
-    digests: dict[str, str] = field(default_factory=dict)
+    digests: Mapping[str, str] = field(default_factory=dict)
+    # What looks like a credential in the cassettes: such a result can never be accepted.
+    secrets: tuple[str, ...] = ()
+    own: Against | None = None
     # The cassettes read whose bytes are not the baseline's: a failure of its own, beside the
     # figures (still compared, so a re-recording shows what it moved before it is accepted).
-    changed_cassettes: list[str] = field(default_factory=list)
+    changed_cassettes: tuple[str, ...] = ()
     # The settings that differ from the baseline's ("hybrid.rrf_k: 60 -> 5"): a failure of its
     # own too, beside the figures compared with the baseline's (what the change costs).
-    changed_config: list[str] = field(default_factory=list)
-    # The dataset's changes since the baseline when some questions stayed as they were: a failure
-    # of its own, beside the figures, compared on those questions (`compared`: the baseline's, so).
-    changed_data: DataChanges | None = None
-    compared: dict[str, Any] | None = None
-    snapshots: Rankings = field(default_factory=dict)
-    # What looks like a credential in the cassettes: such a result can never be accepted.
-    secrets: list[str] = field(default_factory=list)
-    # With --retrieval-baseline-ref: the ref, its entry for this profile, and the figures it
-    # gates ("bm25 mrr") that this run no longer produces without an acceptance recorded in `entry`.
-    reference: str | None = None
-    reference_entry: dict[str, Any] | None = None
-    reference_unproduced: list[str] = field(default_factory=list)
-    # Why nothing was compared with the ref's baseline (no entry there, another dataset), or None.
-    reference_note: str | None = None
+    changed_config: tuple[str, ...] = ()
+    # With a ref: what it gates, and the run compared with it (None: it gates nothing here).
+    branch: BaseBranch | None = None
+    base: Against | None = None
     # A recording staged and not yet committed (`run_gate(defer_recording=True)`).
     recording: StagedRecording | None = None
+
+    @property
+    def checks(self) -> list[Check]:
+        """Every compared figure: against the pull request's baseline, then against the ref's."""
+        return [*(self.own.checks if self.own else ()), *(self.base.checks if self.base else ())]
+
+    @property
+    def compared(self) -> Mapping[str, Any] | None:
+        return self.own.compared if self.own else None
+
+    @property
+    def changed_data(self) -> DataChanges | None:
+        """The dataset's changes since the baseline when some questions are still compared."""
+        return self.own.changes if self.own else None
+
+    @property
+    def reference(self) -> str | None:
+        return self.branch.ref if self.branch else None
+
+    @property
+    def reference_entry(self) -> Mapping[str, Any] | None:
+        return self.branch.entry if self.branch else None
+
+    @property
+    def reference_unproduced(self) -> list[str]:
+        return list(self.base.unproduced) if self.base else []
+
+    @property
+    def reference_note(self) -> str | None:
+        """Why nothing was compared with the ref's baseline (it gates nothing here), or None."""
+        branch = self.branch
+        if branch is None or branch.entry is not None:
+            return None
+        if branch.project is None:
+            return f"{branch.ref} has no retrieval project here: nothing to lower"
+        return f"{branch.ref} has no baseline for profile {branch.profile!r}: nothing to lower"
+
+    @property
+    def profile_dropped(self) -> str | None:
+        """Why the profile the ref gates is not the one this run gates and no acceptance names it."""
+        branch = self.branch
+        if branch is None or branch.entry is None or branch.profile == self.profile:
+            return None
+        if f"profile {branch.profile} (removed)" in ((self.acceptance or {}).get("figures") or {}):
+            return None
+        return (
+            f"{branch.ref} gates profile {branch.profile!r} and this run gates {self.profile!r}: its figures are "
+            f"compared with this profile's, and the switch itself is a drop. If it is intended, accept it with "
+            f'`pytest --update-baseline --allow-regression "REASON" --retrieval-baseline-ref {branch.ref}`.'
+        )
 
     @property
     def tolerance(self) -> float:
@@ -151,7 +226,7 @@ class GateResult:
     def kept_questions(self) -> tuple[str, ...] | None:
         """The questions the figures and top 10s are compared on, when not all of them."""
         changes = self.changed_data
-        return changes.common if changes is not None and changes.questions_changed else None
+        return changes.compared_on if changes is not None and changes.questions_changed else None
 
     @property
     def baseline_path(self) -> Path:
@@ -169,8 +244,7 @@ class GateResult:
 
     def own_unproduced(self) -> list[str]:
         """The profile's baseline figures no check compared."""
-        own = [c for c in self.checks if c.reference is None]
-        return unproduced(self.compared or self.entry or {}, own)
+        return list(self.own.unproduced) if self.own else []
 
     def ungated_methods(self) -> list[str]:
         """Methods the run evaluated that have no baseline figure: each one fails the gate."""
@@ -200,18 +274,30 @@ def importable(root: str | Path) -> Iterator[None]:
 
 
 def run_gate(
-    settings: Settings, mode: Mode = "replay", baseline_ref: str | None = None, *, defer_recording: bool = False
+    settings: Settings,
+    mode: Mode = "replay",
+    baseline_ref: str | None = None,
+    *,
+    defer_recording: bool = False,
+    profile_asked: str | None = None,
+    branch: BaseBranch | None = None,
 ) -> GateResult:
     """Evaluate the profile (replaying or recording) and compare every gated figure with the baseline.
 
-    With `baseline_ref` (a git ref such as "origin/main"), every figure is also compared with
-    that ref's baseline: a drop fails unless the profile's baseline records its acceptance.
-    Errors that stop the evaluation (a missing cassette, a replay miss, a damaged file) are
-    raised; a run that cannot be compared is returned with `problem` set. With
-    `defer_recording`, a recording stays staged (`GateResult.recording`): compared, digested and
-    scanned as staged, committed by the caller (the plugin, at session finish) or discarded.
+    With `baseline_ref` (a git ref such as "origin/main"), the run is also compared with what
+    that ref gates, read from its own files (`reference.base_branch`; `profile_asked`: the
+    profile a flag or the environment chose, which the ref is read for too): a drop fails unless
+    the profile's baseline records its acceptance. Errors that stop the evaluation (a missing
+    cassette, a replay miss, a damaged file) are raised; a run that cannot be compared is
+    returned with `problem` set. With `defer_recording`, a recording stays staged
+    (`GateResult.recording`): compared, digested and scanned as staged, committed by the caller
+    (the plugin, at session finish) or discarded. `branch` is what the ref gates, when the caller
+    read it already (`reference.base_branch`).
     """
     recover(settings)
+    # What the base branch gates is read first: a ref that cannot be read costs no evaluation.
+    if branch is None and baseline_ref is not None:
+        branch = base_branch(baseline_ref, settings, profile_asked)
     dataset = load_dataset(
         settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
     )
@@ -228,7 +314,7 @@ def run_gate(
             baseline_inputs=_recorded_digests(settings),
         )
     try:
-        return _compared(settings, dataset, run, staged[0] if staged else None, baseline_ref)
+        return _compared(settings, dataset, run, staged[0] if staged else None, branch)
     except BaseException:
         for recording in staged:
             recording.discard()
@@ -236,20 +322,21 @@ def run_gate(
 
 
 def _compared(
-    settings: Settings, dataset: Dataset, run: Run, recording: StagedRecording | None, baseline_ref: str | None
+    settings: Settings, dataset: Dataset, run: Run, recording: StagedRecording | None, branch: BaseBranch | None
 ) -> GateResult:
     scores = score_run(run, settings.k)
     baseline = shown_path(settings.baseline, settings.root)
-    entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name)
+    entry = load_baseline(settings.baseline, baseline)["profiles"].get(settings.profile.name)
     folder = cassettes_of(settings)
     new = recording.staged if recording is not None else {}
     digests = cassette_digests(folder, [n for n in run.cassettes if n not in new])
     if new:
         digests.update(cassette_digests(next(iter(new.values())).parent, [n for n in run.cassettes if n in new]))
     digests.update(run.inputs)  # what a cache gave the figures (bm25's analysis), recorded as a cassette is
-    result = GateResult(settings, dataset, run, scores, entry, None, digests=dict(sorted(digests.items())))
-    result.recording = recording
-    result.snapshots = load_snapshots(result.snapshot_path)
+    shown_snapshots = shown_path(snapshot_path(settings.snapshots, settings.profile.name), settings.root)
+    snapshots = load_snapshots(snapshot_path(settings.snapshots, settings.profile.name), shown_snapshots)
+    if problem := snapshot_problem(entry, snapshots, shown_snapshots, baseline):
+        raise BaselineError(problem)
     # The gate itself scans what it replays (or what a recording staged, in place of the files it
     # replaces): a key must never pass review inside a cassette.
     variables = [k for m in run.declarations for k in run.declared(m).key_variables]
@@ -259,71 +346,91 @@ def _compared(
     secrets = [line for line in scan_cassettes(folder, variables=variables) if not line.startswith(replaced)]
     if new:
         secrets += scan_cassettes(next(iter(new.values())).parent, variables=variables)
-    result.secrets = secrets
+    result = GateResult(
+        settings,
+        dataset,
+        run,
+        scores,
+        entry,
+        None,
+        snapshots=snapshots,
+        digests=dict(sorted(digests.items())),
+        secrets=tuple(secrets),
+        branch=branch,
+        recording=recording,
+    )
     if secrets:
         shown = "; ".join(secrets[:3]) + (f" and {len(secrets) - 3} more" if len(secrets) > 3 else "")
-        result.problem = (
-            f"the cassettes hold what looks like a credential ({shown}): remove it, revoke the key, and re-record "
-            f"with `{record_command(settings.profile.name)}`."
+        return replace(
+            result,
+            problem=f"the cassettes hold what looks like a credential ({shown}): remove it, revoke the key, and "
+            f"re-record with `{record_command(settings.profile.name)}`.",
         )
-        return result
     if entry is None:
-        result.problem = (
-            f"{baseline} has no baseline for profile {settings.profile.name!r}: "
-            "create it with `pytest --update-baseline`."
+        return replace(
+            result,
+            problem=f"{baseline} has no baseline for profile {settings.profile.name!r}: "
+            "create it with `pytest --update-baseline`.",
         )
-        return result
-    result.problem = incompatibility(entry, run, settings.profile.name)
-    if result.problem is None:
-        result.changed_cassettes = _changed_cassettes(entry.get("cassettes"), result.digests, folder, run.inputs)
-        result.changed_config = config_changes(entry, run)
-        result.changed_data = run_data_changes(entry, run)
-        result.checks, result.compared = check_all(result, entry, result.changed_data)
-        missing = ungated_types(result.compared or entry, result.scores if result.compared is None else {}, settings.k)
-        if missing:
-            result.problem = (
-                f"{baseline} gates no {missing[0]}"
-                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-                + ": a question type of the dataset is not gated (its figure was deleted). Restore it with "
-                f"`git checkout -- {baseline}` or rewrite it with `pytest --update-baseline`."
-            )
-    if baseline_ref is not None and result.problem is None:
-        _against_ref(result, baseline_ref)
-    return result
+    problem = incompatibility(entry, run, settings.profile.name)
+    if problem is not None:
+        return replace(result, problem=problem)
+    result = replace(
+        result,
+        changed_cassettes=tuple(_changed_cassettes(entry.get("cassettes"), result.digests, folder, run.inputs)),
+        changed_config=tuple(config_changes(entry, run)),
+    )
+    return compared_again(result, entry, snapshots)
 
 
-def _against_ref(result: GateResult, ref: str) -> None:
-    """Compare the run with `ref`'s baseline too: a drop there fails unless accepted in ours."""
-    result.reference = ref
-    theirs = baseline_at(ref, result.baseline_path)["profiles"].get(result.profile)
-    if theirs is None:
-        result.reference_note = f"{ref} has no baseline for profile {result.profile!r}: nothing to lower"
-        return
-    if incompatibility(theirs, result.run, result.profile) is not None:
-        result.reference_note = f"{ref}'s baseline is of another dataset: this one is a new baseline"
-        return
-    compare_with_ref(result, ref, theirs)
-
-
-def compare_with_ref(result: GateResult, ref: str, theirs: dict[str, Any]) -> None:
-    """Add the checks against `theirs` (the ref's entry), each drop passed by an acceptance of ours."""
-    result.reference_entry = theirs
-    changes = run_data_changes(theirs, result.run)
-    checks, compared = check_all(result, theirs, changes)
-    for check in checks:
-        reason = None if check.held else accepted_drop(result.entry, check.name, check.baseline, check.current)
-        result.checks.append(replace(check, reference=ref, accepted=reason))
-    own = {c.baseline_figure for c in checks}
-    acceptance = result.acceptance or {}
-    for name in unproduced(compared or theirs, checks):
-        if name not in own and f"{name} (removed)" not in acceptance.get("figures", {}):
-            result.reference_unproduced.append(name)
+def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rankings) -> GateResult:
+    """The result compared with `entry` and `snapshots` as its own baseline (the committed ones,
+    or those an update would write), and with what the ref gates, under the acceptances `entry`
+    records."""
+    settings = result.settings
+    baseline = shown_path(settings.baseline, settings.root)
+    own = against(
+        result.run,
+        result.scores,
+        entry,
+        snapshots,
+        settings.k,
+        settings.candidates,
+        settings.tolerance,
+        source=baseline,
+    )
+    missing = ungated_types(own.compared or entry, result.scores if own.compared is None else {}, settings.k)
+    problem = None
+    if missing:
+        problem = (
+            f"{baseline} gates no {missing[0]}"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + ": a question type of the dataset is not gated (its figure was deleted). Restore it with "
+            f"`git checkout -- {baseline}` or rewrite it with `pytest --update-baseline`."
+        )
+    branch = result.branch
+    base = None
+    if branch is not None and branch.entry is not None and problem is None:
+        base = against(
+            result.run,
+            result.scores,
+            branch.entry,
+            branch.snapshots,
+            settings.k,
+            settings.candidates,
+            branch.tolerance,
+            reference=branch.ref,
+            accepting=entry,
+            source=branch.baseline,
+        )
+    return replace(result, entry=entry, snapshots=snapshots, own=own, base=base, problem=problem)
 
 
 def _recorded_digests(settings: Settings) -> dict[str, str]:
     """The digests the profile's baseline records (cassettes, and inputs a cache may hold): a cached
     input of another digest is computed again, never used (Context.baseline_inputs)."""
-    entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name) or {}
+    shown = shown_path(settings.baseline, settings.root)
+    entry = load_baseline(settings.baseline, shown)["profiles"].get(settings.profile.name) or {}
     recorded = entry.get("cassettes")
     return {k: v for k, v in recorded.items() if isinstance(v, str)} if isinstance(recorded, dict) else {}
 
@@ -341,30 +448,93 @@ def _changed_cassettes(recorded: Any, digests: Mapping[str, str], folder: Path, 
     ]
 
 
-def check_all(
-    result: GateResult, entry: Mapping[str, Any], changes: DataChanges | None
-) -> tuple[list[Check], dict[str, Any] | None]:
-    """Every figure compare() gates for this run against `entry`: metrics per method and type,
-    degraded counts; after questions changed, both sides recomputed on the questions both hold
-    and the edited ones, those scored under the judgments `entry` kept. Returns the checks and
-    the entry as compared (None when whole)."""
-    run, k = result.run, result.settings.k
-    types = {q.id: q.type for q in result.dataset.questions}
+def _describer(judged: Run, snapshots: Rankings, candidates: int) -> Describe:
+    """What the gate says of a question that got worse under a method: its text, its relevant
+    documents' ranks in the baseline's top 10 (`snapshots`) and in this run, the failure class."""
+    results = {r.question.id: r for r in judged.results}
+
+    def describe(method: str, question: str, metric: str, was: float, now: float) -> WorseQuestion:
+        result = results[question]
+        mine = result.methods[method]
+        source = judged.declared(method).candidate_source or method
+        kind, pool = failure_kind(result, method, source, candidates)
+        top = snapshots.get(method, {}).get(question) or []
+        places = tuple(
+            Place(d, top.index(d) + 1 if d in top else None, rank_in(mine, d)) for d in result.question.relevant
+        )
+        words = where(result, method, source, candidates)
+        return WorseQuestion(question, result.question.text, metric, was, now, places, kind, words, pool)
+
+    return describe
+
+
+def against(
+    run: Run,
+    scores: Mapping[str, MethodScores],
+    entry: Mapping[str, Any],
+    snapshots: Rankings,
+    k: int,
+    candidates: int,
+    tolerance: float,
+    *,
+    reference: str | None = None,
+    accepting: Mapping[str, Any] | None = None,
+    source: str = "the baseline",
+) -> Against:
+    """The run compared with `entry` (with `tolerance`): every figure `compare` gates, metrics per
+    method and type and degraded counts. Questions are matched by id: after they changed, both
+    sides are recomputed on the questions both hold, the edited ones scored under the judgments
+    `entry` kept. Against a ref, each drop passes when `accepting` (the pull request's own entry)
+    records its acceptance; a figure the ref gates and this run does not produce, unless accepted
+    as removed, is `unproduced`. `source` names the entry's file in its errors."""
+    types = {r.question.id: r.question.type for r in run.results}
     degraded = {m: list(run.degraded(m)) for m in run.methods}
-    scores: Mapping[str, MethodScores] = result.scores
-    compared = None
-    judged = run
-    if changes is not None and changes.questions_changed:
+    changes = run_data_changes(entry, run)
+    no_common = entry.get("fingerprint") != run.fingerprint and changes is None
+    compared: dict[str, Any] | None = None
+    judged, measured = run, scores
+    if no_common:
+        compared = {**entry, "methods": {}}  # nothing of its dataset is produced: every figure is unproduced
+    elif changes is not None and changes.questions_changed:
         on = changes.compared_on
         types = {**types, **{q: entry["judgments"][q]["type"] for q in changes.rejudged}}
-        judged = rejudged(run, entry, changes.rejudged) if changes.rejudged else run
-        judged_scores = score_run(judged, k) if changes.rejudged else result.scores
-        compared = entry = on_questions(entry, on, types, k)
-        scores = as_scores(on_questions(entry_for(judged, judged_scores, k), on, types, k), k)
+        judged = under_judgments(run, entry, changes.rejudged) if changes.rejudged else run
+        judged_scores = score_run(judged, k) if changes.rejudged else scores
+        compared = on_questions(entry, on, types, k)
+        measured = as_scores(on_questions(entry_for(judged, judged_scores, k), on, types, k), k)
         kept = set(on)
         degraded = {m: [q for q in fell_back if q in kept] for m, fell_back in degraded.items()}
-    source = shown_path(result.baseline_path, result.settings.root)
-    # An edited question's "why" is where its judged (old) relevant documents ranked.
-    why = where_relevant(judged, result.settings.candidates)
-    checks = compare(entry, scores, k, types, degraded, source=source, why=why, tolerance=result.tolerance)
-    return checks, compared
+    checks = compare(
+        compared or entry,
+        measured,
+        k,
+        types,
+        degraded,
+        source=source,
+        describe=_describer(judged, snapshots, candidates),
+        tolerance=tolerance,
+        reference=reference,
+    )
+    if reference is not None:
+        checks = [
+            c if c.held else replace(c, accepted=accepted_drop(accepting, c.baseline_figure, c.baseline, c.current))
+            for c in checks
+        ]
+    figures = unproduced(entry if no_common else compared or entry, checks)
+    removed: list[str] = []
+    if reference is not None:
+        recorded = ((accepting or {}).get(ACCEPTED) or {}).get("figures", {})
+        removed = [f for f in figures if f"{f} (removed)" in recorded]
+        figures = [f for f in figures if f not in removed]
+    return Against(
+        reference,
+        entry,
+        tuple(checks),
+        compared,
+        changes,
+        tuple(figures),
+        judged,
+        snapshots,
+        no_common,
+        tuple(removed),
+    )

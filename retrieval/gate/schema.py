@@ -39,10 +39,13 @@ __all__ = [
     "entry_for",
     "first_of",
     "flat_figures",
+    "judged_grades",
+    "judged_ids",
     "judgments",
     "load_baseline",
     "parse_baseline",
     "question_digests",
+    "relevant_ids",
     "rounded",
 ]
 
@@ -59,6 +62,10 @@ NOT_FIGURES = frozenset({"by_type", *PER_QUESTION, DEGRADED_QUESTIONS})
 # A stored figure is the rounded mean of its rounded per-question values: the two roundings
 # part them by at most one unit of the last digit; a hand edit moves it further.
 _MEAN_SLACK = 10**-DIGITS + 1e-9
+# The key of a profile's entry recording the drops a pull request accepted, with the reason.
+ACCEPTED = "accepted"
+# The depth of the reciprocal rank (MRR@10): what a stored per-question value can be.
+_RR_DEPTH = 10
 
 
 def first_of(lines: Sequence[str], more: str = "", shown: int = SHOWN) -> list[str]:
@@ -77,17 +84,18 @@ def rounded(x: float) -> float:
     return round(float(x), DIGITS)
 
 
-def load_baseline(path: str | Path) -> dict[str, Any]:
+def load_baseline(path: str | Path, shown: str | None = None) -> dict[str, Any]:
     """The whole baseline file ({"format", "profiles"}), checked; an empty one when the file does
-    not exist. BaselineError naming the file, the profile and the value otherwise."""
+    not exist. BaselineError naming the file (as `shown`, e.g. from the project root), the profile
+    and the value otherwise."""
     path = Path(path)
     if not path.exists():
         return {"format": FORMAT, "profiles": {}}
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise BaselineError(f"{path}: unreadable ({exc.strerror or exc}).") from exc
-    return parse_baseline(raw, str(path))
+        raise BaselineError(f"{shown or path}: unreadable ({exc.strerror or exc}).") from exc
+    return parse_baseline(raw, shown or str(path))
 
 
 def parse_baseline(raw: bytes, source: str) -> dict[str, Any]:
@@ -130,20 +138,81 @@ def _value_problem(metric: str, value: Any, where: str) -> str | None:
     return None
 
 
+def relevant_ids(judgment: Mapping[str, Any]) -> tuple[str, ...]:
+    """The documents a question's judgment counts as relevant, sorted: the one reader of a kept
+    judgment's relevance (its `relevant` ids; `grades`, when kept, also name documents judged
+    not relevant, grade 0)."""
+    return tuple(sorted(judgment.get("relevant", ())))
+
+
+def judged_ids(judgment: Mapping[str, Any]) -> frozenset[str]:
+    """Every document a question's judgment covers: relevant, or graded (grade 0: judged not relevant)."""
+    grades = judgment.get("grades")
+    return frozenset([*judgment.get("relevant", ()), *(grades if isinstance(grades, dict) else ())])
+
+
+def judged_grades(judgment: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The grades a judgment kept (none: its relevant ids, each of grade 1)."""
+    grades = judgment.get("grades")
+    return tuple(grades.items()) if isinstance(grades, dict) else ()
+
+
+def _judgment_problem(question: str, judgment: Any) -> str | None:
+    if not isinstance(judgment, dict) or not isinstance(judgment.get("type"), str):
+        return '"judgments" must be an object (question -> {"relevant", "type", "text"})'
+    relevant = judgment.get("relevant", [])
+    if not isinstance(relevant, list) or not all(isinstance(d, str) for d in relevant):
+        return f'"judgments" of {question}: "relevant" must list document ids'
+    grades = judgment.get("grades", {})
+    if not isinstance(grades, dict) or not all(
+        isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in grades.values()
+    ):
+        return f'"judgments" of {question}: "grades" must map document ids to whole grades >= 0'
+    return None
+
+
+def _acceptance_problem(record: Any) -> str | None:
+    """What is wrong with the drops an entry records as accepted: each needs the figure's value
+    before and after (after: none for a figure removed), and the record a reason, not empty."""
+    if not isinstance(record, dict):
+        return f'"{ACCEPTED}" must be an object ({{"reason", "figures"}}), got {type(record).__name__}'
+    reason = record.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        return (
+            f'"{ACCEPTED}" records drops with {"an empty" if isinstance(reason, str) else "no"} reason: an '
+            'acceptance needs one (`pytest --update-baseline --allow-regression "REASON"` writes it)'
+        )
+    figures = record.get("figures")
+    if not isinstance(figures, dict) or not figures:
+        return f'"{ACCEPTED}" must name the figures it accepts ("figures": figure -> {{"from", "to"}})'
+    for name, change in figures.items():
+        bare = name.removesuffix(" (removed)")
+        if not isinstance(change, dict) or set(change) != {"from", "to"}:
+            return f'"{ACCEPTED}" figure {name!r} must be {{"from": value, "to": value}}'
+        whole = bare.startswith("profile ") and change == {"from": None, "to": None}
+        if whole:
+            continue  # a profile the base branch gates, dropped as a whole
+        if not _is_number(change["from"]) or not (_is_number(change["to"]) or (change["to"] is None and bare != name)):
+            return f'"{ACCEPTED}" figure {name!r}: "from" and "to" must be numbers ("to": null for a removed one)'
+    return None
+
+
 def _entry_problem(entry: Any) -> str | None:
     """What is wrong with one profile's baseline entry, or None."""
     if not isinstance(entry, dict):
         return f"expected an object, got {type(entry).__name__}"
+    if ACCEPTED in entry and (problem := _acceptance_problem(entry[ACCEPTED])):
+        return problem
     cassettes = entry.get("cassettes", {})
     digests = cassettes if isinstance(cassettes, dict) else {}
     if not isinstance(cassettes, str | dict) or not all(isinstance(v, str) for v in digests.values()):
         return '"cassettes" must be an object (cassette file -> its sha256 digest)'
     judged = entry.get("judgments")
-    if judged is not None and not (
-        isinstance(judged, dict)
-        and all(isinstance(j, dict) and isinstance(j.get("type"), str) for j in judged.values())
-    ):
+    if judged is not None and not isinstance(judged, dict):
         return '"judgments" must be an object (question -> {"relevant", "type", "text"})'
+    for question, judgment in (judged or {}).items():
+        if problem := _judgment_problem(question, judgment):
+            return problem
     methods = entry.get("methods")
     if not isinstance(methods, dict):
         return '"methods" must be an object (method -> figures)'
@@ -230,6 +299,8 @@ def _consistency_problem(
         return None  # an entry from before judgments were kept: its types are checked by the gate
     if set(judged) != set(questions):
         return f"{where}: its per-question values and the entry's judgments hold different questions"
+    if problem := _unreachable(figures, where, recall, judged):
+        return problem
     types: dict[str, list[float]] = {}
     for question, value in questions.items():
         types.setdefault(judged[question]["type"], []).append(value)
@@ -245,6 +316,32 @@ def _consistency_problem(
     extra = sorted(set(by_type) - set(types))
     if extra:
         return f"{where}: by_type[{extra[0]}] has no judged question of that type"
+    return None
+
+
+def _unreachable(figures: Mapping[str, Any], where: str, recall: str, judged: Mapping[str, Any]) -> str | None:
+    """A stored per-question value no ranking can give under the entry's judgments: recall@k of
+    a question with n relevant documents is j / n (j <= k), a reciprocal rank 0 or 1 / r
+    (r <= 10). A hand edit that moves one, and the figures with it, fails here."""
+    k = int(recall.split("@", 1)[1]) if recall.split("@", 1)[1].isdigit() else None
+    reciprocal = {rounded(1 / r) for r in range(1, _RR_DEPTH + 1)} | {0.0}
+    for question, value in figures["reciprocal_ranks"].items():
+        if rounded(value) not in reciprocal:
+            return (
+                f"{where}: reciprocal_ranks of {question} is {value}, which no ranking gives (0, or 1 / rank for a "
+                f"rank from 1 to {_RR_DEPTH}): edited by hand"
+            )
+    for question, value in figures["recall_per_question"].items():
+        n = len(relevant_ids(judged[question]))
+        if k is None or n == 0:
+            continue
+        possible = {rounded(j / n) for j in range(min(k, n) + 1)}
+        if rounded(value) not in possible:
+            shown = ", ".join(f"{v:g}" for v in sorted(possible))
+            return (
+                f"{where}: recall_per_question of {question} is {value}, which no ranking gives ({n} relevant "
+                f"document(s) judged: {recall} is one of {shown}): edited by hand"
+            )
     return None
 
 
@@ -316,12 +413,15 @@ def entry_for(
 
 
 def flat_figures(methods: Mapping[str, Any]) -> dict[str, float]:
-    """Every gated figure of a baseline entry, flat: "hybrid mrr", "bm25 recall@5[paraphrase]"."""
+    """Every gated figure of a baseline entry, flat: "hybrid mrr", "bm25 recall@5[paraphrase]".
+    A dataset of one question type (every BEIR set: `all`) gates no per-type figure: it is the
+    overall one again, and one drop would fail twice."""
     flat = {}
     for method, figures in methods.items():
         for metric, value in figures.items():
             if metric == "by_type":
-                flat.update({f"{method} {m}[{t}]": v for t, vals in value.items() for m, v in vals.items()})
+                if len(value) > 1:
+                    flat.update({f"{method} {m}[{t}]": v for t, vals in value.items() for m, v in vals.items()})
             elif metric not in NOT_FIGURES:
                 flat[f"{method} {metric}"] = value
     return flat

@@ -1,16 +1,19 @@
-"""What the pytest plugin knows during one session, and the summary line it prints.
+"""What the pytest plugin knows during one session, as immutable values, and the summary line.
 
-One object (`GateSession`) per pytest config: the gate's item names (known at collection,
-without evaluating), the one evaluation (run when the first gate item runs), the items'
-outcomes, and what the session must fail for. The plugin's hooks (retrieval.gate.plugin)
-only feed it; the evaluation and the verdicts live in retrieval.gate.result and retrieval.gate.verdicts.
+A session is a value (`GateSession`) made of four: what the command line asks (`GateRequest`),
+the gate's items read from the files (`GatePlan`, known at collection without evaluating), which
+of them this run selected (`Selection`), and what their reports said (`Tally`); plus the one
+outcome (evaluated when the first gate item runs) and what the session must fail for. Each step
+returns a new session; the plugin (retrieval.gate.plugin) holds the current one in one place and
+only feeds it. The evaluation and the verdicts live in retrieval.gate.outcome and .verdicts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,18 +22,31 @@ from retrieval.gate.baseline_set import recover
 from retrieval.gate.compare import unproduced
 from retrieval.gate.schema import BaselineError, load_baseline
 from retrieval.gate.snapshots import TOP, load_snapshots, snapshot_path
-from retrieval.gate.verdicts import GATE, Verdict, item_names
+from retrieval.gate.verdicts import GATE, item_names
 
 if TYPE_CHECKING:  # the evaluator loads only when the gate runs
-    from retrieval.gate.judge import GateOutcome
+    from retrieval.gate.outcome import GateOutcome
     from retrieval.recording.recorder import Mode
+    from retrieval.report.verdict import GateVerdict, ItemVerdict
 
-__all__ = ["FailureText", "Frame", "GateSession", "orphan_baseline", "outcome_frame", "planned_items", "summary"]
+__all__ = [
+    "FailureText",
+    "Frame",
+    "GatePlan",
+    "GateRequest",
+    "GateSession",
+    "Selection",
+    "Tally",
+    "orphan_baseline",
+    "planned_items",
+    "summary",
+    "verdict_frame",
+]
 
 
-def planned_items(settings: Settings, baseline_ref: str | None = None) -> list[str]:
+def planned_items(settings: Settings, baseline_ref: str | None = None, profile_asked: str | None = None) -> list[str]:
     """The gate's item names, read from the configuration, the baseline file and the snapshot
-    file (and with `baseline_ref`, the baseline at that git ref, read with `git show`): nothing
+    file (and with `baseline_ref`, what that git ref gates, read with `git show`): nothing
     evaluated, no model called. A file (or ref) that cannot be read leaves the items every gate
     has; its error fails the `gate` item when the gate runs."""
     try:
@@ -38,12 +54,12 @@ def planned_items(settings: Settings, baseline_ref: str | None = None) -> list[s
         snapshots = load_snapshots(snapshot_path(settings.snapshots, settings.profile.name))
     except BaselineError:
         entry, snapshots = {}, {}
-    theirs: dict[str, Any] = {}
+    theirs: Mapping[str, Any] = {}
     if baseline_ref is not None:
-        from retrieval.gate.reference import baseline_at  # only with a ref: it runs git
+        from retrieval.gate.reference import base_branch  # only with a ref: it runs git
 
         try:
-            theirs = baseline_at(baseline_ref, settings.baseline)["profiles"].get(settings.profile.name) or {}
+            theirs = base_branch(baseline_ref, settings, profile_asked, texts=False).entry or {}
         except BaselineError:
             theirs = {}
     figures = unproduced(entry, [])  # every figure of the entry: none compared yet
@@ -62,162 +78,243 @@ class Frame:
     tail: str = ""  # the tolerance and the notes after the counts
 
 
-@dataclass
-class GateSession:
-    """The gate in one pytest session."""
+def verdict_frame(verdict: GateVerdict) -> Frame:
+    """The summary line's parts, from the verdict model (the CLI and the plugin print the same)."""
+    return Frame(verdict.where, verdict.problem, verdict.methods, "".join(verdict.notes))
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """What the command line asks of the gate."""
 
     project_file: Path | None
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: Mapping[str, Any] = field(default_factory=dict)
     mode: str = "replay"
     update: bool = False
     allow_regression: bool | str = False  # the reason (--allow-regression REASON)
-    baseline_ref: str | None = None  # --retrieval-baseline-ref: also compared with that ref's baseline
-    names: list[str] | None = None  # the gate's items, once planned
-    config_problem: str | None = None  # the project file could not be read: the gate item says so
-    required: bool = False
-    profile: str = "?"
-    outcome: GateOutcome | None = None
-    frame: Frame | None = None
-    refused: str | None = None  # why this run must not evaluate (an update with items deselected)
-    gate_ids: dict[str, str] = field(default_factory=dict)  # nodeid -> item name, selected to run
-    deselected: list[str] = field(default_factory=list)  # gate node ids deselected
-    kinds: dict[str, str] = field(default_factory=dict)  # nodeid -> verdict kind, from the reports
-    outcomes: dict[str, str] = field(default_factory=dict)  # nodeid -> passed | failed
-    skipped: list[str] = field(default_factory=list)
-    items: int = 0  # the gate's items, run or not
-    not_run: str | None = None  # why a configured gate did not run in this session
-    problems: list[str] = field(default_factory=list)  # what fails the session besides items
+    baseline_ref: str | None = None  # --retrieval-baseline-ref: also compared with what that ref gates
     one_process: str | None = None  # the flag that set pytest-xdist's -n aside
-    discovered: list[Path] = field(default_factory=list)  # project files met below the rootdir
-    evaluations: int = 0
 
     def settings(self) -> Settings:
         assert self.project_file is not None
         return load_settings(self.project_file.parent, self.overrides, flag_prefix="--retrieval-")
+
+
+@dataclass(frozen=True)
+class GatePlan:
+    """The gate's items, read from the files at collection."""
+
+    names: tuple[str, ...]
+    profile: str = "?"
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which gate items this run selected, and what that leaves out."""
+
+    gate_ids: Mapping[str, str] = field(default_factory=dict)  # nodeid -> item name, selected to run
+    deselected: tuple[str, ...] = ()  # gate node ids deselected
+    items: int = 0  # the gate's items, run or not
+    not_run: str | None = None  # why a configured gate did not run in this session
+    refused: str | None = None  # why this run must not evaluate (an update with items deselected)
+    discovered: tuple[Path, ...] = ()  # project files met below the rootdir
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What the gate items' reports said."""
+
+    kinds: Mapping[str, str] = field(default_factory=dict)  # nodeid -> verdict kind
+    outcomes: Mapping[str, str] = field(default_factory=dict)  # nodeid -> passed | failed
+    skipped: tuple[str, ...] = ()
+    frame: Frame | None = None
+
+
+@dataclass(frozen=True)
+class GateSession:
+    """The gate in one pytest session, as a value: every step returns a new one."""
+
+    request: GateRequest
+    plan: GatePlan | None = None
+    selection: Selection = field(default_factory=Selection)
+    tally: Tally = field(default_factory=Tally)
+    outcome: GateOutcome | None = None
+    problems: tuple[str, ...] = ()  # what fails the session besides items
+
+    @property
+    def project_file(self) -> Path | None:
+        return self.request.project_file
+
+    @property
+    def profile(self) -> str:
+        return self.plan.profile if self.plan else "?"
 
     def unauthenticated(self) -> str | None:
         """Why a recording of this profile cannot authenticate (a bad project file too), or None."""
         from retrieval.providers import required_key
 
         try:
-            settings = self.settings()
+            settings = self.request.settings()
         except ConfigError as exc:
             return str(exc)
         missing = required_key(settings.profile)
         return f"--record with profile {settings.profile.name!r} needs {missing}; it is not set." if missing else None
 
-    def plan(self) -> list[str]:
-        """The item names (once per session). Reads files, evaluates nothing."""
-        if self.names is None:
-            if self.project_file is None:
-                self.names = [GATE]
-                return self.names
-            try:
-                settings = self.settings()
-            except ConfigError:
-                self.names = [GATE]  # the gate item reports the error when it runs
-                return self.names
-            self.profile, self.required = settings.profile.name, settings.required
-            # The names are those the run will compare: a set a killed update left half written
-            # is put back first (if it cannot be, the gate run says why).
-            with contextlib.suppress(BaselineError, OSError):
-                recover(settings)
-            self.names = planned_items(settings, self.baseline_ref)
-        return self.names
+    def planned(self) -> GateSession:
+        """The session with its item names (read once). Reads files, evaluates nothing."""
+        if self.plan is not None:
+            return self
+        if self.project_file is None:
+            return replace(self, plan=GatePlan((GATE,)))
+        try:
+            settings = self.request.settings()
+        except ConfigError:
+            return replace(self, plan=GatePlan((GATE,)))  # the gate item reports the error when it runs
+        # The names are those the run will compare: a set a killed update left half written
+        # is put back first (if it cannot be, the gate run says why).
+        with contextlib.suppress(BaselineError, OSError):
+            recover(settings)
+        names = planned_items(settings, self.request.baseline_ref, self.request.overrides.get("profile"))
+        return replace(self, plan=GatePlan(tuple(names), settings.profile.name, settings.required))
 
-    def evaluate(self) -> GateOutcome:
-        """Run the gate once per process: evaluate, compare, judge (and try the update)."""
+    def evaluated(self) -> GateSession:
+        """The session with its outcome: evaluate, compare, judge (and try the update), once."""
         if self.outcome is not None:
-            return self.outcome
-        from retrieval.gate.judge import GateOutcome, judge_run
-        from retrieval.gate.verdicts import judge
+            return self
+        from retrieval.gate.outcome import GateOutcome, gate_outcome
+        from retrieval.gate.verdicts import verdicts_of
         from retrieval.text.redaction import redacted
 
-        self.evaluations += 1
-        names = self.plan()
-        if self.refused or self.project_file is None:
-            problem = self.refused or "no project file: add a [tool.retrieval] table to pyproject.toml"
-            self.outcome = GateOutcome(judge(None, problem, names), problem=problem)
-        else:
+        session = self.planned()
+        assert session.plan is not None
+        names, request = session.plan.names, session.request
+        no_file = "no project file: add a [tool.retrieval] table to pyproject.toml"
+        problem = session.selection.refused or (None if request.project_file is not None else no_file)
+        settings = None
+        if problem is None:
             try:
-                settings = self.settings()
+                settings = request.settings()
             except ConfigError as exc:
                 problem = redacted(f"ConfigError: {exc}")
-                self.outcome = GateOutcome(judge(None, problem, names), problem=problem)
-            else:
-                self.profile = settings.profile.name
-                mode: Mode = "record" if self.mode == "record" else "replay"
-                self.outcome = judge_run(
-                    settings,
-                    names,
-                    mode,
-                    update=self.update,
-                    allow_regression=self.allow_regression,
-                    defer_recording=True,
-                    baseline_ref=self.baseline_ref,
-                )
-        self.frame = outcome_frame(self.outcome, self.profile)
-        return self.outcome
+        if settings is None:
+            outcome = GateOutcome(verdicts_of(None, problem, names, profile=session.profile))
+        else:
+            mode: Mode = "record" if request.mode == "record" else "replay"
+            outcome = gate_outcome(
+                settings,
+                names,
+                mode,
+                update=request.update,
+                allow_regression=request.allow_regression,
+                defer_recording=True,
+                baseline_ref=request.baseline_ref,
+                profile_asked=request.overrides.get("profile"),
+            )
+        return replace(session, outcome=outcome, tally=replace(session.tally, frame=verdict_frame(outcome.verdict)))
 
-    def verdict(self, name: str) -> Verdict:
-        outcome = self.evaluate()
-        return next(v for v in outcome.verdicts if v.name == name)
+    def verdict(self, name: str) -> ItemVerdict:
+        """Item `name`'s verdict (the session must be evaluated); an item without one fails."""
+        assert self.outcome is not None
+        return self.outcome.verdict.item(name)
 
     def frame_data(self) -> dict[str, Any] | None:
         """The summary frame as plain data (a report attribute an xdist worker sends)."""
-        return asdict(self.frame) if self.frame is not None else None
+        return asdict(self.tally.frame) if self.tally.frame is not None else None
 
-    def deselection(self, why: list[str], flag: str | None) -> None:
-        """Gate items were deselected: say why, and refuse an update or a recording of part of it."""
-        said = ", ".join(why) or "a plugin"
-        some = f"{len(self.deselected)} of its {self.items}" if self.gate_ids else f"all {self.items} of its"
-        self.not_run = f"{some} items deselected ({said})"
-        if flag in ("--update-baseline", "--record"):
-            # Accepting or recording what part of the gate saw would lower the bar unseen.
-            self.refused = (
-                f"{flag} refused: {len(self.deselected)} of the gate's items were deselected ({said}); "
-                "run it on the whole gate."
+    def collected(self, gate_ids: Mapping[str, str], why: list[str], flag: str | None) -> GateSession:
+        """After every filter (-m, -k, --deselect, --lf): the gate items that will run; when some
+        were deselected, why, and an update or a recording of part of the gate refused."""
+        session = self
+        selection = replace(self.selection, gate_ids=dict(gate_ids))
+        if gate_ids or selection.deselected:
+            session = session.planned()
+            assert session.plan is not None
+            selection = replace(selection, items=len(session.plan.names))
+        if selection.deselected:
+            said = ", ".join(why) or "a plugin"
+            some = (
+                f"{len(selection.deselected)} of its {selection.items}" if gate_ids else f"all {selection.items} of its"
             )
+            selection = replace(selection, not_run=f"{some} items deselected ({said})")
+            if flag in ("--update-baseline", "--record"):
+                # Accepting or recording what part of the gate saw would lower the bar unseen.
+                selection = replace(
+                    selection,
+                    refused=f"{flag} refused: {len(selection.deselected)} of the gate's items were deselected "
+                    f"({said}); run it on the whole gate.",
+                )
+        return replace(session, selection=selection)
+
+    def with_selection(self, **changes: Any) -> GateSession:
+        return replace(self, selection=replace(self.selection, **changes))
+
+    def with_problem(self, problem: str) -> GateSession:
+        return replace(self, problems=(*self.problems, problem))
+
+    def reported(
+        self, nodeid: str, kind: str, outcome: str | None, items: int, frame: Mapping[str, Any] | None
+    ) -> GateSession:
+        """One gate item's report: its verdict kind, its outcome (None for a phase that decides none)."""
+        tally = self.tally
+        kinds = {**tally.kinds, nodeid: kind or tally.kinds.get(nodeid, "")}
+        outcomes = {**tally.outcomes, nodeid: outcome} if outcome else tally.outcomes
+        # An xdist controller evaluates nothing: its frame comes from the workers' reports.
+        shown = tally.frame or (Frame(**frame) if frame is not None else None)
+        return replace(
+            self,
+            tally=replace(tally, kinds=kinds, outcomes=outcomes, frame=shown),
+            selection=replace(self.selection, items=max(self.selection.items, items)),
+        )
+
+    def skipped(self, nodeid: str) -> GateSession:
+        return replace(self, tally=replace(self.tally, skipped=(*self.tally.skipped, nodeid)))
 
     def finish(
         self, root: Path, flag: str | None, collect_only: bool, allow_regression: bool | str | None
-    ) -> list[str]:
-        """At session finish: write an accepted update, and list what fails the session."""
-        problems = self.problems
-        if self.skipped:
-            problems.append(
-                f"gate item(s) skipped: {', '.join(self.skipped)}. The gate never skips: "
+    ) -> GateSession:
+        """At session finish: write an accepted update (or commit a recording), and record what
+        fails the session (`problems`)."""
+        session, selection, tally = self, self.selection, self.tally
+        if tally.skipped:
+            session = session.with_problem(
+                f"gate item(s) skipped: {', '.join(tally.skipped)}. The gate never skips: "
                 "remove the skip or xfail that reached them."
             )
         if collect_only:
-            return problems
-        if self.project_file is not None and not self.gate_ids and flag:
-            problems.append(
+            return session
+        if self.project_file is not None and not selection.gate_ids and flag:
+            session = session.with_problem(
                 f"{flag} was given but the gate was not selected (a -m/-k filter, or only test files named): "
                 f"nothing was recorded or updated. Run `pytest {flag}` with no path."
             )
-        elif self.gate_ids and not self.outcomes:
-            problems.append("the gate was collected but none of its items ran: nothing was compared.")
+        elif selection.gate_ids and not tally.outcomes:
+            session = session.with_problem("the gate was collected but none of its items ran: nothing was compared.")
         elif self.project_file is None and orphan_baseline(root):
-            problems.append(orphan_baseline(root))
-        elif self.not_run and self.plan() and self.required:
-            problems.append(f"required = true in [tool.retrieval], but this run did not gate: {self.not_run}.")
-        outcome = self.outcome
-        if not self._committed(outcome, update=flag == "--update-baseline"):
-            return problems
-        if flag == "--update-baseline" and outcome is not None and outcome.pending is not None:
-            held, outcome.diff = self.everything_ran_and_held(), None
-            if held is not None:
-                problems.append(f"--update-baseline wrote nothing: {held}.")
-                return problems
-            from retrieval.gate.accept import accept
-            from retrieval.gate.judge import KNOWN_ERRORS
+            session = session.with_problem(orphan_baseline(root))
+        elif selection.not_run and (planned := session.planned()).plan and planned.plan.required:
+            session = session.with_problem(
+                f"required = true in [tool.retrieval], but this run did not gate: {selection.not_run}."
+            )
+        session, committed = session._committed(update=flag == "--update-baseline")
+        outcome = session.outcome
+        if not committed or flag != "--update-baseline" or outcome is None or outcome.pending is None:
+            return session
+        held = session.everything_ran_and_held()
+        if held is not None:
+            return replace(session, outcome=replace(outcome, diff=None)).with_problem(
+                f"--update-baseline wrote nothing: {held}."
+            )
+        from retrieval.gate.accept import accept
+        from retrieval.gate.outcome import KNOWN_ERRORS
 
-            try:
-                outcome.diff = accept(outcome.pending, allow_regression=allow_regression or False)
-            except (*KNOWN_ERRORS, OSError) as exc:  # the files changed under the run, a full disk
-                problems.append(f"--update-baseline wrote nothing: {type(exc).__name__}: {exc}")
-        return problems
+        try:
+            diff = accept(outcome.pending, allow_regression=allow_regression or False)
+        except (*KNOWN_ERRORS, OSError) as exc:  # the files changed under the run, a full disk
+            return replace(session, outcome=replace(outcome, diff=None)).with_problem(
+                f"--update-baseline wrote nothing: {type(exc).__name__}: {exc}"
+            )
+        return replace(session, outcome=replace(outcome, diff=diff))
 
     def closing(self, root: Path, collect_only: bool) -> list[tuple[str | None, str, bool]]:
         """The terminal's closing lines: (section to open or None, line, failed)."""
@@ -227,46 +324,46 @@ class GateSession:
         lines += [("recording drift" if i == 0 else "", line, False) for i, line in enumerate(drift)]
         if outcome is not None and outcome.diff:
             lines.append(("baseline updated", outcome.diff, False))
-        if self.kinds or (collect_only and self.items):
+        if self.tally.kinds or (collect_only and self.selection.items):
             lines.append((None, summary(self, collect_only), False))
-        if self.not_run and self.project_file is not None and not collect_only:
+        if self.selection.not_run and self.project_file is not None and not collect_only:
             where = shown_path(self.project_file, root)
             said = f"{where} configures it (`required = true` fails such a run)"
-            lines.append((None, f"retrieval gate not run: {self.not_run}; {said}", False))
+            lines.append((None, f"retrieval gate not run: {self.selection.not_run}; {said}", False))
         if self.problems:
             lines.append((None, f"retrieval gate FAILED: {' '.join(self.problems)}", True))
         return lines
 
-    def _committed(self, outcome: GateOutcome | None, update: bool) -> bool:
+    def _committed(self, update: bool) -> tuple[GateSession, bool]:
         """Commit a staged recording once every gate item ran and its `secrets` item held (all of
         them with --update-baseline); else discard it. False when a recording was not committed."""
+        outcome = self.outcome
         recording = outcome.result.recording if outcome is not None and outcome.result is not None else None
         if recording is None:
-            return True
+            return self, True
         held = self.everything_ran_and_held(None if update else ("secrets",))
         if held is not None:
             recording.discard()
-            self.problems.append(f"--record committed nothing (the cassettes are as they were): {held}.")
-            return False
-        from retrieval.gate.judge import KNOWN_ERRORS
+            return self.with_problem(f"--record committed nothing (the cassettes are as they were): {held}."), False
+        from retrieval.gate.outcome import KNOWN_ERRORS
 
         try:
             recording.commit()
         except (*KNOWN_ERRORS, OSError) as exc:
-            self.problems.append(f"--record committed nothing: {type(exc).__name__}: {exc}")
-            return False
-        return True
+            return self.with_problem(f"--record committed nothing: {type(exc).__name__}: {exc}"), False
+        return self, True
 
     def everything_ran_and_held(self, names: tuple[str, ...] | None = None) -> str | None:
         """Why this session must not write the gate's files, or None when every item ran and held
         (every item, or those of `names` among them)."""
-        if self.deselected:
-            return f"{len(self.deselected)} gate item(s) deselected"
-        ran = [n for n in self.gate_ids if self.outcomes.get(n) in ("passed", "failed")]
-        if len(ran) < len(self.gate_ids) or not self.gate_ids:
-            return f"{len(self.gate_ids) - len(ran)} of the gate's {len(self.gate_ids)} items did not run"
+        selection, outcomes = self.selection, self.tally.outcomes
+        if selection.deselected:
+            return f"{len(selection.deselected)} gate item(s) deselected"
+        ran = [n for n in selection.gate_ids if outcomes.get(n) in ("passed", "failed")]
+        if len(ran) < len(selection.gate_ids) or not selection.gate_ids:
+            return f"{len(selection.gate_ids) - len(ran)} of the gate's {len(selection.gate_ids)} items did not run"
         failed = [
-            n for n, name in self.gate_ids.items() if self.outcomes.get(n) != "passed" and name in (names or name)
+            n for n, name in selection.gate_ids.items() if outcomes.get(n) != "passed" and name in (names or name)
         ]
         if failed:
             return f"{len(failed)} gate item(s) failed"
@@ -277,51 +374,16 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def outcome_frame(outcome: GateOutcome, profile: str) -> Frame:
-    """The summary line's parts that come from the evaluation (see `summary`); `profile` names
-    the profile when nothing was evaluated."""
-    result = outcome.result
-    profile = result.profile if result else profile
-    where = f"profile {profile}, dataset {result.run.dataset}" if result else f"profile {profile}"
-    if outcome.problem or result is None:
-        return Frame(where, problem=(outcome.problem or "no result").splitlines()[0])
-    tail = ""
-    if result.tolerance:  # the project file's: a baseline file's own is never trusted
-        tail += f", tolerance {result.tolerance}"
-    if result.reference:
-        tail += f"; compared with {result.reference}'s baseline too" + (
-            f" ({result.reference_note})" if result.reference_note else ""
-        )
-    if any(c.accepted for c in result.checks):
-        tail += f"; drops accepted against {result.reference}: {(result.acceptance or {}).get('reason')}"
-    if result.changed_cassettes:
-        tail += f"; cassettes changed since the baseline: {', '.join(result.changed_cassettes)}"
-    if result.changed_config:
-        tail += f"; configuration changed since the baseline: {'; '.join(result.changed_config)}"
-    if result.changed_data:
-        tail += (
-            f"; dataset changed since the baseline: {result.changed_data}, figures compared on the "
-            f"{len(result.changed_data.common)} questions both hold"
-        )
-    if result.entry is not None and "questions" not in result.entry:
-        # Made by an older version: a pull request that changes the dataset would not be compared.
-        tail += "; the baseline has no question digests yet: `pytest --update-baseline` adds them (no figure changes)"
-    # Requested methods the profile cannot provide (a reranker without a model): said once here.
-    skipped = result.run.skipped
-    if skipped:
-        tail += "; not gated: " + "; ".join(f"{m}: {why}" for m, why in skipped.items())
-    return Frame(where, methods=len(result.run.methods), tail=tail)
-
-
 def summary(session: GateSession, collect_only: bool = False) -> str:
     """The run's one summary line: what the gate compared."""
+    items = session.selection.items
     if collect_only:
         where = f"profile {session.profile}"
-        return f"retrieval gate ({where}): {_count(session.items, 'item')} collected, nothing compared (--collect-only)"
-    frame = session.frame or Frame(f"profile {session.profile}", problem="no result")
+        return f"retrieval gate ({where}): {_count(items, 'item')} collected, nothing compared (--collect-only)"
+    frame = session.tally.frame or Frame(f"profile {session.profile}", problem="no result")
     if frame.problem:
         return f"retrieval gate ({frame.where}): nothing compared: {frame.problem}"
-    outcomes, kinds = session.outcomes, session.kinds
+    outcomes, kinds = session.tally.outcomes, session.tally.kinds
     figures = [n for n, k in kinds.items() if k == "figure"]
     held = sum(outcomes.get(n) == "passed" for n in figures)
     fell = sum(outcomes.get(n) == "failed" for n in figures)
@@ -334,9 +396,9 @@ def summary(session: GateSession, collect_only: bool = False) -> str:
     )
     # After -x stopped the session, or --lf ran the failed items alone, the counts above are of
     # the items that ran: the others were compared but not reported.
-    unrun = session.items - sum(outcomes.get(n) in ("passed", "failed") for n in kinds)
-    if unrun > 0:
-        line += f"; {unrun} of its {session.items} items not run (stopped early or deselected): not known to hold"
+    missing = items - sum(outcomes.get(n) in ("passed", "failed") for n in kinds)
+    if missing > 0:
+        line += f"; {missing} of its {items} items not run (stopped early or deselected): not known to hold"
     return line
 
 
@@ -356,7 +418,7 @@ def orphan_baseline(root: Path) -> str:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Crash:
     path: str
     lineno: int

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrieval.files.atomic import atomic_write_text
-from retrieval.gate.schema import BaselineError, first_of
+from retrieval.gate.schema import BaselineError, first_of, relevant_ids, rounded
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
     from retrieval.run.results import Run
@@ -24,8 +24,10 @@ __all__ = [
     "TOP",
     "load_snapshots",
     "moved",
+    "parse_snapshots",
     "render_snapshots",
     "snapshot_path",
+    "snapshot_problem",
     "top_changed",
     "top_rankings",
     "write_snapshots",
@@ -47,28 +49,29 @@ def top_rankings(run: Run, top: int = TOP) -> Rankings:
     return {method: {q: ids[:top] for q, ids in run.ranked_ids(method).items()} for method in run.methods}
 
 
-def load_snapshots(path: str | Path) -> Rankings:
-    """The snapshots of one profile; empty when the file does not exist (nothing accepted yet)."""
+def load_snapshots(path: str | Path, shown: str | None = None) -> Rankings:
+    """The snapshots of one profile; empty when the file does not exist (nothing accepted yet).
+    Errors name the file as `shown` (from the project root) when given."""
     path = Path(path)
     if not path.is_file():
         return {}
+    return parse_snapshots(path.read_bytes(), shown or str(path))
+
+
+def parse_snapshots(raw: bytes, source: str) -> Rankings:
+    """A snapshot file's bytes (read from disk or from `git show`), checked; `source` names it."""
+    restore = f"Restore it with `git checkout {source}`, or rewrite it with `pytest --update-baseline`."
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         # A hand edit saved in Latin-1: one line with the line of the bad byte, not a traceback.
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise BaselineError(
-            f"{path}:{line}: not UTF-8 ({exc.reason} at byte {exc.start}). Restore it with `git checkout {path}`, "
-            "or rewrite it with `pytest --update-baseline`."
-        ) from exc
+        line = raw[: exc.start].count(b"\n") + 1
+        raise BaselineError(f"{source}:{line}: not UTF-8 ({exc.reason} at byte {exc.start}). {restore}") from exc
     except json.JSONDecodeError as exc:
-        raise BaselineError(
-            f"{path}:{exc.lineno}: invalid JSON ({exc.msg}). Restore it with `git checkout {path}`, "
-            "or rewrite it with `pytest --update-baseline`."
-        ) from exc
+        raise BaselineError(f"{source}:{exc.lineno}: invalid JSON ({exc.msg}). {restore}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("methods"), dict):
         raise BaselineError(
-            f"{path}: not a ranking snapshot file (expected format {FORMAT!r}). "
+            f"{source}: not a ranking snapshot file (expected format {FORMAT!r}). "
             "Rewrite it with `pytest --update-baseline`."
         )
     for method, questions in data["methods"].items():
@@ -76,10 +79,46 @@ def load_snapshots(path: str | Path) -> Rankings:
             isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in questions.values()
         ):
             raise BaselineError(
-                f"{path}: method {method!r} must map each question id to a list of document ids (strings). "
-                f"Restore it with `git checkout {path}`, or rewrite it with `pytest --update-baseline`."
+                f"{source}: method {method!r} must map each question id to a list of document ids (strings). {restore}"
             )
     return data["methods"]
+
+
+def snapshot_problem(entry: Mapping[str, Any] | None, snapshots: Rankings, source: str, baseline: str) -> str | None:
+    """Where the snapshots (`source`) disagree with the per-question values the baseline entry
+    (`baseline`) stores for the same method and question, or None: the reciprocal rank and the
+    recall@k the stored top 10 gives under the entry's judgments must be the stored ones. Both
+    are written by one update from one run; a hand edit of either one breaks the agreement."""
+    if not entry or not isinstance(entry.get("judgments"), dict):
+        return None  # an entry from before judgments were kept: nothing to check the ranks against
+    from retrieval.measures.metrics import MRR_DEPTH, recall_at_k, reciprocal_rank
+
+    judged = entry["judgments"]
+    for method, figures in sorted(entry.get("methods", {}).items()):
+        tops = snapshots.get(method)
+        if not tops:
+            continue
+        recall = next((key for key in figures if key.startswith("recall@")), None)
+        k = int(recall.split("@", 1)[1]) if recall and recall.split("@", 1)[1].isdigit() else None
+        for question, top in sorted(tops.items()):
+            if question not in judged or question not in figures.get("reciprocal_ranks", {}):
+                continue
+            relevant = relevant_ids(judged[question])
+            if not relevant:
+                continue
+            given = {"reciprocal rank": rounded(reciprocal_rank(top, relevant, MRR_DEPTH))}
+            stored = {"reciprocal rank": figures["reciprocal_ranks"][question]}
+            if recall and k is not None and (k <= len(top) or len(top) < TOP):
+                given[recall] = rounded(recall_at_k(top, relevant, k))
+                stored[recall] = figures["recall_per_question"][question]
+            for what, value in given.items():
+                if value != rounded(stored[what]):
+                    return (
+                        f"{source}: {method}'s top {TOP} of {question} gives a {what} of {value:g} under the "
+                        f"baseline's judgments, but {baseline} stores {stored[what]:g}: one of the two was edited "
+                        f"by hand. Restore both with `git checkout`, or rewrite them with `pytest --update-baseline`"
+                    )
+    return None
 
 
 def render_snapshots(profile: str, rankings: Mapping[str, Mapping[str, list[str]]]) -> str:

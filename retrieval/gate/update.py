@@ -18,19 +18,19 @@ from typing import Any
 from retrieval.files.atomic import AtomicSetError, commit_files, recover_files
 from retrieval.gate.compare import at_k
 from retrieval.gate.questions import data_changes, on_questions
-from retrieval.gate.schema import BaselineError, flat_figures, load_baseline, parse_baseline, rounded
-from retrieval.measures.figures import is_worse, kind_of
+from retrieval.gate.schema import ACCEPTED, BaselineError, flat_figures, load_baseline, parse_baseline, rounded
+from retrieval.measures.figures import is_worse
+from retrieval.report.verdict import figure_text
 
 __all__ = ["ACCEPTED", "accepted_drop", "baseline_lock", "recover_baseline", "try_update", "update_baseline"]
 
-ACCEPTED = "accepted"
 # How long an update waits for another one (of another profile) to finish writing.
 LOCK_SECONDS = 120
 
 
 def _fmt(name: str, value: float, sign: str = "") -> str:
-    """A figure as the diff shows it: a count whole, a rate to 4 decimals."""
-    return f"{value:{sign}.0f}" if kind_of(name).count else f"{value:{sign}.4f}"
+    """A figure as the diff shows it: as every output of the gate does (`figure_text`)."""
+    return figure_text(name, value, sign)
 
 
 def _line(name: str, was: float | None, now: float | None) -> str:
@@ -63,12 +63,12 @@ def _diff(
     old: Mapping[str, Any] | None,
     new: Mapping[str, Any],
     types: Mapping[str, str] | None = None,
-    judge_again: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    rescored: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """The diff's lines and the figures lowered (name -> {"from", "to"})."""
     changes = None
     if old and old.get("fingerprint") != new["fingerprint"] and types is not None:
-        changes = data_changes(old, new.get("questions", {}), new.get("corpus", ""), new.get("judgments"))
+        changes = data_changes(old, new.get("questions", {}), new.get("corpus", ""))
     if old and changes is not None and types is not None:
         # A dataset that kept questions: their figures are compared (and may not fall), the
         # edited ones under the judgments the baseline kept; then every figure on all questions.
@@ -77,7 +77,7 @@ def _diff(
         if changes.questions_changed:
             old_types = {q: old["judgments"][q]["type"] for q in changes.rejudged}
             types = {**types, **old_types}
-            judged = judge_again(old) if judge_again is not None and changes.rejudged else new
+            judged = rescored(old) if rescored is not None and changes.rejudged else new
             kept_old, kept_new = (on_questions(e, changes.compared_on, types, k) for e in (kept_old, judged))
         lines, lowered = _diff(kept_old, kept_new)
         old_all = at_k(old, k) if old.get("config", {}).get("k", k) != k else old
@@ -122,6 +122,34 @@ def _diff(
     return lines, lowered
 
 
+def _lowered_against(
+    reference: Mapping[str, Any],
+    new: Mapping[str, Any],
+    types: Mapping[str, str] | None,
+    rescored: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    """The figures of the base branch's entry that `new` lowers, recorded from the reference's
+    values. A pull request cannot replace its base branch's dataset unseen: with no question id in
+    common, every figure the reference gates is removed."""
+    shared = reference.get("fingerprint") == new["fingerprint"] or (
+        data_changes(reference, new.get("questions", {}), new.get("corpus", "")) is not None
+    )
+    if not shared:
+        return {
+            f"{name} (removed)": {"from": value, "to": None}
+            for name, value in flat_figures(reference.get("methods", {})).items()
+        }
+    return _diff(reference, new, types, rescored)[1]
+
+
+def _lowered_line(name: str, change: Mapping[str, Any]) -> str:
+    bare = name.removesuffix(" (removed)").removesuffix(" (all questions)")
+    if change["from"] is None:
+        return f"{bare}: removed"
+    where = " on all questions" if name.endswith(" (all questions)") else ""
+    return _line(bare, change["from"], change["to"]).strip() + where
+
+
 def _per_file(cassettes: Any) -> dict[str, str]:
     """An entry's cassette digests by file; a baseline from before per-file digests holds one
     digest of the whole folder."""
@@ -154,7 +182,7 @@ def accepted_drop(entry: Mapping[str, Any] | None, name: str, was: float, now: f
         return None
     if is_worse(name, change["to"], rounded(now)):
         return None  # lower than what was accepted
-    return str(record.get("reason") or "no reason given")
+    return str(record["reason"])  # never empty: a baseline recording a drop without a reason is refused at load
 
 
 def baseline_lock(path: Path) -> Path:
@@ -198,22 +226,36 @@ def update_baseline(
     *,
     allow_regression: bool | str = False,
     types: Mapping[str, str] | None = None,
-    judge_again: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    rescored: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
     also: Mapping[Path, str] | None = None,
     lock: Path | None = None,
     reference: Mapping[str, Any] | None = None,
+    reference_profile: str | None = None,
 ) -> str:
     """Write `entry` as the profile's baseline (with the files of `also`, its ranking snapshots,
     as one set) and return the diff; refuse to lower a figure unless `allow_regression` is the
     reason for it, recorded in the entry. With `types` (question id -> type), a dataset that
     kept questions is a changed one, whose figures on those questions may not fall (edited ones
-    judged again by `judge_again(old entry)`); without, another dataset replaces the old one whole.
+    scored again by `rescored(old entry)`, the run's entry under the old judgments); without,
+    another dataset replaces the old one whole.
     With `reference` (the base branch's entry), a drop against it counts as one against the
     file's own and is recorded from the reference's value: how a pull request records the
-    acceptance its base branch's gate asks for. Read, compared and written under one lock
+    acceptance its base branch's gate asks for; a reference of another dataset (no question id
+    shared) is dropped whole, each of its figures "removed", and one of another profile
+    (`reference_profile`) is a drop of that profile. Read, compared and written under one lock
     (`lock`, default beside the file): concurrent updates of other profiles lose nothing."""
     diff, _ = _update(
-        Path(path), profile, entry, allow_regression, types, judge_again, also or {}, lock, reference, write=True
+        Path(path),
+        profile,
+        entry,
+        allow_regression,
+        types,
+        rescored,
+        also or {},
+        lock,
+        reference,
+        reference_profile,
+        write=True,
     )
     return diff
 
@@ -225,14 +267,27 @@ def try_update(
     *,
     allow_regression: bool | str = False,
     types: Mapping[str, str] | None = None,
-    judge_again: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    rescored: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
     lock: Path | None = None,
     reference: Mapping[str, Any] | None = None,
+    reference_profile: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """What `update_baseline` would do, without writing: its diff and the profile's entry as it
     would be written (checked as a loaded one is), or its BaselineError. The pytest gate tries an
     update while its items run and writes it at session finish, once every item held."""
-    return _update(Path(path), profile, entry, allow_regression, types, judge_again, {}, lock, reference, write=False)
+    return _update(
+        Path(path),
+        profile,
+        entry,
+        allow_regression,
+        types,
+        rescored,
+        {},
+        lock,
+        reference,
+        reference_profile,
+        write=False,
+    )
 
 
 def _update(
@@ -241,10 +296,11 @@ def _update(
     entry: Mapping[str, Any],
     allow_regression: bool | str,
     types: Mapping[str, str] | None,
-    judge_again: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
+    rescored: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
     also: Mapping[Path, str],
     lock: Path | None,
     reference: Mapping[str, Any] | None,
+    reference_profile: str | None,
     *,
     write: bool,
 ) -> tuple[str, dict[str, Any]]:
@@ -259,10 +315,14 @@ def _update(
             data = load_baseline(path)
             old = data["profiles"].get(profile)
             entry = {key: value for key, value in entry.items() if key not in ("tolerance", ACCEPTED)}
-            lines, lowered = _diff(old, entry, types, judge_again)
+            lines, lowered = _diff(old, entry, types, rescored)
             if reference is not None:
-                _, against = _diff(reference, entry, types, judge_again)
-                lowered = {**lowered, **against}  # recorded from the reference's values
+                against = _lowered_against(reference, entry, types, rescored)
+                if reference_profile is not None and reference_profile != profile:
+                    against[f"profile {reference_profile} (removed)"] = {"from": None, "to": None}
+                # What the base branch gates and this update lowers, shown whatever the file's own diff says.
+                lines += [f"  against the base branch, {_lowered_line(n, c)}" for n, c in against.items()]
+                lowered = {**lowered, **against}
             reason = allow_regression if isinstance(allow_regression, str) else None
             if lowered and not (reason and reason.strip()):
                 how = "needs a reason" if allow_regression else "was not given"

@@ -11,7 +11,11 @@ from typing import Any
 
 from retrieval.recording.cassette_files import CassetteError, read_cassette
 
-__all__ = ["CheckedLoad", "counted_live"]
+__all__ = ["CODE_KEY", "CheckedLoad", "counted_live"]
+
+# The key of an HTTP cassette that holds the digests of its method's declared `sources` (vcrpy
+# reads only "interactions"): the code of a service in the repository that replay does not run.
+CODE_KEY = "code"
 
 
 class _Parsed:
@@ -26,14 +30,21 @@ class _Parsed:
 class CheckedLoad:
     """vcrpy's persister for replay: the cassette is parsed once, by `read_cassette`, which also
     checks it (vcrpy alone treats a cassette it cannot decode as empty, and replay would then
-    report misses instead of the damage). Replay never saves."""
+    report misses instead of the damage), and, for a method that declares `sources`, checked to
+    be recorded from the same sources (`code`). Replay never saves."""
 
     profile: str
+    code: dict[str, str] | None = None
 
     def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
         from vcr.serialize import deserialize
 
-        return deserialize(read_cassette(Path(cassette_path), self.profile), _Parsed)
+        from retrieval.recording.ranking_cassettes import code_changed
+
+        data = read_cassette(Path(cassette_path), self.profile)
+        if self.code:
+            code_changed(Path(cassette_path), self.code, data.get(CODE_KEY), required=True, what="answers")
+        return deserialize(data, _Parsed)
 
     def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
         raise CassetteError(f"{cassette_path}: a replay tried to write its cassette")

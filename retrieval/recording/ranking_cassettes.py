@@ -28,7 +28,16 @@ from retrieval.providers.base import ReplayMissError
 from retrieval.recording.cassette_files import CassetteError, read_committed
 from retrieval.run.ranking import Ranking
 
-__all__ = ["FORMAT", "SUFFIX", "RankingCassetteError", "dump_rankings", "load_rankings", "method_code"]
+__all__ = [
+    "FORMAT",
+    "SUFFIX",
+    "RankingCassetteError",
+    "code_changed",
+    "dump_rankings",
+    "load_rankings",
+    "method_code",
+    "source_code",
+]
 
 FORMAT = "retrieval-rankings-1"
 SUFFIX = ".rankings.json"
@@ -64,10 +73,47 @@ def method_code(
                 code[module.__name__] = _digest(path)
         except TypeError:  # a built-in or a class made at run time: no source to follow
             pass
-    name = getattr(method, "name", type(method).__name__)
-    for source in sources:
-        code.update(_source_digests(source, Path(root), name))
+    code.update(source_code(getattr(method, "name", type(method).__name__), sources, root))
     return code
+
+
+def source_code(method: str, sources: Sequence[str], root: str | Path = ".") -> dict[str, str]:
+    """The digests of a method's declared `sources` alone (name -> digest): what ties the
+    cassette of a `calls = "http"` method to the code of a service that lives in the repository
+    (its tokenizer, its query builder), which replay does not run. ConfigError names a source
+    that is neither a project file nor an importable module."""
+    code: dict[str, str] = {}
+    for source in sources:
+        code.update(_source_digests(source, Path(root), method))
+    return code
+
+
+def code_changed(
+    path: Path, code: Mapping[str, str], recorded: Any, *, required: bool = False, what: str = "rankings"
+) -> None:
+    """ReplayMissError when the cassette at `path` was recorded from other code than `code`
+    (its recorded digests, `recorded`), naming what changed (`what` it would replay: "rankings",
+    or an HTTP service's "answers"). A cassette without digests is read
+    as recorded before they existed unless `required` (an HTTP method's declared `sources`: its
+    cassette must say which sources answered, or any edit of them would replay unseen)."""
+    if not code:
+        return
+    if not isinstance(recorded, dict) or not recorded:
+        if not required:
+            return
+        raise ReplayMissError(
+            f"{path} holds no digest of the method's declared sources ({', '.join(sorted(code))}): it was recorded "
+            "before they were declared, so replay cannot tell whether they changed since",
+            "replay miss",
+        )
+    changed = sorted(m for m in set(code) | set(recorded) if code.get(m) != recorded.get(m))
+    if changed:
+        named = ", ".join("its declared config" if m == CONFIG_KEY else m for m in changed)
+        raise ReplayMissError(
+            f"{path} was recorded from another version of the method's code ({named} changed since): replay "
+            f"would give the old code's {what}, not those of the code under test",
+            "replay miss",
+        )
 
 
 def _source_digests(source: str, root: Path, method: str) -> dict[str, str]:
@@ -137,16 +183,7 @@ def load_rankings(path: Path, dataset: Dataset, depth: int, code: dict[str, str]
     recorded before code digests existed is read without that check.
     """
     data = _read(path)
-    recorded_code = data.get("code")
-    if code and isinstance(recorded_code, dict) and recorded_code:
-        changed = sorted(m for m in set(code) | set(recorded_code) if code.get(m) != recorded_code.get(m))
-        if changed:
-            named = ", ".join("its declared config" if m == CONFIG_KEY else m for m in changed)
-            raise ReplayMissError(
-                f"{path} was recorded from another version of the method's code ({named} changed since): replay "
-                "would give the old code's rankings, not those of the code under test",
-                "replay miss",
-            )
+    code_changed(path, code or {}, data.get("code"))
     corpus = corpus_fingerprint(dataset.documents)
     if data.get("corpus") != corpus:
         raise ReplayMissError(

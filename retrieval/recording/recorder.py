@@ -43,7 +43,7 @@ from retrieval.recording.matching import (
     same_body,
 )
 from retrieval.recording.misses import counting_misses, describe_miss
-from retrieval.recording.persisters import CheckedLoad, counted_live
+from retrieval.recording.persisters import CODE_KEY, CheckedLoad, counted_live
 from retrieval.recording.recording_lock import hold_recording
 from retrieval.text.redaction import credential_name, find_secrets
 
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["Mode", "Recorder"]
 
 Mode = Literal["replay", "live", "record"]
+
 
 # Answer headers whose name says credential (Set-Cookie, X-Session-Token): never committed. The
 # client reads answer headers on replay, but none it needs is named like this.
@@ -194,10 +195,12 @@ class Recorder:
         return self.directory.is_dir() and any(p.name != META_FILE for p in self.directory.glob("*.json"))
 
     @contextmanager
-    def stage(self, stage: str, count_live: bool = False) -> Iterator[None]:
+    def stage(self, stage: str, count_live: bool = False, code: dict[str, str] | None = None) -> Iterator[None]:
         """Route the HTTP calls made inside the block through the stage's cassette. In a live run
         there is none: with `count_live`, the calls are only counted (for code that counts none
-        of its own, a team's search client), as a recording would."""
+        of its own, a team's search client), as a recording would. `code` (the digests of the
+        method's declared `sources`) is written into the recorded cassette, and replay refuses a
+        cassette recorded from other sources or without them."""
         if self.mode == "live":
             if not count_live:
                 yield
@@ -227,7 +230,7 @@ class Recorder:
         recorder.register_matcher("loopback_port", loopback_port)
         recorder.register_matcher("same_body", same_body)
         if self.mode == "replay":
-            recorder.register_persister(CheckedLoad(self.profile))
+            recorder.register_persister(CheckedLoad(self.profile, code if self.verify_code else None))
         with ExitStack() as stack:
             try:
                 cassette = stack.enter_context(recorder.use_cassette(str(path)))
@@ -260,6 +263,14 @@ class Recorder:
                     stack.close()  # vcrpy writes the staged cassette here: a full disk is said here
                 except OSError as exc:
                     raise self._unwritable(path.parent.parent, exc) from exc
+        if self.mode == "record" and code and path.is_file():
+            # vcrpy has saved the staged cassette as the block ended: the sources that answered join it.
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data[CODE_KEY] = dict(sorted(code.items()))
+            try:
+                path.write_text(json.dumps(data, indent=4) + "\n", encoding="utf-8")
+            except OSError as exc:
+                raise self._unwritable(path.parent.parent, exc) from exc
 
     def rankings_path(self, channel: str) -> Path:
         """The committed ranking cassette of a method that declares calls = "rankings"."""

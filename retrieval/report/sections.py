@@ -9,6 +9,7 @@ from typing import Any
 from retrieval.diagnosis.failures import RelevantTrace
 from retrieval.diagnosis.remedies import render_diagnosis
 from retrieval.diagnosis.sweeps import render_sweeps
+from retrieval.measures.figures import DIGITS
 from retrieval.measures.paired import BASELINE, render_comparisons, summary_line
 from retrieval.measures.ties import render_ties
 from retrieval.report.build import ROUND, Report
@@ -20,18 +21,19 @@ from retrieval.text.server_provenance import served_by
 __all__ = ["render_markdown"]
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.{ROUND}f}"
+def _fmt(value: float, decimals: int = ROUND) -> str:
+    return f"{value:.{decimals}f}"
 
 
-def _cell(value: float, base: float | None) -> str:
+def _cell(value: float, base: float | None, decimals: int = ROUND) -> str:
     if base is None:
-        return _fmt(value)
-    delta = round(value - base, 4)
+        return _fmt(value, decimals)
+    delta = round(value - base, DIGITS)
     if abs(delta) < 0.00005:
-        return f"{_fmt(value)} ="
+        return f"{_fmt(value, decimals)} ="
     arrow = "▲" if delta > 0 else "▼"
-    return f"{_fmt(value)} {arrow} {delta:+.{ROUND}f}"
+    # The delta as the gate says it (4 decimals): a drop of 0.0016 is never shown as "-0.00".
+    return f"{_fmt(value, decimals)} {arrow} {delta:+.{DIGITS}f}"
 
 
 def _rank(rank: int | None, retrieved: int | None, depth: int) -> str:
@@ -73,7 +75,9 @@ def _header(report: Report, notice: str | None) -> list[str]:
     return out
 
 
-def _figures_table(report: Report, baseline: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+def _figures_table(
+    report: Report, baseline: Mapping[str, Mapping[str, Any]] | None, decimals: int = ROUND
+) -> list[str]:
     recall = f"recall@{report.k}"
     show_degraded = bool(report.fallbacks) or any(report.degraded.get(m) for m in report.scores)
     baseline = report.baseline if baseline is None else baseline
@@ -89,15 +93,18 @@ def _figures_table(report: Report, baseline: Mapping[str, Mapping[str, Any]] | N
                 return None
             return base["by_type"].get(qtype, {}).get(metric) if qtype else base.get(metric)
 
-        row = [method, _cell(s.overall[recall], b(recall)), _cell(s.overall["mrr"], b("mrr"))]
-        row += [_cell(s.by_type[t][recall], b(recall, t)) if t in s.by_type else "-" for t in report.types]
+        row = [method, _cell(s.overall[recall], b(recall), decimals), _cell(s.overall["mrr"], b("mrr"), decimals)]
+        row += [_cell(s.by_type[t][recall], b(recall, t), decimals) if t in s.by_type else "-" for t in report.types]
         if show_degraded:
             row.append(str(len(report.degraded.get(method, {}))))
         out.append("| " + " | ".join(row) + " |")
     extra = [m for m in next(iter(report.scores.values())).overall if m not in {recall, "mrr"}] if report.scores else []
     if extra:
         out += ["", "| Method | " + " | ".join(extra) + " |", "|---|" + "---|" * len(extra)]
-        out += [f"| {m} | " + " | ".join(_fmt(s.overall[x]) for x in extra) + " |" for m, s in report.scores.items()]
+        out += [
+            f"| {m} | " + " | ".join(_fmt(s.overall[x], decimals) for x in extra) + " |"
+            for m, s in report.scores.items()
+        ]
     return out
 
 
@@ -186,9 +193,9 @@ def _what_if(report: Report) -> list[str]:
     return ["", "### What if (from the recorded rankings, no model call)", "", *lines] if lines else []
 
 
-def _chart(report: Report) -> list[str]:
+def _chart(report: Report, decimals: int = ROUND) -> list[str]:
     names = list(report.scores)
-    values = ", ".join(_fmt(report.scores[m].overall["mrr"]) for m in names)
+    values = ", ".join(_fmt(report.scores[m].overall["mrr"], decimals) for m in names)
     return [
         "",
         "```mermaid",
@@ -244,13 +251,17 @@ def _cost(report: Report) -> list[str]:
 
 
 def render_markdown(
-    report: Report, baseline: Mapping[str, Mapping[str, Any]] | None = None, notice: str | None = None
+    report: Report,
+    baseline: Mapping[str, Mapping[str, Any]] | None = None,
+    notice: str | None = None,
+    decimals: int = ROUND,
 ) -> str:
     """The report as Markdown; `baseline` (method -> baseline entry) adds ▲/▼/= against it, and
-    `notice` is said first (e.g. that the baseline was made with another configuration)."""
+    `notice` is said first (e.g. that the baseline was made with another configuration).
+    `decimals` is the figures' precision (the gate's summary shows its 4, as its verdicts do)."""
     out = [
         *_header(report, notice),
-        *_figures_table(report, baseline),
+        *_figures_table(report, baseline, decimals),
         *_changes(report),
         *_skipped_and_degraded(report),
         *_failures(report),
@@ -258,7 +269,7 @@ def render_markdown(
         *_comparisons_section(report),
         *_remedies_section(report),
         *_what_if(report),
-        *_chart(report),
+        *_chart(report, decimals),
         *judged_section(report),
         *agreement_section(report),
         *_cost(report),

@@ -16,7 +16,8 @@ Calls = Literal["none", "http", "rankings"]
   for real, in every mode: recording it would hide the very changes the gate exists to catch.
   In replay mode any connection it opens fails.
 - "http": a model or a service over HTTP (httpx, requests/urllib3, the SDKs). Its calls go to
-  its own cassette, `cassettes/<profile>/<channel>.json`, recorded by `--record`.
+  its own cassette, `cassettes/<profile>/<channel>.json`, recorded by `--record`, with the
+  digests of its declared `sources` (a service in the repository): replayed only while they hold.
 - "rankings": an engine reached without HTTP (a database driver). Its rankings are recorded per
   question in `cassettes/<profile>/<channel>.rankings.json` and replayed without the engine.
 """
@@ -34,8 +35,9 @@ class Declaration:
     in the baseline's configuration; `key_variables` names the environment variables holding
     its credentials: a recording or a cassette that holds one of their values is refused;
     `sources` names the modules and project files, beyond its own module, that decide the
-    rankings of a `calls = "rankings"` method: its ranking cassette replays only while they
-    are unchanged.
+    rankings of a `calls = "rankings"` method, or the answers of the service a `calls = "http"`
+    method calls when that service lives in the repository (its tokenizer, its query builder):
+    its cassette replays only while they are unchanged.
     """
 
     name: str

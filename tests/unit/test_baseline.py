@@ -113,13 +113,13 @@ def test_a_lowered_figure_fails_with_an_explanation() -> None:
     assert "baseline 0.8333" in message
     assert "current 0.6667" in message
     assert "delta -0.1666" in message
-    assert "q2 (0.50 -> 0.00)" in message
+    assert "q2 (0.5000 -> 0.0000)" in message
     assert "q3" not in message  # its reciprocal rank did not change
 
     recall = checks[("bm25", "recall@5")]
     assert not recall.ok
-    assert "q2 (1.00 -> 0.00)" in recall.message() and "q3 (1.00 -> 0.50)" in recall.message()
-    assert recall.worse_questions == ["q2 (1.00 -> 0.00)", "q3 (1.00 -> 0.50)"]
+    assert "q2 (1.0000 -> 0.0000)" in recall.message() and "q3 (1.0000 -> 0.5000)" in recall.message()
+    assert recall.worse_questions == ["q2 (1.0000 -> 0.0000)", "q3 (1.0000 -> 0.5000)"]
 
     per_type = checks[("bm25", "recall@5[paraphrase]")]
     assert not per_type.ok
@@ -138,12 +138,13 @@ def test_a_failure_lists_the_ten_largest_falls_first_and_counts_the_rest() -> No
         {q: {"recall@5": 1.0, "mrr": v} for q, v in after.items()},
     )
     (mrr,) = [c for c in compare({"methods": {"bm25": base}}, {"bm25": scores}, 5, {}) if not c.ok]
-    assert mrr.worse_questions == [f"q{i:02} (1.00 -> {1 - 0.01 * (i + 1):.2f})" for i in reversed(range(12))]
+    assert mrr.worse_questions == [f"q{i:02} (1.0000 -> {1 - 0.01 * (i + 1):.4f})" for i in reversed(range(12))]
     assert mrr.message() == (
         "bm25 mrr fell below the baseline: baseline 1.0000, current 0.9400, delta -0.0600 (tolerance 0.0). "
-        "Questions that got worse: q11 (1.00 -> 0.88), q10 (1.00 -> 0.89), q09 (1.00 -> 0.90), q08 (1.00 -> 0.91), "
-        "q07 (1.00 -> 0.92), q06 (1.00 -> 0.93), q05 (1.00 -> 0.94), q04 (1.00 -> 0.95), q03 (1.00 -> 0.96), "
-        "q02 (1.00 -> 0.97), and 2 more. If this change is intended, accept it with "
+        "Questions that got worse: q11 (1.0000 -> 0.8800), q10 (1.0000 -> 0.8900), q09 (1.0000 -> 0.9000), "
+        "q08 (1.0000 -> 0.9100), q07 (1.0000 -> 0.9200), q06 (1.0000 -> 0.9300), q05 (1.0000 -> 0.9400), "
+        "q04 (1.0000 -> 0.9500), q03 (1.0000 -> 0.9600), q02 (1.0000 -> 0.9700), and 2 more. If this change "
+        "is intended, accept it with "
         '`pytest --update-baseline --allow-regression "REASON"` (the baseline records the reason; '
         "the PR summary shows it)."
     )
@@ -255,7 +256,7 @@ def test_a_dataset_not_comparable_is_named_with_why() -> None:
     other = {**_entry(), "questions": {q: "0" * 16 for q in _entry()["questions"]}}
     del other["judgments"]
     reason = incompatibility(other, _run(GOOD, fingerprint="sha256:bbbb"), "local")
-    assert reason is not None and ") and no question is the same in both: metrics are not comparable" in reason
+    assert reason is not None and ") and no question id is in both: metrics are not comparable" in reason
     # With the judgments kept, edited questions are compared under them: still comparable.
     kept = {**_entry(), "questions": other["questions"]}
     assert incompatibility(kept, _run(GOOD, fingerprint="sha256:bbbb"), "local") is None
@@ -313,7 +314,7 @@ def test_another_k_holds_the_runs_recall_at_k_to_the_baselines() -> None:
     assert recall.message().startswith(
         "bm25 recall@1 fell below the baseline's recall@5: baseline 1.0000, current 0.5000, delta -0.5000"
     )
-    assert "q2 (1.00 -> 0.00)" in recall.message() and "q3 (1.00 -> 0.50)" in recall.message()
+    assert "q2 (1.0000 -> 0.0000)" in recall.message() and "q3 (1.0000 -> 0.5000)" in recall.message()
     assert bm25["recall@1[paraphrase]"].baseline_figure == "bm25 recall@5[paraphrase]"
     assert bm25["mrr"].baseline_metric is None
     assert unproduced(_entry(), checks) == []

@@ -138,7 +138,7 @@ def test_a_rising_degraded_count_fails_the_gate() -> None:
     failing = [c for c in checks if not c.ok]
     assert [(c.method, c.metric, c.baseline, c.current) for c in failing] == [("vector", "degraded", 0, 2)]
     assert failing[0].message() == (
-        "vector degraded rose above the baseline: baseline 0.0000, current 2.0000, delta +2.0000 (tolerance 0.0). "
+        "vector degraded rose above the baseline: baseline 0, current 2, delta +2 (tolerance 0.0). "
         "Questions that got worse: q1, q3. If this change is intended, accept it with "
         '`pytest --update-baseline --allow-regression "REASON"` (the baseline records the reason; '
         "the PR summary shows it)."

@@ -208,8 +208,14 @@ def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
     assert f"> **Note:** {note}" in capsys.readouterr().out
     assert main(["--baseline", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["notice"] == note  # said to machines too
-    # Not one question the same: not comparable at all.
+    # Every question reworded: the same questions by id, compared under the baseline's judgments.
     path.write_text("".join(json.dumps({**json.loads(r), "text": json.loads(r)["text"] + " ?"}) + "\n" for r in rows))
+    assert main(["--baseline"]) == 0
+    assert "questions (the gate compares the 3 edited question(s) under the baseline's judgments)." in (
+        capsys.readouterr().out
+    )
+    # Not one question id the same: not comparable at all.
+    path.write_text("".join(json.dumps({**json.loads(r), "id": json.loads(r)["id"] + "-new"}) + "\n" for r in rows))
     assert main(["--baseline"]) == 0
     assert "> **Note:** the changes shown are against a baseline that is not comparable: the dataset changed" in (
         capsys.readouterr().out
@@ -219,3 +225,20 @@ def test_a_baseline_of_another_configuration_is_flagged_in_the_report(
 def test_zero_workers_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--dataset", str(FIXTURES / "fixture_native"), "--workers", "0"]) == 2
     assert capsys.readouterr().err == "error: --workers must be at least 1, got 0.\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--allow-regression", "why"], "--allow-regression only applies with --update-baseline."),
+        (["--gate", "--allow-regression", "why"], "--allow-regression only applies with --update-baseline."),
+        (["--update-baseline"], "--update-baseline applies with --gate (the gate decides what may be written)."),
+    ],
+)
+def test_an_acceptance_is_refused_without_the_update_it_belongs_to(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"python -m retrieval: error: {said}"

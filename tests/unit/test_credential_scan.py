@@ -231,7 +231,7 @@ def test_a_short_placeholder_key_does_not_fail_a_clean_keyless_gate(
     monkeypatch.setenv("GEMINI_API_KEY", "test")
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     result = run_gate(load_settings(project, {"profile": "local"}))
-    assert result.secrets == []
+    assert result.secrets == ()
     accept(result)
 
 
@@ -241,7 +241,7 @@ def test_a_token_in_a_committed_query_string_fails_the_gate_and_the_update(proje
     data["interactions"][0]["request"]["uri"] += f"?access_token={SECRET}"
     path.write_text(json.dumps(data), encoding="utf-8")
     result = run_gate(load_settings(project, {"profile": "local"}))
-    assert result.secrets == [f"{path}: parameter 'access_token' with a value at line 1"]
+    assert result.secrets == (f"{path}: parameter 'access_token' with a value at line 1",)
     with pytest.raises(CassetteError, match="the cassettes hold what looks like a credential"):
         accept(result)
 
@@ -255,4 +255,4 @@ def test_the_value_of_the_profiles_own_key_variable_in_a_committed_cassette_fail
     path.write_text(path.read_text().replace('"interactions"', '"note": "fixture-server-pass-0123", "interactions"', 1))
     settings = load_settings(project, {"profile": "local"})
     keyed = replace(settings, profile=replace(settings.profile, api_key_env="FIXTURE_SERVER_PASS"))
-    assert run_gate(keyed).secrets == [f"{path}: value of $FIXTURE_SERVER_PASS"]
+    assert run_gate(keyed).secrets == (f"{path}: value of $FIXTURE_SERVER_PASS",)

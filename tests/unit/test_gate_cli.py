@@ -1,7 +1,8 @@
-"""`python -m retrieval --gate` and the pytest plugin give the same verdicts, in the same words,
-on each case of the plugin's tests: both call retrieval.gate.verdicts.judge on retrieval.gate.result's
-evaluation. Run on the FIXTURE adopter project (test_gate_runs.py): the plugin in-process, the
-CLI as a user runs it, in a subprocess from the project's folder.
+"""`python -m retrieval --gate`, its Markdown job summary and the pytest plugin give the same
+verdicts, in the same words, on each case of the plugin's tests: all three render the verdict
+model retrieval.gate.verdicts.verdicts_of makes of retrieval.gate.result's evaluation. Run on the
+FIXTURE adopter project (test_gate_runs.py): the plugin in-process, the CLI as a user runs it, in
+a subprocess from the project's folder.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 from test_gate_runs import _retriever, project  # noqa: F401  (project: a fixture)
 from test_pytest_plugin import PYPROJECT, QUESTIONS, _run, _write_dataset
+
+from retrieval.report.gate_summary import summary_failures
 
 
 def _worse(root: Path) -> None:
@@ -90,13 +93,30 @@ def test_the_cli_gives_the_plugins_verdicts_in_its_words(
 ) -> None:
     CASES[case](project)
     plugin = _run(pytester)
+    summary = project.parent / "summary.md"
     done = subprocess.run(
-        [sys.executable, "-m", "retrieval", "--gate"], cwd=project, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "retrieval", "--gate", "--summary-output", str(summary)],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.stderr == ""
     assert _cli(done.stdout) == _plugin(plugin)
     assert done.returncode == plugin.ret == (0 if case == "holds" else 1)
     assert done.stdout.splitlines()[-1].startswith("retrieval gate (profile local): ")
+    # The job summary: the same verdict, each failed item in the same words.
+    markdown = summary.read_text()
+    assert summary_failures(markdown) == _plugin(plugin)
+    verdict = markdown.splitlines()[1]
+    failed = len(_plugin(plugin))
+    held = done.stdout.splitlines()[-1].split(": ", 1)[1].split(" checks held")[0]  # "N of M"
+    total = held.split(" of ")[1]
+    if failed:
+        assert verdict.startswith("## Retrieval gate: FAILED, "), verdict
+        assert f"FAILED, {failed} of {total} items" in verdict or "nothing compared" in verdict
+    else:
+        assert verdict.startswith(f"## Retrieval gate: PASSED, all {total} items held"), verdict
 
 
 def test_bad_input_exits_2_in_one_line(pytester: pytest.Pytester, project: Path) -> None:  # noqa: F811

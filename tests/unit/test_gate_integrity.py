@@ -68,8 +68,7 @@ def test_a_new_dataset_replaces_the_baseline_without_allow_regression(tmp_path: 
         "  new dataset: qa (fingerprint sha256:new) replaces demo (fingerprint sha256:old)",
         "  bm25 recall@5: 0.5000",
         "  bm25 mrr: 0.5000",
-        "  bm25 recall@5[exact]: 0.5000",
-    ]
+    ]  # one question type: its figure is recall@5 again, not a figure of its own
     # The same dataset: a lower figure is refused as before.
     with pytest.raises(BaselineError, match=r"refusing to lower the baseline of profile 'local': bm25 recall@5, "):
         update_baseline(path, "local", _entry("sha256:new", 0.4))
@@ -90,12 +89,16 @@ def test_a_changed_cassette_digest_shows_in_the_diff(tmp_path: Path) -> None:
 def test_baseline_figures_that_no_check_compared() -> None:
     entry = _entry("sha256:f", 0.5)
     entry["methods"]["vector"] = entry["methods"]["bm25"]
-    checks = [Check("bm25", m, 0.5, 0.5, 0.0, []) for m in ("recall@5", "mrr")]
+    checks = [Check("bm25", m, 0.5, 0.5, 0.0) for m in ("recall@5", "mrr")]
+    assert unproduced_figures(entry, checks) == ["vector recall@5", "vector mrr"]
+    # Two question types: each one's figure is gated, and unproduced when no check compared it.
+    two = {"a": {"recall@5": 0.5}, "b": {"recall@5": 0.5}}
+    entry["methods"]["vector"] = {**entry["methods"]["bm25"], "by_type": two}
     assert unproduced_figures(entry, checks) == [
-        "bm25 recall@5[exact]",
         "vector recall@5",
         "vector mrr",
-        "vector recall@5[exact]",
+        "vector recall@5[a]",
+        "vector recall@5[b]",
     ]
 
 

@@ -1,7 +1,9 @@
 """The base branch's baseline in the gate's structure: its figures are gate items named at
-collection (`table-mrr-against-main`), `python -m retrieval --gate --baseline-ref` says what the
-plugin says, an update tried without writing says and refuses what the written one does and
-touches nothing, and a half-written baseline set is put back before the items are named.
+collection (one item per figure, compared with the pull request's baseline and with the base
+branch's: `table-mrr`; what the ref gates as a whole: `against-main`), `python -m retrieval
+--gate --baseline-ref` says what the plugin says, an update tried without writing says and
+refuses what the written one does and touches nothing, and a half-written baseline set is put
+back before the items are named.
 
 On the FIXTURE trust project (trust_project.py): one in-process retriever, no model, no cassette.
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 from trust_project import commit_on_main, failing, gate, make_project, worse
 
-from retrieval.gate.accept import accept
+from retrieval.gate.accept import accept, tried_update
 from retrieval.gate.schema import BaselineError, load_baseline
 
 PLAIN = ("-p", "no:cacheprovider", "-p", "no:randomly", "-m", "regression")
@@ -39,7 +41,8 @@ OWN = [
     "table-mrr",
     "table-recall@2",
 ]
-AGAINST_MAIN = [f"{name}-against-main" for name in OWN[6:]]
+AGAINST_MAIN = [*OWN[:6], "against-main", *OWN[6:]]
+FALLEN = ["table-mrr", "table-recall@2", "table-recall@2-exact"]
 DEAD = 2**22 + 7  # a process id no process has
 
 
@@ -80,32 +83,28 @@ def test_the_refs_figures_are_gate_items_named_at_collection(
     _pull_request(pytester, monkeypatch)
     listed = pytester.runpytest_inprocess(*LIST, "--retrieval-baseline-ref", "main")
     assert listed.ret == pytest.ExitCode.OK
-    assert _ids(listed) == [*OWN, *AGAINST_MAIN, "table-top-10"]
-    listed.stdout.fnmatch_lines(["retrieval gate (profile local): 17 items collected, nothing compared*"])
-    # Each drop against main fails its own item, by the name collection gave it.
+    assert _ids(listed) == [*AGAINST_MAIN, "table-top-10"]
+    listed.stdout.fnmatch_lines(["retrieval gate (profile local): 13 items collected, nothing compared*"])
+    # Each drop against main fails the item of its figure, by the name collection gave it.
     ran = pytester.runpytest_inprocess(*QUIET, "--retrieval-baseline-ref", "main")
-    ran.assert_outcomes(passed=14, failed=3)
+    ran.assert_outcomes(passed=10, failed=3)
     failed = _failures(ran.outlines, "FAILED retrieval.toml::test_gate[")
-    assert sorted(failed) == [
-        "table-mrr-against-main",
-        "table-recall@2-against-main",
-        "table-recall@2-exact-against-main",
-    ]
-    assert failed["table-mrr-against-main"].startswith("table mrr fell below the baseline of main: baseline 1.0000, ")
+    assert sorted(failed) == FALLEN
+    assert failed["table-mrr"].startswith("table mrr fell below the baseline of main: baseline 1.0000, ")
     # The update that records the reason: its items against main are judged under it, and pass.
     updated = pytester.runpytest_inprocess(
         *QUIET, "--update-baseline", "--allow-regression", "q2 is out of scope", "--retrieval-baseline-ref", "main"
     )
-    updated.assert_outcomes(passed=17)
+    updated.assert_outcomes(passed=13)
     updated.stdout.fnmatch_lines(
         [
-            "retrieval gate (profile local, dataset qa): 1 method, 10 figures held, 0 fell, 1 top-10 snapshots "
+            "retrieval gate (profile local, dataset qa): 1 method, 5 figures held, 0 fell, 1 top-10 snapshots "
             "matched, 0 moved; compared with main's baseline too; drops accepted against main: q2 is out of scope"
         ]
     )
-    # A ref that cannot be read names no item of its own; the gate item says why, in one line.
+    # A ref that cannot be read: the gate item says why, in one line, and nothing else is compared.
     unknown = pytester.runpytest_inprocess(*QUIET, "--retrieval-baseline-ref", "nosuchref")
-    unknown.assert_outcomes(failed=12)
+    unknown.assert_outcomes(failed=13)
     unknown.stdout.fnmatch_lines(
         [
             "FAILED retrieval.toml::test_gate[[]gate] - BaselineError: --retrieval-baseline-ref nosuchref: no such "
@@ -129,10 +128,10 @@ def test_the_cli_gate_with_a_ref_gives_the_plugins_verdicts(
     assert done.stderr == ""
     cli = _failures(done.stdout.splitlines(), "FAILED ")
     assert cli == _failures(plugin.outlines, "FAILED retrieval.toml::test_gate[")
-    assert sorted(cli) == ["table-mrr-against-main", "table-recall@2-against-main", "table-recall@2-exact-against-main"]
+    assert sorted(cli) == FALLEN
     assert done.returncode == plugin.ret == 1
     assert done.stdout.splitlines()[-1] == (
-        "retrieval gate (profile local): 14 of 17 checks held; compared with main's baseline too"
+        "retrieval gate (profile local): 10 of 13 checks held; compared with main's baseline too"
     )
     # The drops accepted against main, with the reason: every check holds, the line says why.
     accept(gate(root, ref="main"), allow_regression="q2 is out of scope")
@@ -145,7 +144,7 @@ def test_the_cli_gate_with_a_ref_gives_the_plugins_verdicts(
     )
     assert (done.returncode, done.stdout) == (
         0,
-        "retrieval gate (profile local): 17 of 17 checks held; compared with main's baseline too; drops accepted "
+        "retrieval gate (profile local): 13 of 13 checks held; compared with main's baseline too; drops accepted "
         "against main: q2 is out of scope\n",
     )
 
@@ -165,22 +164,22 @@ def test_an_update_tried_without_writing_says_and_refuses_what_the_written_one_d
     worse(project)
     before = _files(project)
     with pytest.raises(BaselineError) as tried:
-        accept(gate(project), write=False)
+        tried_update(gate(project))
     with pytest.raises(BaselineError) as written:
         accept(gate(project))
     assert str(tried.value) == str(written.value)
     assert str(tried.value).startswith("refusing to lower the baseline of profile 'local': table recall@2, table mrr")
     assert _files(project) == before
-    # With the reason: the diff, and the result as the written update leaves it, nothing written.
+    # With the reason: the diff, and the result as the written update would leave it, nothing written.
     result = gate(project)
-    diff = accept(result, allow_regression="q2 is out of scope", write=False)
+    diff, updated = tried_update(result, allow_regression="q2 is out of scope")
     assert _files(project) == before
     assert "  accepted: q2 is out of scope" in diff.splitlines()
-    assert result.acceptance is not None and result.acceptance["reason"] == "q2 is out of scope"
-    assert failing(result) == []
+    assert updated.acceptance is not None and updated.acceptance["reason"] == "q2 is out of scope"
+    assert failing(updated) == [] and failing(result) != []  # the result itself is a value: left as it was
     again = gate(project)
     assert accept(again, allow_regression="q2 is out of scope") == diff
-    assert load_baseline(project / BASELINE)["profiles"]["local"] == again.entry == result.entry
+    assert load_baseline(project / BASELINE)["profiles"]["local"] == updated.entry
     assert _files(project) != before
 
 

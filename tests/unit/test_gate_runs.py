@@ -281,6 +281,18 @@ def test_a_baselines_folder_without_configuration_fails(pytester: pytest.Pyteste
     assert _run(pytester).ret == pytest.ExitCode.OK  # another tool's file: not the gate's
 
 
+def test_a_session_that_collected_no_test_and_gated_nothing_it_should_have_fails(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    # No test at all (pytest's exit 5, "no tests collected") does not excuse the gate's failure.
+    (project / "pyproject.toml").write_text('[project]\nname = "adopter"\nversion = "0"\n')
+    result = _run(pytester)
+    result.stdout.fnmatch_lines(["retrieval gate FAILED: baselines/metrics.json holds a retrieval baseline *"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (project / "baselines" / "metrics.json").unlink()
+    assert _run(pytester).ret == pytest.ExitCode.NO_TESTS_COLLECTED  # nothing to gate: pytest's own outcome
+
+
 def test_an_update_is_written_at_session_finish_only_when_every_gate_item_ran(
     pytester: pytest.Pytester, project: Path
 ) -> None:

@@ -17,7 +17,7 @@ from ir_measures import RR, R, nDCG
 
 from retrieval.config import Settings, load_settings
 from retrieval.data.dataset import DatasetError, Question, load_dataset
-from retrieval.gate.questions import rejudged
+from retrieval.gate.questions import under_judgments
 from retrieval.gate.schema import judgments, question_digests
 from retrieval.measures.metrics import ndcg_at_k, score_method, score_run
 from retrieval.run.results import MethodResult, QuestionResult, Run, load_run, save_run
@@ -214,7 +214,7 @@ def test_the_baseline_keeps_the_grades_and_an_edited_grade_is_judged_again(tmp_p
     edited = _run([dataset.questions[0], Question("b2", b2.text, b2.type, ("d2", "d3"), (("d2", 2), ("d3", 3)))])
     assert question_digests(edited)["b2"] != question_digests(run)["b2"]
     assert question_digests(edited)["b1"] == question_digests(run)["b1"]
-    again = rejudged(edited, {"judgments": kept}, ["b2"])
+    again = under_judgments(edited, {"judgments": kept}, ["b2"])
     assert again.results[1].question == b2
     # Scored on the old judgments: nDCG of the old grades.
     assert score_run(again, extra=True)["m"].per_question["b2"]["ndcg@10"] == pytest.approx(1.0)

@@ -21,6 +21,7 @@ from fake_embeddings import FakeEmbeddingsServer
 
 import retrieval.gate.result
 from retrieval.gate.compare import Check
+from retrieval.report.verdict import WorseQuestion
 
 # FIXTURE corpus and questions (French: BM25 uses the French analyzer).
 DOCUMENTS = [
@@ -210,14 +211,14 @@ def test_adopter_flow_record_update_gate_then_a_worse_retriever_fails(pytester: 
         [
             "retrieval gate (profile local, dataset qa): 2 methods, 6 figures held, 4 fell, "
             "1 top-10 snapshots matched, 1 moved",
-            "FAILED pyproject.toml::test_gate?overlap-recall@5-paraphrase? - *: q3 (1.00 -> 0.00; d1 at "
-            "rank 6: *), q4 (1.00 -> 0.00; d4 at rank 6: *). If this change is intended*",
+            "FAILED pyproject.toml::test_gate?overlap-recall@5-paraphrase? - *: q3 (1.0000 -> 0.0000; d1 at "
+            "rank 6: *), q4 (1.0000 -> 0.0000; d4 at rank 6: *). If this change is intended*",
             "FAILED pyproject.toml::test_gate?overlap-mrr? - overlap mrr fell below the baseline: "
             "baseline 1.0000, current 0.1667, delta -0.8333 (tolerance 0.0). Questions that got worse: "
-            "q1 (1.00 -> 0.17; d1 at rank 6: a ranking failure, within overlap top 20), "
-            "q2 (1.00 -> 0.17; d2 at rank 6: a ranking failure, within overlap top 20), "
-            "q3 (1.00 -> 0.17; d1 at rank 6: a ranking failure, within overlap top 20), "
-            "q4 (1.00 -> 0.17; d4 at rank 6: a ranking failure, within overlap top 20).*",
+            "q1 (1.0000 -> 0.1667; d1 at rank 6: a ranking failure, within overlap top 20), "
+            "q2 (1.0000 -> 0.1667; d2 at rank 6: a ranking failure, within overlap top 20), "
+            "q3 (1.0000 -> 0.1667; d1 at rank 6: a ranking failure, within overlap top 20), "
+            "q4 (1.0000 -> 0.1667; d4 at rank 6: a ranking failure, within overlap top 20).*",
             "FAILED pyproject.toml::test_gate?overlap-top-10? - overlap top 10 changed for 4 question(s): "
             "q1: d1 d2 d3 d4 d5 d6 -> d2 d3 d4 d5 d6 d1; *",
         ]
@@ -247,7 +248,7 @@ def test_a_damaged_baseline_fails_the_gate_and_the_other_tests_still_run(
     result = _run(pytester)
     result.assert_outcomes(passed=1, failed=7)
     result.stdout.fnmatch_lines(
-        [f"*?gate? - BaselineError: {accepted}/baselines/metrics.json:2: invalid JSON (Expecting property name*"]
+        ["*?gate? - BaselineError: baselines/metrics.json:2: invalid JSON (Expecting property name*"]
     )
 
 
@@ -365,11 +366,14 @@ def test_refused_update_writes_nothing_a_changed_dataset_is_gated_and_another_is
         ]
     )
     _run(pytester, "--update-baseline").assert_outcomes(passed=18)
-    # Another dataset, not one question the same: the old figures measured something else, so
-    # nothing is "lowered" and the new baseline replaces the old one whole.
+    # Every question reworded: the same questions by id, compared under their old judgments.
     _write_dataset(accepted / "data" / "qa", [(i, f"{t} ?", y, r) for i, t, y, r in questions], edited)
+    _run(pytester).stdout.fnmatch_lines(["*?dataset? - the dataset changed since the baseline (5 edited (q1, q2, *"])
+    # Another dataset, not one question id the same: the old figures measured something else, so
+    # nothing is "lowered" and the new baseline replaces the old one whole.
+    _write_dataset(accepted / "data" / "qa", [(f"n{i}", t, y, r) for i, t, y, r in questions], edited)
     _run(pytester).stdout.fnmatch_lines(
-        ["*?gate? - the dataset changed since the baseline was made (fingerprint *) and no question is the same*"]
+        ["*?gate? - the dataset changed since the baseline was made (fingerprint *) and no question id is in both*"]
     )
     renewed = _run(pytester, "--update-baseline")
     renewed.assert_outcomes(passed=18)
@@ -432,7 +436,8 @@ def test_a_figure_added_to_compare_is_gated_with_no_test_edit(
     compare = retrieval.gate.result.compare
 
     def with_a_new_metric(*args: object, **kwargs: object) -> list[Check]:
-        return [*compare(*args, **kwargs), Check("overlap", "ndcg@10", 0.9, 0.5, 0.0, ["q3 (0.90 -> 0.50)"])]  # type: ignore[arg-type]
+        worse = (WorseQuestion("q3", "", "ndcg@10", 0.9, 0.5, (), "", ""),)
+        return [*compare(*args, **kwargs), Check("overlap", "ndcg@10", 0.9, 0.5, 0.0, worse)]  # type: ignore[arg-type]
 
     monkeypatch.setattr(retrieval.gate.result, "compare", with_a_new_metric)
     result = _run(pytester)
@@ -455,11 +460,13 @@ def test_a_baseline_figure_the_run_no_longer_produces_fails(pytester: pytest.Pyt
     )
     (accepted / "baselines" / "rankings" / "local.json").unlink()
     unsnapped = _run(pytester)
-    unsnapped.assert_outcomes(passed=12, failed=6)
+    unsnapped.assert_outcomes(passed=11, failed=7)
     unsnapped.stdout.fnmatch_lines(
         [
+            # Neither a snapshot of bm25 nor a ranking: no verdict, so the item fails (never passes unchecked).
+            "FAILED *?bm25-top-10? - no verdict: this run compared nothing for bm25-top-10, so it cannot hold",
             "FAILED *?overlap-top-10? - baselines/rankings/local.json has no top 10 of overlap: write it with "
-            "`pytest --update-baseline`."
+            "`pytest --update-baseline`.",
         ]
     )
 
@@ -684,8 +691,8 @@ RESTORE = "Restore it with `git checkout -- {path}` or rewrite it with `pytest -
         (
             "baselines/metrics.json",
             lambda data: _bm25_figures(data)["by_type"].update(paraphrase={}),
-            "{root}/baselines/metrics.json: profile 'local': method 'bm25': by_type[paraphrase] is empty, "
-            "expected its figures (e.g. recall@5). " + RESTORE.format(path="{root}/baselines/metrics.json"),
+            "baselines/metrics.json: profile 'local': method 'bm25': by_type[paraphrase] is empty, "
+            "expected its figures (e.g. recall@5). " + RESTORE.format(path="baselines/metrics.json"),
         ),
         (
             "baselines/metrics.json",
@@ -696,8 +703,8 @@ RESTORE = "Restore it with `git checkout -- {path}` or rewrite it with `pytest -
         (
             "baselines/rankings/local.json",
             lambda data: data["methods"].update(bm25=["x"]),
-            "{root}/baselines/rankings/local.json: method 'bm25' must map each question id to a list of document ids "
-            "(strings). Restore it with `git checkout {root}/baselines/rankings/local.json`, or rewrite it with "
+            "baselines/rankings/local.json: method 'bm25' must map each question id to a list of document ids "
+            "(strings). Restore it with `git checkout baselines/rankings/local.json`, or rewrite it with "
             "`pytest --update-baseline`.",
         ),
     ],

@@ -212,15 +212,22 @@ def test_the_documented_search_retriever_records_replays_and_names_an_edited_req
     assert edited != source
     (tmp_path / "searchret.py").write_text(source, encoding="utf-8")
     (tmp_path / "searchret_edited.py").write_text(edited, encoding="utf-8")
+    # The service the example declares in `sources`: its code lives in the repository.
+    (tmp_path / "search_service").mkdir()
+    (tmp_path / "search_service" / "__init__.py").write_text("")
+    tokenizer = tmp_path / "search_service" / "tokenizer.py"
+    tokenizer.write_text("SEPARATORS = ' -'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     service = IdSearchService([(d.id, d.content) for d in dataset.documents])
     monkeypatch.setenv("SEARCH_URL", service.url)
-    settings = _settings(tmp_path)
+    settings = _settings(tmp_path, root=str(tmp_path))
     try:
         recorded = evaluate(dataset, settings, mode="record", methods=["searchret:factory"])
     finally:
         service.stop()
     assert [r["size"] for r in service.requests] == [settings.depth] * 3
+    cassette = tmp_path / "cassettes" / PROFILE / "search.json"
+    assert sorted(json.loads(cassette.read_text())["code"]) == ["search_service", "search_service.tokenizer"]
     replayed = evaluate(dataset, settings, methods=["searchret:factory"])
     assert replayed.ranked_ids("search") == recorded.ranked_ids("search")
     assert replayed.ranked_ids("search")["q01"][0] == "faq-agent-helios"  # the fixture service's first
@@ -231,6 +238,21 @@ def test_the_documented_search_retriever_records_replays_and_names_an_edited_req
         f" (the closest recorded request differs in its body, first at $.size: recorded {settings.depth}, sent "
         f"{settings.depth * 2})."
     )
+    # The service's tokenizer edited, the requests the same: replay would give the old service's answers.
+    tokenizer.write_text("SEPARATORS = ' -_'\n")
+    with pytest.raises(ReplayMissError) as caught:
+        evaluate(dataset, settings, methods=["searchret:factory"])
+    assert str(caught.value).startswith(
+        f"{cassette} was recorded from another version of the method's code (search_service.tokenizer changed "
+        "since): replay would give the old code's answers, not those of the code under test."
+    )
+    tokenizer.write_text("SEPARATORS = ' -'\n")
+    # A cassette stripped of its digests cannot say which sources answered: refused too.
+    data = json.loads(cassette.read_text())
+    del data["code"]
+    cassette.write_text(json.dumps(data))
+    with pytest.raises(ReplayMissError, match=re.escape(f"{cassette} holds no digest of the method's declared")):
+        evaluate(dataset, settings, methods=["searchret:factory"])
     assert len(service.requests) == 3
 
 

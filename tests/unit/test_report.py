@@ -225,7 +225,8 @@ def test_baseline_cells_show_arrows() -> None:
     }
     table = _table(render_markdown(_report(), baseline))
     bm25 = next(line for line in table if line.startswith("| bm25 "))
-    assert bm25 == "| bm25 | 0.75 = | 0.58 ▲ +0.08 | 1.00 = | 0.50 ▼ -0.25 | 1.00 = |"
+    # The delta as the gate says it, to 4 decimals: a small drop is never "-0.00".
+    assert bm25 == "| bm25 | 0.75 = | 0.58 ▲ +0.0833 | 1.00 = | 0.50 ▼ -0.2500 | 1.00 = |"
     # Methods the baseline does not know are shown without comparison.
     assert "| vector | 1.00 | 0.65 | 1.00 | 1.00 | 1.00 |" in table
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from browser_fixture import chromium, need_browser, wait_until
+from demo_fixture import DEMO_DATA
 from judging_fixture import JudgeProcess
 
-from demo_fixture import DEMO_DATA
 from retrieval.data.judgment_file import JUDGMENTS_FILE, read_judgments
 
 PROJECT = 'dataset = "data/demo"\nprofile = "local"\nmethods = ["bm25"]\n'

@@ -1,0 +1,142 @@
+"""FIXTURE: a throwaway adopter repository with a real base branch, and the workflow's required
+check run on it as GitHub Actions runs it.
+
+`PullRequest` makes the project of trust_project.py (one in-process retriever, no model), commits
+it on `main`, pushes it to a bare `origin`, and checks out a pull request's branch `pr`. Its
+`required_check()` runs the script of the workflow's "Gate against the base branch" step as it is
+written in .github/workflows/eval.yml (bash -e, `BASE_REF=main`, `GITHUB_STEP_SUMMARY`), with
+a `.venv/bin/activate` that puts this interpreter first on PATH: the same `git fetch`, the same
+`python -m retrieval --gate` command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from trust_project import git, make_project
+
+from retrieval.cli import main
+from retrieval.report.gate_summary import summary_failures
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / ".github" / "workflows" / "eval.yml"
+STEP = "Gate against the base branch"
+
+
+def workflow_step(name: str = STEP, job: str = "verdict") -> dict[str, Any]:
+    """A step of the workflow's job, as eval.yml writes it."""
+    data = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    (step,) = [s for s in data["jobs"][job]["steps"] if s.get("name") == name]
+    return step
+
+
+@dataclass(frozen=True)
+class Check:
+    """What the required check gave: its exit status, its output, the job summary it wrote, and
+    the failed items (name -> words) it printed and the summary listed."""
+
+    status: int
+    stdout: str
+    stderr: str
+    summary: str
+
+    @property
+    def printed(self) -> dict[str, str]:
+        return dict(
+            line.removeprefix("FAILED ").split(" - ", 1)
+            for line in self.stdout.splitlines()
+            if line.startswith("FAILED ")
+        )
+
+    @property
+    def listed(self) -> dict[str, str]:
+        return summary_failures(self.summary)
+
+
+def publish(top: Path, origin: Path) -> None:
+    """The project at `top` committed on `main`, pushed to a bare `origin`, and a pull request's
+    branch `pr` checked out; the workflow's venv (this interpreter) and reports ignored."""
+    (top / ".gitignore").write_text(".cache/\n__pycache__/\n.venv/\nreports/\n")
+    activate = top / ".venv" / "bin" / "activate"
+    activate.parent.mkdir(parents=True, exist_ok=True)
+    activate.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "the gate, its baseline and its snapshots")
+    git(top, "remote", "add", "origin", str(origin))
+    git(top, "push", "-q", "origin", "main")
+    git(top, "checkout", "-qb", "pr")
+
+
+def required_check(folder: Path, top: Path) -> Check:
+    """The workflow's required step, run in `folder` as GitHub runs a `run:` script of a pull request."""
+    step = workflow_step()
+    if not (folder / ".venv").exists():  # a monorepo's job installs in the project's folder
+        shutil.copytree(top / ".venv", folder / ".venv")
+    summary = top.parent / "step-summary.md"  # the runner's file, outside the repository
+    summary.write_text("")
+    env = {**os.environ, **step["env"], "BASE_REF": "main", "GITHUB_STEP_SUMMARY": str(summary)}
+    env.pop("RETRIEVAL_PROFILE", None)
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    return Check(done.returncode, done.stdout, done.stderr, summary.read_text())
+
+
+class PullRequest:
+    """The adopter's repository, on the pull request's branch `pr` (see the module docstring)."""
+
+    def __init__(self, base: Path, folder: str = "") -> None:
+        self.origin = base / "origin.git"
+        self.top = base / "work"
+        self.root = self.top / folder if folder else self.top
+        self.root.mkdir(parents=True)
+        with contextlib.chdir(self.root):  # the fixture retriever reads ranks.json from the working directory
+            make_project(self.root)
+        publish(self.top, self.origin)
+
+    def commit(self, message: str) -> None:
+        git(self.top, "add", "-A")
+        git(self.top, "commit", "-qm", message, "--allow-empty")
+
+    def run(self, *args: str, where: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """A command in the project's folder, as the developer runs it."""
+        return subprocess.run(
+            list(args), cwd=where or self.root, capture_output=True, text=True, check=False, timeout=300
+        )
+
+    def gate(self, *args: str, where: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """`python -m retrieval --gate ARGS` as the developer runs it in the project's folder; in this
+        process (the required check alone runs as the workflow does, in its own)."""
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.chdir(where or self.root), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(["--gate", *args])
+        return subprocess.CompletedProcess(
+            ["python", "-m", "retrieval", "--gate", *args], status, out.getvalue(), err.getvalue()
+        )
+
+    def accept(self, reason: str) -> subprocess.CompletedProcess[str]:
+        """The drops recorded with a reason against the base branch, as the failure says to, and committed."""
+        done = self.gate("--update-baseline", "--allow-regression", reason, "--baseline-ref", "main")
+        self.commit(f"accept: {reason}")
+        return done
+
+    def required_check(self, where: Path | None = None) -> Check:
+        """The workflow's required step, run as GitHub runs a `run:` script of a pull request."""
+        return required_check(where or self.root, self.top)
