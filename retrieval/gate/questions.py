@@ -50,6 +50,10 @@ class DataChanges:
     common: tuple[str, ...]
     documents: str | None = None
     rejudged: tuple[str, ...] = ()
+    # Questions whose judgments only grew (documents the baseline never judged, judged since): the
+    # same questions, the baseline's figures of them recomputed under the new judgments
+    # (retrieval.gate.unjudged.as_if_judged).
+    filled: tuple[str, ...] = ()
 
     @property
     def questions_changed(self) -> bool:
@@ -75,6 +79,9 @@ class DataChanges:
             for what, ids in (("added", self.added), ("removed", self.removed), ("edited", self.edited))
             if ids
         ]
+        if self.filled:
+            shown = ", ".join(self.filled[:5]) + (f" and {len(self.filled) - 5} more" if len(self.filled) > 5 else "")
+            parts.append(f"judgments added for documents nobody had judged, on {len(self.filled)} question(s) ({shown})")
         if self.documents:
             parts.append(f"the documents changed ({self.documents})")
         return "; ".join(parts) or "no question added, removed or edited (the file's order changed)"

@@ -19,13 +19,14 @@ Pure: a Run, baseline entries and snapshots as plain data.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from retrieval.gate.schema import rounded
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
+    from retrieval.gate.compare import Check
     from retrieval.run.results import Run
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "counted_relevant",
     "entered_unjudged",
     "filled_holes",
+    "ranged_checks",
 ]
 
 MRR_DEPTH = 10  # as retrieval.measures.metrics.MRR_DEPTH (not imported: the plugin loads this module)
@@ -208,3 +210,42 @@ def as_if_judged(
         "questions": {**entry.get("questions", {}), **{q: digests[q] for q in now if q in digests}},
         "judgments": {**kept, **{q: judged[q] for q in now if q in judged}},
     }
+
+
+def ranged_checks(
+    checks: Sequence[Check],
+    entered: Sequence[Entered],
+    run: Run,
+    entry: Mapping[str, Any],
+    snapshots: Rankings,
+    k: int,
+    relevant_grade: int,
+    unjudged: str,
+    compare_again: Callable[[Run, Mapping[str, Any]], Sequence[Check]],
+) -> list[Check]:
+    """The checks, each drop with its range: `compare_again` (the same comparison) of the run with
+    the `entered` documents counted relevant against the entry as if they had been judged so. A
+    drop that holds then is undecided: it carries that figure and the documents of its questions
+    (and passes with `unjudged` "warn"); one that does not is a regression either way."""
+    if not entered:
+        return list(checks)
+    counted = counted_relevant(run, entered, relevant_grade)
+    rescored = as_if_judged(entry, snapshots, counted, {e.question for e in entered}, k)
+    if_relevant = {(c.method, c.metric): c for c in compare_again(counted, rescored)}
+    types = {r.question.id: r.question.type for r in run.results}
+    out = []
+    for check in checks:
+        other = if_relevant.get((check.method, check.metric))
+        qtype = check.metric.split("[", 1)[1].rstrip("]") if "[" in check.metric else None
+        documents = tuple(
+            (e.question, e.document, e.rank)
+            for e in entered
+            if e.method == check.method and (qtype is None or types.get(e.question) == qtype)
+        )
+        if check.ok or other is None or not other.held or not documents:
+            out.append(check)
+            continue
+        out.append(
+            replace(check, if_relevant=(other.baseline, other.current), unjudged=documents, warned=unjudged == "warn")
+        )
+    return out

@@ -59,6 +59,13 @@ def judge_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--holes-only", dest="holes_only", action="store_true", help="with --llm: only pairs no person judged"
     )
+    p.add_argument(
+        "--baseline-ref",
+        dest="baseline_ref",
+        metavar="REF",
+        help="compare with the base branch's baseline at REF (as the gate does): the page's filter shows the pairs "
+        "its undecided drops rest on ('only what this pull request needs'), the export marks them needed",
+    )
     calls = p.add_mutually_exclusive_group()
     calls.add_argument(
         "--live", action="store_true", help="with --llm: call the model without recording; else rank live"
@@ -94,14 +101,26 @@ def _who(args: argparse.Namespace, settings: Settings) -> str:
     return source
 
 
-def _pool(settings: Settings, dataset: Dataset, depth: int, live: bool) -> list[Candidate]:
+def _pool(
+    settings: Settings, dataset: Dataset, depth: int, live: bool, reference: str | None
+) -> tuple[list[Candidate], frozenset[tuple[str, str]] | None]:
+    """The depth-`depth` pool of the configured methods, and with `reference` the pairs the
+    comparison with its baseline left undecided (None without one, or when nothing was compared)."""
     from retrieval.evaluation.evaluate import evaluate
     from retrieval.evaluation.progress import stderr_progress
-    from retrieval.gate.result import importable
+    from retrieval.gate.result import importable, run_gate
 
+    if reference is not None:
+        if live:
+            raise ConfigError("--baseline-ref compares the replayed run, as the gate does: drop --live.")
+        result = run_gate(settings, "replay", reference)
+        needed = frozenset((q, d) for c in result.checks if c.undecided for q, d, _ in c.unjudged)
+        if result.problem:
+            print(f"warning: nothing compared with {reference}: {result.problem}", file=sys.stderr)
+        return depth_pool(result.run, depth), None if result.problem else needed
     with importable(settings.root):
         run = evaluate(dataset, settings, mode="live" if live else "replay", progress=stderr_progress)
-    return depth_pool(run, depth)
+    return depth_pool(run, depth), None
 
 
 def _people_judged(dataset: Dataset) -> dict[str, set[str]]:
@@ -128,7 +147,7 @@ def judge_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--depth must be from 1 to {MAX_DEPTH} (the top of each ranking a run keeps), got {depth}.")
     if (args.record or args.holes_only) and not args.llm:
         raise ConfigError("--record and --holes-only go with --llm: the LLM judge's calls.")
-    pool = _pool(settings, dataset, depth, live=args.live and not args.llm)
+    pool, needed = _pool(settings, dataset, depth, args.live and not args.llm, args.baseline_ref)
     if args.llm:
         from retrieval.judging.llm_judge import judge_with_llm
 
@@ -138,7 +157,6 @@ def judge_command(args: argparse.Namespace) -> int:
         run = judge_with_llm(settings, dataset, chosen, mode, path, lock)
         print(run.summary(path, settings.accept_llm_judgments), file=sys.stderr)
         return 0
-    needed: frozenset[tuple[str, str]] | None = None
     if args.export:
         from retrieval.judging.spreadsheet import export_csv
 

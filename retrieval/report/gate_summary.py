@@ -71,11 +71,22 @@ def _worse_section(item: ItemVerdict) -> list[str]:
     """The questions that got worse for one failed figure, per baseline it fell against."""
     out: list[str] = []
     for c in item.comparisons:
-        if c.ok:
+        if c.ok and not c.undecided:
             continue
         metric = item.metric or ""
         figures = f"{figure_text(metric, c.was)} -> {figure_text(metric, c.now)} ({figure_text(metric, c.delta, '+')})"
         out += ["", f"#### {escape_text(item.method or '')} {escape_text(metric)}: {figures} against {_against(c)}", ""]
+        if c.undecided and c.if_relevant is not None:
+            was, now = (figure_text(metric, v) for v in c.if_relevant)
+            documents = ", ".join(f"`{escape_cell(q)}` `{escape_cell(d)}` (rank {r})" for q, d, r in c.unjudged[:10])
+            more = f" and {len(c.unjudged) - 10} more" if len(c.unjudged) > 10 else ""
+            verdict = 'let pass (`unjudged = "warn"`)' if c.warned else "failing until they are judged"
+            out += [
+                f"**Undecided**, {verdict}: with the {len(c.unjudged)} unjudged document(s) that entered its top k "
+                f"counted as relevant, {was} -> {now}, which holds: {documents}{more}. Judge them: "
+                "`python -m retrieval judge" + (f" --baseline-ref {c.against}`" if c.against else "`") + ".",
+                "",
+            ]
         if not c.worse:
             out.append("No question got worse by itself: the mean moved.")
             continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,15 +44,13 @@ def _gate(root: Path) -> subprocess.CompletedProcess[str]:
     return _run(root, sys.executable, "-m", "retrieval", "--gate", "--baseline-ref", "main")
 
 
-@pytest.fixture
-def pull_request(tmp_path: Path) -> Path:
-    """A repository whose main gates bm25 on the demo, and a pull request that adds NEW."""
+def _pull_request(tmp_path: Path, project: str = PROJECT) -> Path:
+    """A repository whose main gates bm25 on the demo (with `project` as its project file), and a
+    pull request that adds NEW."""
     root = tmp_path / "repo"
     (root / "data").mkdir(parents=True)
-    import shutil
-
     shutil.copytree(DEMO_DATA, root / "data" / "demo")
-    (root / "retrieval.toml").write_text(PROJECT, encoding="utf-8")
+    (root / "retrieval.toml").write_text(project, encoding="utf-8")
     _git(root, "init", "-q", "-b", "main")
     made = _run(root, sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--update-baseline")
     assert made.returncode == 0, made.stdout + made.stderr
@@ -61,6 +60,11 @@ def pull_request(tmp_path: Path) -> Path:
     with (root / "data" / "demo" / "corpus.jsonl").open("a", encoding="utf-8") as corpus:
         corpus.write(json.dumps(NEW, ensure_ascii=False) + "\n")
     return root
+
+
+@pytest.fixture
+def pull_request(tmp_path: Path) -> Path:
+    return _pull_request(tmp_path)
 
 
 def _undecided(output: str) -> list[str]:
@@ -74,12 +78,16 @@ def test_an_unjudged_document_in_the_top_5_is_undecided_until_judged_on_the_page
     root = pull_request
     first = _gate(root)
     assert first.returncode == 1, first.stdout + first.stderr
-    [line] = [line for line in _undecided(first.stdout) if "bm25-mrr " in line or "bm25-mrr -" in line]
-    assert "undecided: judge 1 document(s)" in line
-    assert "q01 faq-import-hel-4040 (bm25 rank 1)" in line
-    assert "python -m retrieval judge --baseline-ref main" in line
-    # The range: today's value (the document not relevant) and with it counted relevant.
-    assert "counted as not relevant" in line and "counted as relevant" in line
+    [line] = [line for line in _undecided(first.stdout) if line.startswith("FAILED bm25-mrr - ")]
+    # It entered q01's top 5 first, and q20's fifth; bm25 MRR fell 0.5533 -> 0.5333 with it not relevant,
+    # and would be 0.5613 with it relevant: the range, and what to judge.
+    assert line.startswith("FAILED bm25-mrr - undecided: judge 2 document(s): bm25 mrr fell below the baseline and")
+    assert (
+        "baseline 0.5533, current 0.5333 with the 2 unjudged document(s) that entered its top k counted as not" in line
+    )
+    assert "0.5533 -> 0.5613 counted as relevant, which holds" in line
+    assert "q01 faq-import-hel-4040 (bm25 rank 1), q20 faq-import-hel-4040 (bm25 rank 5)" in line
+    assert "Judge them with `python -m retrieval judge --baseline-ref main`" in line
     # Judged relevant through the page, with its filter on what this pull request needs.
     server = JudgeProcess(root, "--judge", "ana", "--baseline-ref", "main")
     try:
@@ -87,25 +95,39 @@ def test_an_unjudged_document_in_the_top_5_is_undecided_until_judged_on_the_page
             page = browser.new_page()
             page.goto(server.url)
             page.wait_for_selector("#pair:not([hidden])")
-            assert page.inner_text("#needed-count") == "1"
+            assert page.inner_text("#needed-count") == "2"
             page.check("#needed")
-            wait_until(lambda: page.inner_text("#candidate-id") == NEW["id"], "the pair the pull request needs")
-            assert page.inner_text("#question-id") == "q01"
+            wait_until(lambda: page.inner_text("#count") == "0 of 2 judged", "the filter on the pull request's pairs")
+            assert (page.inner_text("#question-id"), page.inner_text("#candidate-id")) == ("q01", NEW["id"])
             page.keyboard.press("3")
-            wait_until(lambda: page.inner_text("#count") == "1 of 1 judged", "the grade saved")
+            wait_until(lambda: page.inner_text("#count") == "1 of 2 judged", "the grade saved")
     finally:
         server.stop()
     judged = read_judgments(root / "data" / "demo" / JUDGMENTS_FILE)
     assert [(j.question, j.document, j.grade, j.source) for j in judged] == [("q01", NEW["id"], 3, "human:ana")]
+    # Measured now: q01's new document is relevant on both sides (the base branch's figure of q01
+    # recomputed from its top 10 under the new judgment), and bm25 MRR holds.
     second = _gate(root)
     assert _undecided(second.stdout) == []
-    assert "bm25-mrr" not in " ".join(line for line in second.stdout.splitlines() if line.startswith("FAILED"))
+    failed = [line.split(" - ")[0] for line in second.stdout.splitlines() if line.startswith("FAILED")]
+    assert failed == ["FAILED dataset", "FAILED bm25-top-10"], second.stdout
+    assert "judgments added for documents nobody had judged, on 1 question(s) (q01)" in second.stdout
 
 
-def test_unjudged_warn_says_it_and_holds(pull_request: Path) -> None:
+def test_unjudged_warn_says_it_and_holds_only_where_the_base_branch_sets_it(pull_request: Path, tmp_path: Path) -> None:
+    # The pull request alone cannot let pass what its base branch fails: against main, still undecided.
     root = pull_request
     (root / "retrieval.toml").write_text(PROJECT + 'unjudged = "warn"\n', encoding="utf-8")
     gated = _gate(root)
-    failed = [line for line in gated.stdout.splitlines() if line.startswith("FAILED")]
-    assert not any("bm25-mrr" in line for line in failed), gated.stdout
-    assert "undecided (unjudged = warn)" in gated.stdout
+    [line] = [line for line in gated.stdout.splitlines() if line.startswith("FAILED bm25-mrr - ")]
+    assert line.startswith(
+        "FAILED bm25-mrr - undecided: judge 2 document(s): bm25 mrr fell below the baseline of main:"
+    )
+    # Set on the base branch too: said, and the item holds.
+    root = _pull_request(tmp_path / "warned", PROJECT + 'unjudged = "warn"\n')
+    gated = _gate(root)
+    assert not [line for line in gated.stdout.splitlines() if line.startswith("FAILED bm25-mrr")], gated.stdout
+    assert (
+        "undecided (unjudged = warn): bm25 mrr fell only with 2 unjudged document(s) counted as not relevant: "
+        "judge them with `python -m retrieval judge --baseline-ref main`"
+    ) in gated.stdout
