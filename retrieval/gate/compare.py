@@ -139,11 +139,10 @@ JUDGE_COMMAND = "python -m retrieval judge"
 
 
 def undecided_words(checks: Sequence[Check]) -> str:
-    """The words of a figure whose every drop is undecided: the range, the documents, the command."""
+    """What a figure whose every drop is undecided adds to its failure: the documents it rests on,
+    the range (the figure with them counted as relevant), and the command that judges them."""
     first = checks[0]
     metric, reference = first.metric, next((c.reference for c in checks if c.reference), None)
-    moved = "rose above" if first.higher_is_worse else "fell below"
-    where = " and ".join(_against(c.reference) for c in checks)
     documents = dict.fromkeys(d for c in checks for d in c.unjudged)
     high = first.if_relevant or (first.baseline, first.current)
     n = len(documents)
@@ -151,12 +150,11 @@ def undecided_words(checks: Sequence[Check]) -> str:
     more = f" and {n - 10} more" if n > 10 else ""
     ref = f" --baseline-ref {reference}" if reference else ""
     return (
-        f"undecided: judge {n} document(s): {first.method} {metric} {moved} {where}: baseline "
-        f"{figure_text(metric, first.baseline)}, current {figure_text(metric, first.current)} with the {n} unjudged "
-        f"document(s) that entered its top k counted as not relevant; {figure_text(metric, high[0])} -> "
-        f"{figure_text(metric, high[1])} counted as relevant, which holds (tolerance {first.tolerance}). The drop "
-        f"rests on documents nobody judged: {listed}{more}. Judge them with `{JUDGE_COMMAND}{ref}` (the page's "
-        '"only what this pull request needs"), then run the gate again.'
+        f"Undecided: judge {n} document(s): the drop rests on the {n} unjudged document(s) that entered its top k, "
+        f"counted as not relevant ({figure_text(metric, first.baseline)} -> {figure_text(metric, first.current)}); "
+        f"counted as relevant, {figure_text(metric, high[0])} -> {figure_text(metric, high[1])}, which holds: "
+        f'{listed}{more}. Judge them with `{JUDGE_COMMAND}{ref}` (the page\'s "only what this pull request needs"), '
+        "then run the gate again."
     )
 
 
@@ -165,8 +163,7 @@ def figure_words(checks: Sequence[Check]) -> str:
     ref's): which fell, the values with the same rounding everywhere, the questions that got worse
     (those of the base branch's comparison first: its judgments are what the base gates), the fix."""
     failing = [c for c in checks if not c.ok] or list(checks)
-    if all(c.undecided for c in failing):
-        return undecided_words(failing)
+    undecided = f" {undecided_words(failing)}" if all(c.undecided for c in failing) else ""
     first = failing[0]
     metric = first.metric
     moved = "rose above" if first.higher_is_worse else "fell below"
@@ -190,7 +187,7 @@ def figure_words(checks: Sequence[Check]) -> str:
     return (
         f"{first.method} {metric} {moved} {where}{theirs}: {head}, current {value(first, first.current)}, "
         f"delta {delta} ({tolerance}). Questions that got worse: {worse}. If this change is intended, accept it "
-        f"with `{accept_command(reference)}` (the baseline records the reason; the PR summary shows it)."
+        f"with `{accept_command(reference)}` (the baseline records the reason; the PR summary shows it).{undecided}"
     )
 
 

@@ -81,7 +81,9 @@ class DataChanges:
         ]
         if self.filled:
             shown = ", ".join(self.filled[:5]) + (f" and {len(self.filled) - 5} more" if len(self.filled) > 5 else "")
-            parts.append(f"judgments added for documents nobody had judged, on {len(self.filled)} question(s) ({shown})")
+            parts.append(
+                f"judgments added for documents nobody had judged, on {len(self.filled)} question(s) ({shown})"
+            )
         if self.documents:
             parts.append(f"the documents changed ({self.documents})")
         return "; ".join(parts) or "no question added, removed or edited (the file's order changed)"
