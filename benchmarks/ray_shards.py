@@ -8,7 +8,8 @@ vectors of --dim dimensions), then runs ONE shard's steps in this process, exact
 runs them (retrieval.methods.support.sharding.ShardedSearch of the built-in bm25 and vector methods), timing each
 and reading its resident-memory peak (VmHWM, reset per stage); the driver's steps (the global
 statistics, the merge of the shards' top `depth`) are timed too, merging --shards copies of the
-shard's answer, as the driver would with that many shards. Prints a Markdown table.
+shard's answer (whole: copies agree on no threshold, the merge's worst case), as the driver would
+with that many shards. Prints a Markdown table.
 
 The plan in docs/performance.md ("On a Ray cluster") scales these figures: a 10,000,000-document
 corpus is 10 shards of 1,000,000, and a worker's time grows with the questions.
@@ -31,7 +32,8 @@ from scale import _read_hwm, _reset_hwm, generate, machine
 
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
-from retrieval.methods.support.sharding import Shard, merge
+from retrieval.methods.support.shard_answers import merge, packed
+from retrieval.methods.support.sharding import Shard
 from retrieval.methods.vector import VectorMethod
 
 MIB = 1024**2
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         f"bm25: merge {args.shards} shards' top {args.depth} (driver)",
         merge,
         shards,
-        [answer] * args.shards,
+        [packed(answer)] * args.shards,
         args.depth,
     )
     del prepared, answer
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         f"vector: merge {args.shards} shards' top {args.depth} (driver)",
         merge,
         shards,
-        [answer] * args.shards,
+        [packed(answer)] * args.shards,
         args.depth,
     )
 

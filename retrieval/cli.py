@@ -61,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", dest="rerank_model", help="reranker model; overrides MODEL and the profile")
     p.add_argument("--workers", type=int, dest="rerank_workers", help="concurrent rerank calls (default 8)")
     p.add_argument("--executor", help="local (default) or ray: shardable search on $RAY_ADDRESS or a local Ray")
+    p.add_argument(
+        "--ray-timeout",
+        type=float,
+        dest="ray_timeout",
+        help="seconds joining or starting the Ray cluster, or a cluster out of reach mid-run, may take (default 180)",
+    )
     p.add_argument("--all-metrics", action="store_true", help="also hit rate@k and nDCG@10")
     p.add_argument(
         "--what-if",

@@ -83,8 +83,11 @@ def _timed(command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: f
     done = subprocess.run(command, cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=timeout)
     seconds = round(time.perf_counter() - started, 1)
     if done.returncode != 0:
-        tail = (done.stdout + done.stderr)[-3000:]
-        raise FiguresError(f"`{' '.join(command)}` exited {done.returncode} in {cwd}:\n{tail}")
+        LOG.parent.mkdir(parents=True, exist_ok=True)
+        LOG.write_text(done.stdout + done.stderr, encoding="utf-8")
+        raise FiguresError(
+            f"`{' '.join(command)}` exited {done.returncode} in {cwd} (its output: {LOG}):\n{done.stdout[-3000:]}"
+        )
     return seconds, done.stdout + done.stderr
 
 

@@ -33,6 +33,7 @@ NUMBERS: dict[str, tuple[bool, float, float]] = {
     "bm25_b": (False, 0.0, 1.0),
     "tolerance": (False, 0.0, MAX_TOLERANCE),
     "relevant_grade": (True, 1, math.inf),
+    "ray_timeout": (False, 1.0, 86_400.0),
 }
 # The executors `executor` accepts; "ray" needs the `ray` extra (retrieval.executors.executor).
 EXECUTORS = ("local", "ray")

@@ -208,6 +208,11 @@ class Settings:
         "local",
         "Where bm25's and vector's searches run: `local` (this process) or `ray` (a Ray cluster; the `ray` extra).",
     )
+    ray_timeout: float = _setting(
+        180.0,
+        'With `executor = "ray"`: seconds joining or starting the cluster may take, and a cluster may stay out of '
+        "reach mid-run, before the run stops in one line (exit 2).",
+    )
     cassettes: str = _setting("cassettes", "The recorded calls, one folder per profile (committed).")
     # The corpus vectors' manifest is a cassette. Empty: "vectors" beside the cassettes folder (a test's
     # cassettes in tmp keep theirs there too).

@@ -30,7 +30,7 @@ from retrieval.data.judgment_merge import LLMCheck, by_question, llm_checks, mer
 from retrieval.data.judgments import Question, load_beir_questions, load_native_questions
 from retrieval.data.records import DatasetError, _jsonl, _read_text, _record_id_and_text, _text_field
 
-__all__ = ["Dataset", "DatasetError", "Document", "Question", "load_dataset"]
+__all__ = ["Dataset", "DatasetError", "Document", "Question", "content_of", "load_dataset"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,12 @@ class Document:
     @property
     def content(self) -> str:
         """What retrievers index: the title then the text."""
-        return f"{self.title}\n{self.text}" if self.title else self.text
+        return content_of(self.title, self.text)
+
+
+def content_of(title: str, text: str) -> str:
+    """A document's indexed content from its title and text (`Document.content`)."""
+    return f"{title}\n{text}" if title else text
 
 
 @dataclass(frozen=True)

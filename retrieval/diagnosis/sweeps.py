@@ -28,10 +28,10 @@ Fused rankings are recomputed exactly, or marked inexact, by retrieval.measures.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # json.dumps(str, ensure_ascii=False)'s C encoder
 from typing import Any
 
 from retrieval.measures.metrics import MRR_DEPTH, score_method
@@ -45,7 +45,7 @@ from retrieval.measures.refusion import (
     kept_lists,
     required_depth,
 )
-from retrieval.methods.prompts import render_rerank_prompt
+from retrieval.methods.prompts import rerank_prompt_chars
 from retrieval.run.results import Run
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "fusion_sweep",
     "measured_chars_per_token",
     "render_sweeps",
+    "rerank_token_counts",
     "rerank_tokens",
     "setup_for",
     "sweeps",
@@ -104,6 +105,8 @@ class Setup:
     k: int = 5
     # "In a list's top N" for the fusion diagnosis (the fusion lost a document of a first-stage top 20).
     top: int = FUSED_TOP
+    # Derived: rerank_token_counts per (source, largest N, chars per token), once for sweeps and remedies.
+    token_curves: dict[tuple[str, int, float], list[list[tuple[int, int]]]] = field(default_factory=dict, repr=False)
 
 
 def estimate_tokens(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
@@ -119,11 +122,25 @@ def rerank_tokens(
 ) -> tuple[int, int]:
     """Estimated (input, output) tokens of one rerank call over `ids`; (0, 0) below 2
     candidates, where the reranker makes no call."""
-    if len(ids) < 2:
-        return 0, 0
-    prompt = render_rerank_prompt(question, [(d, *documents[d]) for d in ids])
-    answer = json.dumps({"ranking": list(ids)}, ensure_ascii=False)
-    return estimate_tokens(prompt, chars_per_token), estimate_tokens(answer, chars_per_token)
+    return rerank_token_counts(question, ids, documents, chars_per_token)[len(ids)]
+
+
+def rerank_token_counts(
+    question: str,
+    ids: Sequence[str],
+    documents: Mapping[str, tuple[str, str]],
+    chars_per_token: float = CHARS_PER_TOKEN,
+) -> list[tuple[int, int]]:
+    """`rerank_tokens(question, ids[:n], ...)` for n = 0 .. len(ids), from lengths (`rerank_prompt_chars`)."""
+    prompts = rerank_prompt_chars(question, [(d, *documents[d]) for d in ids])
+    # The answer is json.dumps({"ranking": ids[:n]}, ensure_ascii=False): '{"ranking": [' ... ']}'.
+    answer = len('{"ranking": []}')
+    counts = [(0, 0)]
+    for n, doc_id in enumerate(ids, start=1):
+        answer += len(encode_basestring(doc_id)) + (2 if n > 1 else 0)
+        tokens = (math.ceil(prompts[n] / chars_per_token), math.ceil(answer / chars_per_token))
+        counts.append(tokens if n >= 2 else (0, 0))  # estimate_tokens of texts of these lengths
+    return counts
 
 
 def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | None:
@@ -140,7 +157,7 @@ def measured_chars_per_token(run: Run, setup: Setup, method: str) -> float | Non
             return None
         ids = result.methods[source].ids[: setup.candidates]
         if len(ids) >= 2:
-            chars += len(render_rerank_prompt(result.question.text, [(d, *setup.documents[d]) for d in ids]))
+            chars += rerank_prompt_chars(result.question.text, [(d, *setup.documents[d]) for d in ids])[-1]
     return chars / usage.input_tokens if chars else None
 
 
@@ -164,7 +181,7 @@ def _complete(ids: Sequence[str], method: str, setup: Setup) -> bool:
     return method in setup.kept and len(ids) < setup.kept[method]
 
 
-def setup_for(run: Run, documents: Sequence[tuple[str, str, str]]) -> Setup:
+def setup_for(run: Run, documents: Iterable[tuple[str, str, str]]) -> Setup:
     """The Setup of a run from what it recorded: its methods' declarations, its configuration
     (a method's `<name>.rrf_k` and `<name>.weights` make it a fused method's settings), how deep
     it kept each ranking; `documents` is (id, title, text) in corpus order."""
@@ -237,10 +254,18 @@ def candidate_sweep(
     points: list[dict[str, Any]] = []
     base_input = base_output = 0
     base_reached: set[str] = set()
-    for n in sorted({*counts, setup.candidates}):
+    wanted = sorted({*counts, setup.candidates})
+    key = (source, wanted[-1], chars_per_token)
+    if key not in setup.token_curves:
+        setup.token_curves[key] = [
+            rerank_token_counts(r.question.text, r.methods[source].ids[: wanted[-1]], setup.documents, chars_per_token)
+            for r in run.results
+        ]
+    curves = setup.token_curves[key]
+    for n in wanted:
         reached, input_tokens, output_tokens, short = [], 0, 0, []
         per_question: dict[str, int] = {}
-        for result in run.results:
+        for qi, result in enumerate(run.results):
             mine = result.methods[source]
             best = _best_rank(mine.relevant_ranks)
             if best is not None and best <= n:
@@ -248,7 +273,7 @@ def candidate_sweep(
             ids = mine.ids[:n]
             if len(ids) < n and not _complete(mine.ids, source, setup):
                 short.append(result.question.id)
-            tokens_in, tokens_out = rerank_tokens(result.question.text, ids, setup.documents, chars_per_token)
+            tokens_in, tokens_out = curves[qi][len(ids)]
             per_question[result.question.id] = tokens_in
             input_tokens += tokens_in
             output_tokens += tokens_out

@@ -21,7 +21,7 @@ import numpy as np
 from retrieval.config import EmbeddingSettings, Settings
 from retrieval.data.dataset import Dataset
 from retrieval.evaluation.embeddings import embed_texts
-from retrieval.executors.executor import Executor, LocalExecutor
+from retrieval.executors.executor import LOCAL, Executor
 from retrieval.files.atomic import replace_files
 from retrieval.methods.base import ProgressFactory
 from retrieval.providers import credentials
@@ -42,8 +42,6 @@ __all__ = [
     "vectors_root",
 ]
 
-# Where the corpus is embedded unless the caller says otherwise: in this process.
-LOCAL = LocalExecutor()
 # The corpus cassette of recordings made before the store.
 LEGACY_STAGE = "corpus-embeddings"
 

@@ -19,9 +19,9 @@ from retrieval.config import ConfigError, Settings
 from retrieval.data.dataset import Dataset, corpus_fingerprint
 from retrieval.evaluation.corpus_vectors import corpus_vectors, embedding_variant, recorder_for
 from retrieval.evaluation.embeddings import embed_texts
-from retrieval.evaluation.method_run import LOCAL, ranks_here, run_method, timed
+from retrieval.evaluation.method_run import ranks_here, run_method, timed
 from retrieval.evaluation.pipeline import Plan, plan
-from retrieval.executors.executor import Executor, open_executor
+from retrieval.executors.executor import LOCAL, Executor, open_executor
 from retrieval.measures.metrics import MRR_DEPTH
 from retrieval.measures.refusion import keep_depths
 from retrieval.measures.ties import tie_summary
@@ -245,12 +245,13 @@ def _pipelines(chosen: Plan) -> dict[str, list[str]]:
     return pipelines
 
 
-def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode, recorder: Recorder) -> None:
-    """The shared embeddings, then every method in dependency order, each through its channel."""
+def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode, recorder: Recorder) -> dict[str, Any]:
+    """The shared embeddings, then every method in dependency order, each through its channel;
+    returns where they ran (the executor's description)."""
     # The embedder (and the local server) stay open for methods that embed their own texts.
     # The cluster is joined before replay closes the network (Ray's client opens Python sockets).
     with (
-        open_executor(settings.executor) as executor,
+        open_executor(settings.executor, settings.ray_timeout, str(Path(settings.cache) / "ray")) as executor,
         closed_network() if mode == "replay" else nullcontext(),
         ExitStack() as stack,
     ):
@@ -267,6 +268,7 @@ def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode
             _embed(context, settings, mode, recorder, stack, executor)
         for method in chosen.order(late=prepared):
             run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root, executor)
+        return executor.describe()
 
 
 def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Context, mode: Mode) -> Run:
@@ -406,8 +408,9 @@ def evaluate(
         baseline_inputs=baseline_inputs,
     )
     try:
-        _run_pipeline(context, chosen, settings, mode, recorder)
+        ran_on = _run_pipeline(context, chosen, settings, mode, recorder)
         run = _collect(dataset, settings, chosen, context, mode)
+        run.executor = ran_on
         if mode == "record" and on_staged is not None:
             _refuse_unreplayable(context, recorder)
             on_staged(

@@ -14,7 +14,7 @@ import numpy as np
 
 from retrieval.config import ConfigError
 from retrieval.data.dataset import Dataset
-from retrieval.executors.executor import Executor, LocalExecutor
+from retrieval.executors.executor import LOCAL, Executor
 from retrieval.methods.base import Context, Declaration, Method
 from retrieval.providers.base import ProviderError, ReplayMissError, cause_of
 from retrieval.recording.cassette_files import CassetteError
@@ -26,10 +26,7 @@ from retrieval.run.cost import Usage
 from retrieval.run.ranking import Ranking, RankingError
 from retrieval.text.redaction import redacted
 
-__all__ = ["LOCAL", "raising_method", "ranks_here", "run_method", "timed"]
-
-# Methods run in this process unless the settings name a cluster (retrieval.executors).
-LOCAL = LocalExecutor()
+__all__ = ["raising_method", "ranks_here", "run_method", "timed"]
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from retrieval.config import ConfigError
 from retrieval.methods.base import prepared
 
-__all__ = ["Executor", "LocalExecutor", "open_executor"]
+__all__ = ["LOCAL", "Executor", "LocalExecutor", "open_executor"]
 
 
 class Executor(Protocol):
@@ -36,6 +36,10 @@ class Executor(Protocol):
         EmbeddingProvider), open for the block; `embedder` is the driver's, for the profile."""
         ...
 
+    def describe(self) -> dict[str, Any]:
+        """Where the run ran, for the report: {"name": ...} and, on a cluster, its size."""
+        ...
+
 
 class LocalExecutor:
     """Every method in this process, as it has always run."""
@@ -49,12 +53,21 @@ class LocalExecutor:
     def corpus_embeddings(self, embedder: Any, profile: Any) -> AbstractContextManager[Any]:
         return nullcontext(embedder)
 
+    def describe(self) -> dict[str, Any]:
+        return {"name": "local"}
+
+
+# Where methods run and the corpus is embedded unless the settings name a cluster.
+LOCAL = LocalExecutor()
+
 
 @contextmanager
-def open_executor(name: str) -> Iterator[Executor]:
-    """The executor `name` names, open for one evaluation (a Ray instance this started is shut down)."""
+def open_executor(name: str, timeout: float = 180.0, temp_dir: str | None = None) -> Iterator[Executor]:
+    """The executor `name` names, open for one evaluation (a Ray instance this started is shut
+    down). On Ray: `timeout` bounds joining, starting and losing the cluster (`ray_timeout`), and
+    a local Ray writes its files in `temp_dir`."""
     if name == "local":
-        yield LocalExecutor()
+        yield LOCAL
         return
     if name != "ray":
         raise ConfigError(f"executor must be local or ray, got {name!r}.")
@@ -67,5 +80,5 @@ def open_executor(name: str) -> Iterator[Executor]:
             f"executor = \"ray\" needs Ray ({exc.name or exc}): pip install 'retrieval-regression[ray]', "
             'or set executor = "local".'
         ) from None
-    with RayExecutor.connected() as executor:
+    with RayExecutor.connected(timeout=timeout, temp_dir=temp_dir) as executor:
         yield executor

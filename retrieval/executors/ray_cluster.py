@@ -2,7 +2,8 @@
 
 Imported only when `executor = "ray"` (retrieval.executors.executor). It joins the cluster `RAY_ADDRESS`
 names (or one already initialised in this process), else starts a local Ray without a dashboard,
-and shuts down only what it started.
+and shuts down only what it started; a bad address, a cluster out of reach or lost mid-run, or a
+start that fails end the run in one line within `ray_timeout` seconds (retrieval.executors.ray_connection).
 
 Faults: every remote step is a Ray task or actor call that Ray retries when its worker or node
 dies (`max_retries`, actor restarts); a shard's prepared index lost with its node is rebuilt from
@@ -14,17 +15,26 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
 import ray
-from ray.util import ActorPool
 
+from retrieval.executors.ray_connection import DEFAULT_TIMEOUT, cluster_size, connect, first_done, gather, settle
 from retrieval.methods.base import prepared
-from retrieval.methods.support.sharding import ShardedSearch, merge, shard_bounds, sharding_of
+from retrieval.methods.support.shard_answers import (
+    Candidates,
+    Marks,
+    agreed_thresholds,
+    cut,
+    mark_step,
+    marks,
+    merge,
+    packed,
+)
+from retrieval.methods.support.sharding import ShardedSearch, shard_bounds, sharding_of
 from retrieval.providers.base import Kind
 from retrieval.run.ranking import Ranking
 
@@ -33,8 +43,8 @@ __all__ = [
     "TASK_RETRIES",
     "ClusterEmbeddings",
     "RayExecutor",
-    "embed_on_cluster",
     "search_on_cluster",
+    "shard_count",
 ]
 
 # Documents per shard at most (the size measured per shard in docs/performance.md, "On a Ray
@@ -54,29 +64,49 @@ def _summarize(search: ShardedSearch, prepared: Any, queries: Any) -> Any:
     return search.summarize(prepared, queries)
 
 
+@ray.remote(max_retries=TASK_RETRIES, num_returns=2)
+def _score(
+    search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int, step: int
+) -> tuple[Candidates, Marks]:
+    # The candidates stay in the node's object store; only their marks go to the driver.
+    candidates = packed(search.score(prepared, queries, statistics, depth))
+    return candidates, marks(candidates, step)
+
+
 @ray.remote(max_retries=TASK_RETRIES)
-def _score(search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int) -> list[Ranking]:
-    return search.score(prepared, queries, statistics, depth)
+def _cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
+    return cut(candidates, thresholds)
+
+
+def shard_count(n_documents: int, cpus: int) -> int:
+    """Shards for a corpus on a cluster of `cpus` CPUs: one per CPU, more when a shard would
+    hold over SHARD_DOCUMENTS documents."""
+    return max(cpus, 1, math.ceil(n_documents / SHARD_DOCUMENTS))
 
 
 def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None = None) -> list[Ranking]:
     """The method's rankings of the whole corpus, its shards scored on the cluster.
 
     Shards are spread over the nodes; their prepared indexes stay in the cluster's object store
-    between the two steps (statistics, then scores), only the statistics and each shard's top
-    `context.depth` per question come back to the driver.
+    between the steps (statistics, scores, then the cut), only the statistics, the shards'
+    marks and the candidates above the agreed thresholds come back to the driver
+    (retrieval.methods.support.shard_answers).
     """
     n_documents = len(context.dataset.documents)
     if n_shards is None:
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        n_shards = max(cpus, math.ceil(n_documents / SHARD_DOCUMENTS))
+        n_shards = shard_count(n_documents, int(ray.cluster_resources().get("CPU", 1)))
     shards = shard_bounds(n_documents, n_shards)
     queries = ray.put(search.queries(context))
     spread = _prepare.options(scheduling_strategy="SPREAD")
     prepared = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
-    statistics = search.combine(ray.get([_summarize.remote(search, p, queries) for p in prepared]))
+    statistics = search.combine(gather([_summarize.remote(search, p, queries) for p in prepared]))
     shared = ray.put(statistics)
-    answers = ray.get([_score.remote(search, p, queries, shared, context.depth) for p in prepared])
+    step = mark_step(context.depth, len(shards))
+    # Two results a task (num_returns=2): the candidates' reference, then the marks'.
+    scored: list[Any] = [_score.remote(search, p, queries, shared, context.depth, step) for p in prepared]
+    thresholds = ray.put(agreed_thresholds(gather([m for _, m in scored]), context.depth))
+    # Each cut runs where its candidates are (Ray schedules a task by its arguments' location).
+    answers = gather([_cut.remote(candidates, thresholds) for candidates, _ in scored])
     return merge(shards, answers, context.depth)
 
 
@@ -88,17 +118,17 @@ class RayExecutor:
 
     @classmethod
     @contextmanager
-    def connected(cls, n_shards: int | None = None) -> Iterator[RayExecutor]:
-        """Joined to the cluster for the block; a local Ray this started is shut down after it."""
-        started = not ray.is_initialized()
-        if started:
-            # address=None: $RAY_ADDRESS when set (an existing cluster), else a new local instance.
-            ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False, log_to_driver=False)
-        try:
+    def connected(
+        cls, n_shards: int | None = None, timeout: float = DEFAULT_TIMEOUT, temp_dir: str | None = None
+    ) -> Iterator[RayExecutor]:
+        """Joined to the cluster for the block ($RAY_ADDRESS, else a local Ray whose files go to
+        `temp_dir`); a local Ray this started is shut down after it."""
+        with connect(timeout, temp_dir):
             yield cls(n_shards)
-        finally:
-            if started:
-                ray.shutdown()
+
+    def describe(self) -> dict[str, Any]:
+        """Where the run ran, for the report: the executor and the cluster's size."""
+        return {"name": "ray", **cluster_size()}
 
     def prepare(self, method: Any, context: Any) -> Callable[[], None] | None:
         # A sharded method's work runs on the cluster, at rank time: nothing to start here.
@@ -193,9 +223,23 @@ class ClusterEmbeddings:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         while len(self._workers) < min(self.concurrency, len(batches)):
             self._workers.append(_EmbeddingWorker.remote(self.make_provider))  # type: ignore[attr-defined]
-        pool = ActorPool(self._workers[: len(batches)])
-        # map keeps the batches' order whatever order they finish in.
-        answers = list(pool.map(lambda worker, batch: worker.embed.remote(batch, kind), batches))
+        # One batch in flight per actor; the answers are put back in the batches' order.
+        answers: list[Any] = [None] * len(batches)
+        waiting = list(range(len(batches)))[::-1]
+        running: dict[Any, tuple[int, Any]] = {}
+        idle = list(self._workers[: len(batches)])
+        while waiting or running:
+            while idle and waiting:
+                worker, index = idle.pop(), waiting.pop()
+                running[worker.embed.remote(batches[index], kind)] = (index, worker)
+            done = first_done(list(running))
+            index, worker = running.pop(done)
+            try:
+                answers[index] = ray.get(done)
+            except Exception:
+                settle(list(running))  # their errors read here, not printed by Ray as unhandled
+                raise
+            idle.append(worker)
         if self.usage is not None:
             for _, counted in answers:
                 self.usage.add(**counted)
@@ -206,20 +250,3 @@ class ClusterEmbeddings:
         for worker in self._workers:
             ray.kill(worker)
         self._workers = []
-
-
-def embed_on_cluster(
-    make_provider: Callable[[], Embeds],
-    texts: Sequence[str],
-    kind: Kind,
-    batch_size: int,
-    concurrency: int,
-) -> np.ndarray:
-    """Embed `texts` with the provider `make_provider` builds, on the cluster (ClusterEmbeddings):
-    vectors in input order. Any batch that still fails raises here, before the caller has written
-    anything: a recording that fails replaces nothing."""
-    embeddings = ClusterEmbeddings(make_provider, batch_size, concurrency)
-    try:
-        return embeddings.embed(texts, kind)
-    finally:
-        embeddings.close()

@@ -125,13 +125,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     sent to one worker, so the evaluation runs once per run. Not xdist_group + loadgroup: xdist
     3.8 names the group by rewriting `item._nodeid`, which pytest 9.2 no longer reads (the items
     stay apart), and the "@group" it adds would make a printed node id fail to re-run."""
+    return gate_scheduler(config, log)
+
+
+def gate_scheduler(config: pytest.Config, log: Any, scope: Callable[[str], str] = str) -> Any:
+    """The scheduler above, the other tests' scope given by `scope(node id)` (each test its own
+    by default): a conftest's own `pytest_xdist_make_scheduler` (tryfirst) can keep a module's
+    tests on one worker, where its module-scoped fixture starts once. None unless `--dist load`."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class GateTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return GROUP if GATE_ID in nodeid else nodeid
+            return GROUP if GATE_ID in nodeid else scope(nodeid)
 
     return GateTogether(config, log)
 

@@ -143,6 +143,8 @@ class Recorder:
             self.recover()
             try:
                 self._staging = staging_directory(self.directory)
+            except AtomicSetError as exc:  # the folder is a link: its own fix, not a disk's
+                raise CassetteError(f"{self.directory}: {exc.strerror or exc}. Nothing was written.") from exc
             except OSError as exc:
                 raise self._unwritable(self.directory.parent, exc) from exc
         self._recorded.append(name)

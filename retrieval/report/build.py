@@ -7,11 +7,11 @@ retrieval.report.sections renders it as Markdown.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from retrieval.data.dataset import Document
+from retrieval.data.dataset import Document, content_of
 from retrieval.data.judgment_merge import LLMCheck
 from retrieval.diagnosis.failures import Failure, best_method, failures_at_rank_1
 from retrieval.diagnosis.remedies import diagnose, remedy_summary
@@ -98,6 +98,8 @@ class Report:
     llm_judgments: int = 0
     # The documents and questions longer than the embedding model reads (Run.long_inputs).
     long_inputs: dict[str, Any] = field(default_factory=dict)
+    # Where the methods ran (Run.executor): the executor and, on a cluster, its nodes and CPUs.
+    executor: dict[str, Any] | None = None
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:
@@ -209,7 +211,7 @@ def build_report(
     candidates = int(run.config.get("candidates", 20))
     scores = score_run(run, k, extra)
     best = best_method(scores, k) if scores else ""
-    setup = setup_for(run, [(d.id, d.title, d.text) for d in documents])
+    setup = setup_for(run, ((d.id, d.title, d.text) for d in documents))
     methods = dict(baseline["methods"]) if baseline else None
     return Report(
         dataset=run.dataset,
@@ -224,7 +226,7 @@ def build_report(
         skipped=run.skipped,
         fallbacks={m: run.declared(m).candidate_source or "" for m in run.methods if run.declared(m).degradable},
         best=best,
-        failures=failures_at_rank_1(run, best, {d.id: d.content for d in documents}, candidates) if best else [],
+        failures=failures_at_rank_1(run, best, _Contents(setup.documents), candidates) if best else [],
         cost=_cost_rows(run, prices),
         indexing=_indexing(run),
         remedies=_remedies(run, setup, best) if best else [],
@@ -244,7 +246,26 @@ def build_report(
         accept_llm=bool(run.config.get("accept_llm_judgments", False)),
         llm_judgments=llm_judgments,
         long_inputs=run.long_inputs,
+        executor=run.executor,
     )
+
+
+class _Contents(Mapping[str, str]):
+    """Document id -> indexed content (`Document.content`), made on look-up from the setup's
+    (title, text): the failures read a few documents of a corpus that may
+    hold a million, and a dict of every content would copy every text."""
+
+    def __init__(self, documents: Mapping[str, tuple[str, str]]) -> None:
+        self._documents = documents
+
+    def __getitem__(self, doc_id: str) -> str:
+        return content_of(*self._documents[doc_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._documents)
+
+    def __len__(self) -> int:
+        return len(self._documents)
 
 
 def render_json(report: Report, notice: str | None = None) -> str:

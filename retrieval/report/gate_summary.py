@@ -68,45 +68,62 @@ def _against(comparison: Comparison) -> str:
 
 
 def _worse_section(item: ItemVerdict) -> list[str]:
-    """The questions that got worse for one failed figure, per baseline it fell against."""
+    """The questions that got worse for one failed figure: one heading with each baseline it fell
+    against, one table (the base branch's questions when it fell against it: what the base gates)."""
+    failing = [c for c in item.comparisons if not c.ok]
+    if not failing:
+        return []
+    metric = item.metric or ""
+
+    def values(c: Comparison) -> str:
+        return f"{figure_text(metric, c.was)} -> {figure_text(metric, c.now)} ({figure_text(metric, c.delta, '+')})"
+
+    heads: list[tuple[str, list[str]]] = []
+    for c in failing:
+        same = [h for h in heads if h[0] == values(c)]
+        if same:
+            same[0][1].append(_against(c))
+        else:
+            heads.append((values(c), [_against(c)]))
+    title = "; ".join(f"{v} against {' and '.join(who)}" for v, who in heads)
+    out = ["", f"#### {escape_text(item.method or '')} {escape_text(metric)}: {title}", ""]
+    out += _undecided(failing, metric)
+    shown = next((c for c in reversed(failing) if c.worse), failing[0])
+    if not shown.worse:
+        return [*out, "No question got worse by itself: the mean moved."]
+    out += [
+        f"{len(shown.worse)} question(s) got worse:",
+        "",
+        "| Question | Text | Relevant | Old rank | New rank | Value | Failure |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows = []
+    for w in shown.worse:
+        docs, was, now = _places(w.places)
+        value = f"{figure_text(w.metric, w.was)} -> {figure_text(w.metric, w.now)}"
+        failure = w.failure
+        if w.pool:
+            failure += f" ({'within' if w.failure == 'ranking' else 'none in'} {escape_cell(w.pool)})"
+        cells = [f"`{escape_cell(w.id)}`", escape_cell(w.text), docs, was, now, value, failure]
+        rows.append(["| " + " | ".join(cells) + " |"])
+    return out + folded(rows, f"questions that got worse under {item.method} {metric}")
+
+
+def _undecided(failing: list[Comparison], metric: str) -> list[str]:
+    """For a drop that rests on unjudged documents: its range, the documents, the command."""
     out: list[str] = []
-    for c in item.comparisons:
-        if c.ok and not c.undecided:
+    for c in failing:
+        if not c.undecided or c.if_relevant is None:
             continue
-        metric = item.metric or ""
-        figures = f"{figure_text(metric, c.was)} -> {figure_text(metric, c.now)} ({figure_text(metric, c.delta, '+')})"
-        out += ["", f"#### {escape_text(item.method or '')} {escape_text(metric)}: {figures} against {_against(c)}", ""]
-        if c.undecided and c.if_relevant is not None:
-            was, now = (figure_text(metric, v) for v in c.if_relevant)
-            documents = ", ".join(f"`{escape_cell(q)}` `{escape_cell(d)}` (rank {r})" for q, d, r in c.unjudged[:10])
-            more = f" and {len(c.unjudged) - 10} more" if len(c.unjudged) > 10 else ""
-            verdict = 'let pass (`unjudged = "warn"`)' if c.warned else "failing until they are judged"
-            out += [
-                f"**Undecided**, {verdict}: with the {len(c.unjudged)} unjudged document(s) that entered its top k "
-                f"counted as relevant, {was} -> {now}, which holds: {documents}{more}. Judge them: "
-                "`python -m retrieval judge" + (f" --baseline-ref {c.against}`" if c.against else "`") + ".",
-                "",
-            ]
-        if not c.worse:
-            out.append("No question got worse by itself: the mean moved.")
-            continue
+        was, now = (figure_text(metric, v) for v in c.if_relevant)
+        documents = ", ".join(f"`{escape_cell(q)}` `{escape_cell(d)}` (rank {r})" for q, d, r in c.unjudged[:10])
+        more = f" and {len(c.unjudged) - 10} more" if len(c.unjudged) > 10 else ""
+        command = "python -m retrieval judge" + (f" --baseline-ref {c.against}" if c.against else "")
         out += [
-            f"{len(c.worse)} question(s) got worse:",
+            f"**Undecided** against {_against(c)}: with the {len(c.unjudged)} unjudged document(s) that entered its "
+            f"top k counted as relevant, {was} -> {now}, which holds: {documents}{more}. Judge them: `{command}`.",
             "",
-            "| Question | Text | Relevant | Old rank | New rank | Value | Failure |",
-            "|---|---|---|---|---|---|---|",
         ]
-        rows = []
-        for w in c.worse:
-            docs, was, now = _places(w.places)
-            value = f"{figure_text(w.metric, w.was)} -> {figure_text(w.metric, w.now)}"
-            failure = f"{w.failure} (within {escape_cell(w.pool)})" if w.failure == "ranking" else w.failure
-            failure = f"{failure} (none in {escape_cell(w.pool)})" if w.failure == "recall" else failure
-            rows.append(
-                [f"| `{escape_cell(w.id)}` | {escape_cell(w.text)} | {docs} | {was} | {now} | {value} | {failure} |"]
-            )
-        table = folded(rows, f"questions that got worse under {item.method} {metric}")
-        out += table
     return out
 
 

@@ -241,6 +241,9 @@ def _cost(report: Report) -> list[str]:
         out += ["", f"Long inputs: {long_inputs_said(entry, what)}."]
     if report.server:
         out += ["", f"Model server: {served_by(report.server, 'served' if report.mode == 'live' else 'recorded')}."]
+    if report.executor and report.executor.get("name") != "local":
+        size = report.executor
+        out += ["", f"Ran on: {size['name']}, {size.get('nodes', '?')} node(s), {size.get('cpus', '?')} CPU(s)."]
     if report.mode == "replay" and any(c.calls for c in report.cost):
         out += [
             "",

@@ -86,6 +86,9 @@ class Run:
     # The model server that embedded (live, record) or recorded what was replayed, as
     # recording.json keeps it (retrieval.text.server_provenance); None when none is known.
     server: dict[str, Any] | None = None
+    # Where the methods ran: {"name": "local"}, or {"name": "ray", "nodes": n, "cpus": c} for the
+    # cluster (retrieval.executors); None in a log written before it was kept.
+    executor: dict[str, Any] | None = None
 
     def declared(self, method: str) -> Declaration:
         """What a method declared (defaults for a log that did not record it)."""
@@ -155,6 +158,7 @@ def run_log(run: Run) -> str:
         "corpus": run.corpus,
         "server": run.server,
         "long_inputs": run.long_inputs,
+        "executor": run.executor,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
         # Judged@k per method, overall and per question type (each line has its question's).
@@ -314,4 +318,5 @@ def load_run(path: str | Path) -> Run:
         }
         if isinstance(header.get("long_inputs"), dict)
         else {},
+        executor=header.get("executor") if isinstance(header.get("executor"), dict) else None,
     )

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,20 @@ class PullRequest:
         with contextlib.chdir(self.root):  # the fixture retriever reads ranks.json from the working directory
             make_project(self.root)
         publish(self.top, self.origin)
+
+    @contextlib.contextmanager
+    def on_main(self, message: str, *args: str) -> Iterator[None]:
+        """A change made on `main` (before the pull request), its baseline made again (`--gate
+        --update-baseline ARGS`), pushed; the pull request's branch then starts from it."""
+        git(self.top, "checkout", "-q", "main")
+        yield
+        shutil.rmtree(self.root / "baselines")
+        done = self.gate("--update-baseline", *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        self.commit(message)
+        git(self.top, "push", "-q", "origin", "main")
+        git(self.top, "checkout", "-q", "pr")
+        git(self.top, "reset", "-q", "--hard", "main")
 
     def commit(self, message: str) -> None:
         git(self.top, "add", "-A")

@@ -301,7 +301,7 @@ def test_the_baseline_records_the_analysis_and_a_forged_entry_moves_no_figure(ga
     _forge(_entry(cache), digest_agrees=True)
     forget_analyses()
     result = run_gate(gated)
-    assert result.problem is None and result.changed_cassettes == []
+    assert result.problem is None and result.changed_cassettes == ()
     assert [c.name for c in result.checks if not c.ok] == []  # recall@2 still 1.0: not the forged analysis's
     assert result.digests[bm25.ANALYSIS_INPUT] == recorded
     assert (_entry(cache) / "digest.txt").read_text().strip() == recorded  # the entry put right
@@ -316,7 +316,7 @@ def test_an_analysis_other_than_the_baselines_fails_as_a_changed_cassette(gated:
     path.write_text(json.dumps(data))
     forget_analyses()
     result = run_gate(gated)
-    assert result.changed_cassettes == [bm25.ANALYSIS_INPUT]
+    assert result.changed_cassettes == (bm25.ANALYSIS_INPUT,)
 
 
 def test_a_baseline_made_before_the_analysis_was_recorded_is_not_a_change(gated: Settings) -> None:
@@ -326,7 +326,7 @@ def test_a_baseline_made_before_the_analysis_was_recorded_is_not_a_change(gated:
     path.write_text(json.dumps(data))
     forget_analyses()
     result = run_gate(gated)
-    assert result.problem is None and result.changed_cassettes == []
+    assert result.problem is None and result.changed_cassettes == ()
     assert bm25.ANALYSIS_INPUT in result.digests  # the next update records it
 
 

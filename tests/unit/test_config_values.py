@@ -43,7 +43,7 @@ def test_a_bool_is_no_number_for_any_run_setting(tmp_path: Path, key: str) -> No
         if integer
         else "a finite number >= 0"
         if key == "bm25_k1"
-        else f"a number from 0 to {highest:g}"
+        else f"a number from {least:g} to {highest:g}"
     )
     path = tmp_path / "retrieval.toml"
     assert _refused(tmp_path, f"# settings\n{key} = true\n") == f"{path}, line 2: {key} must be {wanted}, got True."

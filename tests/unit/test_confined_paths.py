@@ -14,6 +14,7 @@ from demo_fixture import DEMO_PROJECT
 from retrieval.cli import main
 from retrieval.config import ConfigError, load_settings
 from retrieval.files.atomic import AtomicSetError, replace_files, staging_directory
+from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Recorder
 
 FIX = "nothing the tool reads or writes for the project may leave it ({root}): give a path inside it."
@@ -171,6 +172,9 @@ def test_no_staging_folder_is_made_beside_a_link(linked: Path) -> None:
 
 def test_a_recording_into_a_linked_profile_folder_stops_before_its_first_call(linked: Path) -> None:
     recorder = Recorder("record", linked, "local")
-    with pytest.raises(AtomicSetError), recorder.stage("search"):
+    with pytest.raises(CassetteError) as raised, recorder.stage("search"):
         pytest.fail("the stage must not start")  # pragma: no cover
+    assert isinstance(raised.value.__cause__, AtomicSetError)
+    assert "symbolic link" in str(raised.value) and "free space" not in str(raised.value)
+    assert "\n" not in str(raised.value)
     _untouched(linked)

@@ -17,9 +17,10 @@ from retrieval.executors.executor import LocalExecutor, open_executor
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.hybrid import HybridMethod
-from retrieval.methods.support.sharding import Shard, merge, run_in_process, shard_bounds, sharding_of
+from retrieval.methods.support.shard_answers import agreed_thresholds, cut, mark_step, marks, merge, packed
+from retrieval.methods.support.sharding import Shard, run_in_process, shard_bounds, sharding_of
 from retrieval.methods.vector import VectorMethod
-from retrieval.run.ranking import Ranking
+from retrieval.run.ranking import Ranking, top_k
 
 HERE = Path(__file__).resolve().parent
 
@@ -35,7 +36,8 @@ def context() -> Context:
 
 def _same(a: list[Ranking], b: list[Ranking]) -> bool:
     return len(a) == len(b) and all(
-        np.array_equal(x.indices, y.indices) and np.array_equal(x.scores, y.scores) for x, y in zip(a, b, strict=True)
+        np.array_equal(x.indices, y.indices) and np.array_equal(x.scores, y.scores) and x.scores.dtype == y.scores.dtype
+        for x, y in zip(a, b, strict=True)
     )
 
 
@@ -70,7 +72,7 @@ def test_merge_breaks_ties_on_the_lower_corpus_index_across_shards() -> None:
     shards = [Shard(0, 0, 10), Shard(1, 10, 20)]
     first = [Ranking(np.array([7, 2]), np.array([0.5, 0.25]))]
     second = [Ranking(np.array([0, 3]), np.array([0.5, 0.5]))]
-    merged = merge(shards, [second, first][::-1], depth=3)[0]
+    merged = merge(shards, [packed(first), packed(second)], depth=3)[0]
     assert merged.indices.tolist() == [7, 10, 13]
     assert merged.scores.tolist() == [0.5, 0.5, 0.5]
 
@@ -98,6 +100,17 @@ def test_executor_ray_without_ray_installed_is_one_line(monkeypatch: pytest.Monk
     monkeypatch.delitem(sys.modules, "retrieval.executors.ray_cluster", raising=False)
     with pytest.raises(ConfigError, match=r"^executor = \"ray\" needs Ray .*pip install 'retrieval-regression\[ray\]'"):
         open_executor("ray").__enter__()
+
+
+def test_an_import_error_that_is_not_ray_missing_is_not_said_to_be(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A module of this package that fails to import is a bug to show, not "install Ray".
+    pytest.importorskip("ray", reason="Ray is not installed here: pip install 'retrieval-regression[ray]'")
+    monkeypatch.setitem(sys.modules, "retrieval.executors.ray_connection", None)
+    monkeypatch.delitem(sys.modules, "retrieval.executors.ray_cluster", raising=False)
+    with pytest.raises(ImportError) as caught:
+        open_executor("ray").__enter__()
+    assert not isinstance(caught.value, ConfigError)
+    assert caught.value.name == "retrieval.executors.ray_connection"
 
 
 def test_a_default_evaluation_never_imports_ray() -> None:
@@ -134,3 +147,64 @@ def test_embedding_workers_is_read_and_must_be_at_least_1(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, environ={})
     assert str(caught.value) == f"{path}, line 2: profile 'local': embedding_workers must be at least 1, got 0."
+
+
+class TiedScores:
+    """FIXTURE: a sharded search over a given score matrix (questions x documents) whose scores
+    take few values, so that ties straddle the shards and the agreed thresholds."""
+
+    def __init__(self, scores: np.ndarray) -> None:
+        self.matrix = scores
+
+    def queries(self, context: Context) -> np.ndarray:
+        return self.matrix
+
+    def documents(self, context: Context, shard: Shard) -> np.ndarray:
+        return self.matrix[:, shard.start : shard.stop]
+
+    def prepare(self, documents: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        return documents
+
+    def summarize(self, prepared: np.ndarray, queries: np.ndarray) -> None:
+        return None
+
+    def combine(self, summaries: object) -> None:
+        return None
+
+    def score(self, prepared: np.ndarray, queries: np.ndarray, statistics: None, depth: int) -> list[Ranking]:
+        return [top_k(row, depth) for row in prepared]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_cut_and_merge_give_the_whole_ranking_with_ties_at_the_threshold(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_documents = int(rng.integers(1, 400))
+    scores = rng.integers(0, 6, size=(40, n_documents)).astype(np.float64) / 4
+    scores[:5] = 1.0  # every document tied
+    dataset = generated_dataset(n_documents, 40)
+    for depth in (1, 7, int(rng.integers(1, n_documents + 20)), n_documents + 3):
+        context = Context(dataset=dataset, depth=depth)
+        whole = [top_k(row, depth) for row in scores]
+        for n_shards in (1, 2, 3, 7):
+            sharded = run_in_process(TiedScores(scores), context, shard_bounds(n_documents, n_shards))
+            assert _same(sharded, whole), (n_documents, depth, n_shards)
+
+
+def test_only_the_candidates_above_the_agreed_thresholds_cross(context: Context) -> None:
+    # Cosines of the fixture vectors: no ties. Whole, 7 shards would send 7 x depth candidates a question.
+    search, depth = VectorMethod().sharding(), 100
+    bounds = shard_bounds(len(context.dataset.documents), 7)
+    queries = search.queries(context)
+    answers = [packed(search.score(search.documents(context, s), queries, None, depth)) for s in bounds]
+    assert all(answer.lengths.tolist() == [depth] * len(queries) for answer in answers)
+    step = mark_step(depth, len(bounds))
+    crossing = [cut(a, agreed_thresholds([marks(a, step) for a in answers], depth)) for a in answers]
+    sent = np.sum([c.lengths for c in crossing], axis=0)
+    assert step == 1 and sent.min() >= depth and sent.max() <= 107  # of 700: one step per shard at most
+    context = Context(
+        dataset=context.dataset,
+        depth=depth,
+        question_vectors=context.question_vectors,
+        document_vectors=context.document_vectors,
+    )
+    assert _same(merge(bounds, crossing, depth), VectorMethod().rank(context))

@@ -22,6 +22,8 @@ from trust_project import git
 from retrieval.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
+# 10,000 documents analysed, three processes (the generator, the gate, the workflow's step).
+pytestmark = pytest.mark.slow
 
 
 def _reciprocal_rank(ids: list[str], relevant: set[str]) -> float:

@@ -111,15 +111,8 @@ def test_every_question_reworded_is_the_same_questions_compared_under_the_base_b
 
 def test_a_question_reworded_and_easy_ones_added_cannot_lift_the_mean_over_a_drop(tmp_path: Path) -> None:
     pr = PullRequest(tmp_path)
-    # The base: q4's document second (MRR 0.875, the issue's figure), committed on main.
-    git(pr.top, "checkout", "-q", "main")
-    write_ranks(pr.root, {**GOOD, "q4": ["d1", "d4"]})
-    shutil.rmtree(pr.root / "baselines")
-    assert pr.gate("--update-baseline").returncode == 0
-    pr.commit("q4 second")
-    git(pr.top, "push", "-q", "origin", "main")
-    git(pr.top, "checkout", "-q", "pr")
-    git(pr.top, "reset", "-q", "--hard", "main")
+    with pr.on_main("q4 second"):  # the base: q4's document second (MRR 0.875, the issue's figure)
+        write_ranks(pr.root, {**GOOD, "q4": ["d1", "d4"]})
     # The pull request: q2 reworded and worse, five easy questions added; the mean rises.
     easy = [(f"q{n}", f"exporter les données {n}", "exact", ["d3"]) for n in range(5, 10)]
     rows = [(i, f"{t}, s'il vous plaît" if i == "q2" else t, y, r) for i, t, y, r in QUESTIONS]
@@ -208,17 +201,11 @@ def test_a_value_no_ranking_can_give_fails_in_one_line_even_with_the_figures_edi
 def test_a_tolerance_raised_by_the_pull_request_does_not_apply_against_the_base_branch(tmp_path: Path) -> None:
     pr = PullRequest(tmp_path)
     # 25 questions on main: one of them a rank lower moves MRR by 0.02, within a 0.05 tolerance.
-    git(pr.top, "checkout", "-q", "main")
     many = [(f"q{n:02}", f"question {n}", "exact", [f"d{n % 5 + 1}"]) for n in range(25)]
-    write_questions(pr.root, many)
     ranks = {q: [r[0], *(d for d in ("d1", "d2", "d3", "d4", "d5") if d != r[0])] for q, _, _, r in many}
-    write_ranks(pr.root, ranks)
-    shutil.rmtree(pr.root / "baselines")
-    assert pr.gate("--update-baseline").returncode == 0
-    pr.commit("25 questions")
-    git(pr.top, "push", "-q", "origin", "main")
-    git(pr.top, "checkout", "-q", "pr")
-    git(pr.top, "reset", "-q", "--hard", "main")
+    with pr.on_main("25 questions"):
+        write_questions(pr.root, many)
+        write_ranks(pr.root, ranks)
     # The pull request: the tolerance raised, q00 a rank lower (still in the top 2), its top 10 re-accepted.
     _edit_toml(pr, "tolerance = 0.05\n")
     top = ranks["q00"]
@@ -268,15 +255,9 @@ def test_a_conftest_that_rewrites_reports_turns_pytest_green_but_not_the_require
 
 def test_a_method_removed_from_methods_is_dropped_and_said_so_first(tmp_path: Path) -> None:
     pr = PullRequest(tmp_path)
-    git(pr.top, "checkout", "-q", "main")
     config = pr.root / "retrieval.toml"
-    config.write_text(config.read_text().replace('["trust_table:factory"]', '["bm25", "trust_table:factory"]'))
-    shutil.rmtree(pr.root / "baselines")
-    assert pr.gate("--update-baseline").returncode == 0
-    pr.commit("bm25 gated too")
-    git(pr.top, "push", "-q", "origin", "main")
-    git(pr.top, "checkout", "-q", "pr")
-    git(pr.top, "reset", "-q", "--hard", "main")
+    with pr.on_main("bm25 gated too"):
+        config.write_text(config.read_text().replace('["trust_table:factory"]', '["bm25", "trust_table:factory"]'))
     (pr.root / "retrieval.toml").write_text(
         (pr.root / "retrieval.toml").read_text().replace('["bm25", "trust_table:factory"]', '["trust_table:factory"]')
     )
@@ -387,25 +368,18 @@ def test_a_change_in_the_teams_own_search_service_fails_replay_until_recorded_th
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text(encoding="utf-8")
     pr = PullRequest(tmp_path)
-    git(pr.top, "checkout", "-q", "main")
-    # main: the README's HTTP retriever, declaring the service's package as its `sources`.
-    (pr.root / "searchret.py").write_text(readme.split("# searchret.py\n", 1)[1].split("```", 1)[0])
-    (pr.root / "search_service").mkdir()
-    (pr.root / "search_service" / "__init__.py").write_text(SERVICE_INIT)
     tokenizer = pr.root / "search_service" / "tokenizer.py"
-    tokenizer.write_text(TOKENIZER)
-    config = pr.root / "retrieval.toml"
-    config.write_text(config.read_text().replace('["trust_table:factory"]', '["searchret:factory"]'))
-    shutil.rmtree(pr.root / "baselines")
     service = _search_service(pr.root, [(d, f"{title} {text}") for d, title, text in DOCUMENTS])
     monkeypatch.setenv("SEARCH_URL", service.url)
     try:
-        recorded = pr.gate("--record", "--update-baseline")
-        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-        pr.commit("the search service, recorded")
-        git(pr.top, "push", "-q", "origin", "main")
-        git(pr.top, "checkout", "-q", "pr")
-        git(pr.top, "reset", "-q", "--hard", "main")
+        # main: the documented HTTP retriever, declaring the service's package as its `sources`, recorded.
+        with pr.on_main("the search service, recorded", "--record"):
+            (pr.root / "searchret.py").write_text(readme.split("# searchret.py\n", 1)[1].split("```", 1)[0])
+            (pr.root / "search_service").mkdir()
+            (pr.root / "search_service" / "__init__.py").write_text(SERVICE_INIT)
+            tokenizer.write_text(TOKENIZER)
+            config = pr.root / "retrieval.toml"
+            config.write_text(config.read_text().replace('["trust_table:factory"]', '["searchret:factory"]'))
         assert pr.required_check().status == 0  # replayed without the service (its URL unset in CI)
         # The pull request edits the service's tokenizer; its requests are the same.
         tokenizer.write_text(TOKENIZER_EDITED)

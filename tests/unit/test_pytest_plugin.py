@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from fake_embeddings import FakeEmbeddingsServer
 
-import retrieval.gate.result
+import retrieval.gate.against
 from retrieval.gate.compare import Check
 from retrieval.report.verdict import WorseQuestion
 
@@ -171,7 +171,16 @@ def test_the_entry_point_registers_the_plugin() -> None:
 def test_loading_the_plugin_leaves_the_evaluator_unloaded() -> None:
     # pytest loads the plugin in every run of a repository that installs the package: the
     # evaluator and its libraries (~0.3 s) load only when the gate runs.
-    heavy = ("numpy", "scipy", "vcr", "httpx", "google", "retrieval.evaluation.evaluate", "retrieval.gate.result")
+    heavy = (
+        "numpy",
+        "scipy",
+        "vcr",
+        "httpx",
+        "google",
+        "retrieval.evaluation.evaluate",
+        "retrieval.gate.result",
+        "retrieval.gate.against",
+    )
     code = f"import sys, retrieval.gate.plugin; print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
@@ -433,13 +442,13 @@ def test_each_profile_has_its_own_snapshots_and_the_profile_option_does_not_coll
 def test_a_figure_added_to_compare_is_gated_with_no_test_edit(
     pytester: pytest.Pytester, accepted: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    compare = retrieval.gate.result.compare
+    compare = retrieval.gate.against.compare
 
     def with_a_new_metric(*args: object, **kwargs: object) -> list[Check]:
         worse = (WorseQuestion("q3", "", "ndcg@10", 0.9, 0.5, (), "", ""),)
         return [*compare(*args, **kwargs), Check("overlap", "ndcg@10", 0.9, 0.5, 0.0, worse)]  # type: ignore[arg-type]
 
-    monkeypatch.setattr(retrieval.gate.result, "compare", with_a_new_metric)
+    monkeypatch.setattr(retrieval.gate.against, "compare", with_a_new_metric)
     result = _run(pytester)
     # A figure the baseline does not hold has no item of its own: the gate item carries it.
     result.assert_outcomes(passed=17, failed=1)

@@ -31,7 +31,7 @@ from fake_servers import clean_gemini_env as clean_env
 from retrieval.config import ConfigError, Profile, flat_profile
 from retrieval.data.dataset import Dataset, Document, Question
 from retrieval.methods.base import Context
-from retrieval.methods.prompts import PROMPT_VERSION, TEXT_CHARS, render_rerank_prompt
+from retrieval.methods.prompts import PROMPT_VERSION, TEXT_CHARS, render_rerank_prompt, rerank_prompt_chars
 from retrieval.methods.rerank import RerankMethod, parse_ranking
 from retrieval.providers import make_embedder, make_generator, required_key
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError
@@ -136,6 +136,21 @@ def test_prompt_is_deterministic_versioned_and_truncated() -> None:
 
 
 # the method with an in-process generator ---------------------------------------------------
+
+
+def test_prompt_chars_are_the_rendered_prompts_lengths() -> None:
+    # The sweeps count tokens from these lengths without rendering: any layout drift shows here.
+    long_text = "Mot " * 400 + "fin"
+    candidates = [
+        ("HEL-4010", "HEL-4010 : Jeton expiré", "Le jeton\n\nexpire après  90 jours."),
+        ("d2", "", "sans titre"),
+        ("d3", "   ", long_text),
+        ("é-ü", "Titre\navec saut", "x" * (TEXT_CHARS + 5)),
+        *[(f"doc-{i}", f"t{i}", f"texte {i} " * i) for i in range(4, 13)],
+    ]
+    for question in ("Que faire de $count et ${question} ?", "  plusieurs\n lignes  ", ""):
+        expected = [len(render_rerank_prompt(question, candidates[:n])) for n in range(len(candidates) + 1)]
+        assert rerank_prompt_chars(question, candidates) == expected
 
 
 def test_rerank_reorders_candidates_then_keeps_the_rest_of_hybrid() -> None:

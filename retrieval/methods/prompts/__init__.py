@@ -14,7 +14,15 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-__all__ = ["PROMPT_VERSION", "RERANK_SCHEMA", "TEXT_CHARS", "answer_field", "render_rerank_prompt", "template"]
+__all__ = [
+    "PROMPT_VERSION",
+    "RERANK_SCHEMA",
+    "TEXT_CHARS",
+    "answer_field",
+    "render_rerank_prompt",
+    "rerank_prompt_chars",
+    "template",
+]
 
 PROMPT_VERSION = "rerank-v1"
 
@@ -71,6 +79,28 @@ def render_rerank_prompt(question: str, candidates: Sequence[tuple[str, str, str
         count=len(candidates),
         candidates="\n\n".join(blocks),
     )
+
+
+def rerank_prompt_chars(question: str, candidates: Sequence[tuple[str, str, str]]) -> list[int]:
+    """`len(render_rerank_prompt(question, candidates[:n]))` for n = 0 .. len(candidates), without
+    rendering a prompt: what the sweeps' token estimates read (the report renders no prompt, and
+    a question's N candidates are the first N of its N + 10). Equal by construction and tested
+    (tests/unit/test_rerank.py): the template's fixed text, the question and the count, then each
+    block (its position, id, title and text lines) and the blank lines between blocks."""
+    fixed = len(template(PROMPT_VERSION).substitute(question=_one_line(question), count="", candidates=""))
+    lengths = [fixed + 1]  # the count "0"
+    blocks = 0
+    for position, (doc_id, title, text) in enumerate(candidates, start=1):
+        blocks += len(str(position)) + _block_chars(doc_id, title, text) + (2 if position > 1 else 0)
+        lengths.append(fixed + len(str(position)) + blocks)
+    return lengths
+
+
+@lru_cache(maxsize=65536)
+def _block_chars(doc_id: str, title: str, text: str) -> int:
+    # A block without its position: "[] id: <id>", the title line when there is one, the text line.
+    title_line = len("\ntitle: ") + len(_one_line(title)) if title.strip() else 0
+    return len("[] id: ") + len(doc_id) + title_line + len("\ntext: ") + len(_truncate(text))
 
 
 def answer_field(raw: str, field: str, kind: type, what: str) -> Any:

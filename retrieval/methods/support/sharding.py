@@ -11,7 +11,8 @@ Why the merge is exact: every shard ranks its own documents by the same scores a
 rule as the whole corpus (retrieval.run.ranking.top_k: equal scores go to the lower corpus index), and
 returns its top `depth`; a document in the whole corpus's top `depth` is in its shard's top `depth`,
 so sorting the union by (score descending, corpus index ascending) and keeping `depth` gives the
-single-process ranking, provided each shard computes the same scores (BM25 with the global
+single-process ranking (of that union, only the candidates that can reach the whole top cross:
+retrieval.methods.support.shard_answers), provided each shard computes the same scores (BM25 with the global
 statistics; cosines of the same vectors; retrieval.methods.support.bm25_shards, VectorSharding).
 """
 
@@ -23,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from retrieval.methods.support.shard_answers import agreed_thresholds, cut, mark_step, marks, merge, packed
 from retrieval.run.ranking import Ranking
 
 __all__ = ["Shard", "ShardedSearch", "merge", "run_in_process", "shard_bounds", "sharding_of"]
@@ -46,7 +48,9 @@ class ShardedSearch(Protocol):
     must be pure functions of their arguments): `prepare` (index the shard's documents once, for
     these queries),
     `summarize` (its contribution to the global statistics), `score` (its top `depth`
-    documents per question, indices local to the shard, scores as the whole run rounds them).
+    documents per question, indices local to the shard, scores as the whole run rounds them,
+    best first with ties to the lower index as retrieval.run.ranking.top_k ranks: the merge and
+    the thresholds of retrieval.methods.support.shard_answers rely on that order).
     """
 
     def queries(self, context: Any) -> Any: ...
@@ -77,30 +81,14 @@ def shard_bounds(n_documents: int, n_shards: int) -> list[Shard]:
     return [Shard(i, int(edges[i]), int(edges[i + 1])) for i in range(count)]
 
 
-def merge(shards: Sequence[Shard], answers: Sequence[Sequence[Ranking]], depth: int) -> list[Ranking]:
-    """The whole corpus's ranking per question from each shard's (shard-local) rankings.
-
-    Ties go to the lower corpus index, as in retrieval.run.ranking.top_k.
-    """
-    if len(shards) != len(answers):
-        raise ValueError(f"{len(answers)} answers for {len(shards)} shards")
-    n_questions = len(answers[0]) if answers else 0
-    merged = []
-    for q in range(n_questions):
-        indices = np.concatenate(
-            [answer[q].indices + shard.start for shard, answer in zip(shards, answers, strict=True)]
-        )
-        scores = np.concatenate([answer[q].scores for answer in answers])
-        order = np.lexsort((indices, -scores))[:depth]
-        merged.append(Ranking(indices[order].astype(np.int64), scores[order]))
-    return merged
-
-
 def run_in_process(search: ShardedSearch, context: Any, shards: Sequence[Shard]) -> list[Ranking]:
     """The sharded search run shard after shard in this process: the cluster's steps without a
-    cluster (what the exactness tests and the per-shard benchmark measure)."""
+    cluster, answers cut to the agreed thresholds as on a cluster (what the exactness tests and
+    the per-shard benchmark measure)."""
     queries = search.queries(context)
     prepared = [search.prepare(search.documents(context, shard), queries) for shard in shards]
     statistics = search.combine([search.summarize(p, queries) for p in prepared])
-    answers = [search.score(p, queries, statistics, context.depth) for p in prepared]
-    return merge(shards, answers, context.depth)
+    step = mark_step(context.depth, len(shards))
+    answers = [packed(search.score(p, queries, statistics, context.depth)) for p in prepared]
+    thresholds = agreed_thresholds([marks(answer, step) for answer in answers], context.depth)
+    return merge(shards, [cut(answer, thresholds) for answer in answers], context.depth)
