@@ -2,11 +2,20 @@
 
 The flow: dataset -> pipeline of methods -> Run -> metrics, failures, remedies -> report,
 each method's calls recorded in its own cassette and replayed with the network closed.
+
+The names below are the public API (docs/api.md): what an adopter imports, from here. A name
+is never removed or renamed without a deprecated alias and a CHANGELOG line; the module paths
+of 0.1 are such aliases until 0.3.0 (retrieval.moved).
 """
 
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from retrieval import moved
+from retrieval.version import __version__ as __version__  # re-exported: retrieval.__version__
+
+moved.install()
 
 # The names below load on first use (PEP 562): `import retrieval.x` for one small module, as
 # pytest does for the plugin in every run of a repository that installs the package, then
@@ -37,6 +46,7 @@ _EXPORTS = {
     "Usage": "retrieval.run.cost",
     "ConfigError": "retrieval.config",
     "test_gate": "retrieval.gate.plugin",
+    "RetrievalDeprecationWarning": "retrieval.moved",
     "build_report": "retrieval.report.build",
     "render_markdown": "retrieval.report.sections",
     "Run": "retrieval.run.results",
@@ -49,6 +59,7 @@ if TYPE_CHECKING:
     from retrieval.gate.plugin import test_gate
     from retrieval.measures.metrics import hit_rate_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
     from retrieval.methods.base import Context, Method
+    from retrieval.moved import RetrievalDeprecationWarning
     from retrieval.report.build import build_report
     from retrieval.report.sections import render_markdown
     from retrieval.run.cost import Usage
@@ -73,8 +84,9 @@ def __dir__() -> list[str]:
 
 class _Package(types.ModuleType):
     """This package, whose exported names stay what they name when a submodule of the same
-    name loads: the import system sets a loaded submodule as an attribute of its package, which
-    would make `retrieval.evaluation.evaluate` the module instead of the function."""
+    name loads: the import system sets a loaded submodule as an attribute of its package, and
+    0.1's `retrieval.evaluate`, a deprecated alias module (retrieval.moved), would then replace
+    the function `retrieval.evaluate`."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _EXPORTS and isinstance(value, types.ModuleType):
@@ -99,6 +111,7 @@ __all__ = [
     "Question",
     "Ranking",
     "RankingError",
+    "RetrievalDeprecationWarning",
     "Run",
     "Settings",
     "Usage",

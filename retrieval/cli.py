@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from retrieval.gate.reference import baseline_at
 from retrieval.gate.result import BASELINE_PATH, GateResult, importable, recover
 from retrieval.gate.schema import BaselineError, load_baseline
 from retrieval.measures.figures import DIGITS
+from retrieval.moved import RetrievalDeprecationWarning
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Mode
@@ -30,6 +32,7 @@ from retrieval.report.sections import render_markdown
 from retrieval.run.results import Run, RunLogError, load_run, run_log
 from retrieval.text.markdown import fit
 from retrieval.text.redaction import failure_text, redacted
+from retrieval.version import __version__
 
 __all__ = ["main"]
 
@@ -40,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Evaluate retrieval methods (bm25, vector, hybrid, rerank) with recall@k and MRR. "
         "By default model calls are replayed from cassettes/<profile>/: no key, no server.",
     )
+    p.add_argument("--version", action="version", version=f"retrieval-regression {__version__}")
     p.add_argument("--dataset", help="dataset folder (native: corpus.jsonl + questions.jsonl; or BEIR)")
     p.add_argument("--profile", help="profile from retrieval.toml / [tool.retrieval] (default: local)")
     p.add_argument("--methods", help="comma-separated: bm25,vector,hybrid,rerank or module:factory")
@@ -183,6 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--allow-regression only applies with --update-baseline.")
         if args.update_baseline and not args.gate:
             parser.error("--update-baseline applies with --gate (the gate decides what may be written).")
+    if not sys.warnoptions:
+        # A method module on 0.1's paths (`from retrieval.ranking import top_k`) is told so once:
+        # Python hides DeprecationWarnings raised outside __main__, and this one is for the user.
+        warnings.simplefilter("default", RetrievalDeprecationWarning)
     try:
         return judge_command(judge_args) if judging else _main(args)
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:

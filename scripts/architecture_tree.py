@@ -18,6 +18,8 @@ import textwrap
 import tomllib
 from pathlib import Path
 
+from generated_block import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "retrieval"
 PAGE = ROOT / "docs" / "architecture.md"
@@ -43,7 +45,13 @@ def _summary(path: Path) -> str:
 def _modules(folder: Path) -> list[str]:
     names = [p.stem for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"]
     data = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix not in {".py", ".pyc"})
-    return names + data
+    # A folder of data (no __init__.py), such as data/stopwords/: named, its files are its own.
+    folders = sorted(
+        f"{p.name}/"
+        for p in folder.iterdir()
+        if p.is_dir() and p.name != "__pycache__" and not (p / "__init__.py").exists()
+    )
+    return names + data + folders
 
 
 def _entry(folder: Path, depth: int) -> list[str]:
@@ -75,21 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the page's block is stale")
     args = parser.parse_args(argv)
-    text = PAGE.read_text(encoding="utf-8")
-    start, end = text.find(START), text.find(END)
-    if not 0 <= start < end:
-        print(f"error: {PAGE.relative_to(ROOT)} has lost its markers {START} ... {END}", file=sys.stderr)
-        return 2
-    updated = text[:start] + render_tree() + text[end + len(END) :]
-    if args.check:
-        if updated != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run `python scripts/architecture_tree.py`", file=sys.stderr)
-            return 1
-        return 0
-    if updated != text:
-        PAGE.write_text(updated, encoding="utf-8")
-        print(f"updated {PAGE.relative_to(ROOT)}")
-    return 0
+    return write_or_check([PAGE], START, END, render_tree, args.check, "python scripts/architecture_tree.py")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from generated_block import BlockError, write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "configuration.md"
 START = "<!-- config-reference:start -->"
@@ -30,7 +32,7 @@ END = "<!-- config-reference:end -->"
 NOTE = "<!-- Generated from retrieval/config by `python scripts/config_reference.py`; do not edit by hand. -->"
 
 
-class ReferenceError(RuntimeError):
+class ReferenceBlockError(BlockError):
     """The reference cannot be generated or placed; the message says what to fix."""
 
 
@@ -56,7 +58,7 @@ def _doc(field: Field[Any], owner: str) -> str:
 
     doc = field.metadata.get(DOC)
     if not doc:
-        raise ReferenceError(
+        raise ReferenceBlockError(
             f"{owner}.{field.name} has no description: give its field `metadata={{DOC: ...}}` "
             "(retrieval/config/settings.py, `_setting(default, doc)`)."
         )
@@ -152,7 +154,7 @@ def _run_settings(defaults: Mapping[str, Any], flags: Mapping[str, list[str]]) -
     by_name = {f.name: f for f in fields(Settings)}
     missing = sorted(SETTING_KEYS - set(by_name))
     if missing:
-        raise ReferenceError(f"settings {missing} are accepted but are no field of Settings")
+        raise ReferenceBlockError(f"settings {missing} are accepted but are no field of Settings")
     lines = [
         "| key | accepts | default | also set by | what it does |",
         "|---|---|---|---|---|",
@@ -174,7 +176,7 @@ def _profile_settings(flags: Mapping[str, list[str]]) -> list[str]:
     group_fields.update({("", f.name): (f, "Profile") for f in fields(Profile) if f.name not in {"name", *GROUPS}})
     unlisted = sorted(set(group_fields) - set(FLAT_KEYS.values()))
     if unlisted:
-        raise ReferenceError(f"profile settings {unlisted} have no flat key in FLAT_KEYS")
+        raise ReferenceBlockError(f"profile settings {unlisted} have no flat key in FLAT_KEYS")
     choices = {
         "provider": " or ".join(f"`{p}`" for p in CHECKS),
         "encoding_format": " or ".join(f"`{e}`" for e in ENCODINGS),
@@ -325,32 +327,11 @@ def render_reference() -> str:
     return "\n".join(parts)
 
 
-def _replace_block(text: str, block: str) -> str:
-    start, end = text.find(START), text.find(END)
-    if not 0 <= start < end:
-        raise ReferenceError(f"{PAGE.relative_to(ROOT)} has lost its markers {START} ... {END}")
-    return text[:start] + block + text[end + len(END) :]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the page's block is stale")
     args = parser.parse_args(argv)
-    try:
-        text = PAGE.read_text(encoding="utf-8")
-        updated = _replace_block(text, render_reference())
-    except ReferenceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
-        if updated != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run `python scripts/config_reference.py`", file=sys.stderr)
-            return 1
-        return 0
-    if updated != text:
-        PAGE.write_text(updated, encoding="utf-8")
-        print(f"updated {PAGE.relative_to(ROOT)}")
-    return 0
+    return write_or_check([PAGE], START, END, render_reference, args.check, "python scripts/config_reference.py")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from generated_block import BlockError, write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 # Every page that shows the table: the README, and the demo's page of the documentation site.
@@ -30,7 +32,7 @@ METHOD_ORDER = ("bm25", "vector", "hybrid", "rerank")
 PROVIDERS = {"openai": "OpenAI-compatible API", "gemini": "Gemini API"}
 
 
-class TableError(RuntimeError):
+class TableError(BlockError):
     """The table cannot be rendered or placed; the message says what to fix."""
 
 
@@ -100,41 +102,11 @@ def render_block(root: Path = ROOT, profile: str = PROFILE) -> str:
     return f"{START}\n{note}\n\n{table}{END}"
 
 
-def replace_block(text: str, block: str) -> str:
-    """`text` with the region between the markers (markers included) replaced by `block`."""
-    start, end = text.find(START), text.find(END)
-    if start < 0 or end < start:
-        raise TableError(f"the page must contain {START} then {END} where the demo table goes.")
-    return text[:start] + block + text[end + len(END) :]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page's table is stale")
     args = parser.parse_args(argv)
-    try:
-        block = render_block()
-        pages = {page: page.read_text(encoding="utf-8") for page in PAGES}
-        updated = {page: replace_block(text, block) for page, text in pages.items()}
-    except TableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    stale = [page for page in PAGES if updated[page] != pages[page]]
-    names = ", ".join(str(page.relative_to(ROOT)) for page in stale)
-    if not stale:
-        print("The demo table is up to date.")
-        return 0
-    if args.check:
-        print(
-            f"the demo table of {names} is stale (baselines/metrics.json changed): "
-            "run `python scripts/readme_table.py` and commit it.",
-            file=sys.stderr,
-        )
-        return 1
-    for page in stale:
-        page.write_text(updated[page], encoding="utf-8")
-    print(f"{names}: demo table rewritten from baselines/metrics.json.")
-    return 0
+    return write_or_check(PAGES, START, END, render_block, args.check, "python scripts/readme_table.py")
 
 
 if __name__ == "__main__":

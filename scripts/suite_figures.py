@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from generated_block import BlockError, replace_block, write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "suite-figures.json"
 # The measured run's whole output, kept for a look (the cache folder is not committed).
@@ -44,7 +46,7 @@ _COUNT = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?|warni
 CALIBRATION = "sum(range(3*10**7))"
 
 
-class FiguresError(RuntimeError):
+class FiguresError(BlockError):
     """The figures cannot be measured or placed; the message says what to fix."""
 
 
@@ -150,7 +152,7 @@ def _expect(clone: Path, tests: int, commit: str) -> None:
     block = render_block(figures)
     for page in PAGES:
         target = clone / page.relative_to(ROOT)
-        target.write_text(replace_block(target.read_text(encoding="utf-8"), block, page), encoding="utf-8")
+        target.write_text(replace_block(target.read_text(encoding="utf-8"), START, END, block, page), encoding="utf-8")
 
 
 def measure(timeout: float = 3600) -> dict[str, Any]:
@@ -243,40 +245,22 @@ def read_figures(path: Path = FIGURES) -> dict[str, Any]:
         ) from exc
 
 
-def replace_block(text: str, block: str, page: Path) -> str:
-    start, end = text.find(START), text.find(END)
-    if not 0 <= start < end:
-        raise FiguresError(f"{page.relative_to(ROOT)} must contain {START} then {END} where the figures go.")
-    return text[:start] + block + text[end + len(END) :]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", nargs="?", choices=["measure", "render"], default="render")
     parser.add_argument("--check", action="store_true", help="exit 1 if a page's block differs from the measurement")
     args = parser.parse_args(argv)
-    try:
-        if args.action == "measure":
+    if args.action == "measure":
+        try:
             figures = measure()
-            FIGURES.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-            print(f"wrote {FIGURES.relative_to(ROOT)}: {figures['tests']} tests, {figures['total_seconds']} s")
-        block = render_block(read_figures())
-        pages = {page: page.read_text(encoding="utf-8") for page in PAGES}
-        updated = {page: replace_block(text, block, page) for page, text in pages.items()}
-    except (FiguresError, subprocess.SubprocessError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    stale = [page for page in PAGES if updated[page] != pages[page]]
-    if args.check:
-        if stale:
-            names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
-            print(f"{names}: the suite's figures are stale: run `python scripts/suite_figures.py`", file=sys.stderr)
-            return 1
-        return 0
-    for page in stale:
-        page.write_text(updated[page], encoding="utf-8")
-        print(f"updated {page.relative_to(ROOT)}")
-    return 0
+        except (FiguresError, subprocess.SubprocessError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        FIGURES.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {FIGURES.relative_to(ROOT)}: {figures['tests']} tests, {figures['total_seconds']} s")
+    return write_or_check(
+        PAGES, START, END, lambda: render_block(read_figures()), args.check, "python scripts/suite_figures.py"
+    )
 
 
 if __name__ == "__main__":

@@ -1,1 +1,10 @@
 """The regression gate: baseline schema, comparison and update, snapshots, verdicts, the pytest plugin."""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """The names 0.1's `retrieval/gate.py` exported, kept as deprecated aliases until 0.3.0 (retrieval.moved)."""
+    from retrieval.moved import moved_name
+
+    return moved_name(__name__, name)

@@ -26,6 +26,7 @@ from retrieval.measures.refusion import candidate_pools
 from retrieval.measures.ties import TieInfo, TieSummary, summarize_ties
 from retrieval.run.cost import Usage, estimate_cost
 from retrieval.run.results import Run
+from retrieval.version import __version__
 
 __all__ = ["INDEXING", "ROUND", "Report", "build_report", "render_json"]
 
@@ -100,6 +101,8 @@ class Report:
     long_inputs: dict[str, Any] = field(default_factory=dict)
     # Where the methods ran (Run.executor): the executor and, on a cluster, its nodes and CPUs.
     executor: dict[str, Any] | None = None
+    # The version of the tool that made the report (the package's, as `--version` prints it).
+    version: str = __version__
 
 
 def _cost_rows(run: Run, prices: Mapping[str, Mapping[str, float]]) -> list[CostRow]:

@@ -59,7 +59,7 @@ def _trace(trace: RelevantTrace, method: str, depth: int) -> str:
 def _header(report: Report, notice: str | None) -> list[str]:
     out = [
         f"## Retrieval evaluation: {report.dataset} ({report.questions} questions, profile "
-        f"`{report.config.get('profile')}`, {report.mode})",
+        f"`{report.config.get('profile')}`, {report.mode}; retrieval-regression {report.version})",
         "",
     ]
     if notice:

@@ -4,13 +4,12 @@ suite figures are a measurement of this suite (scripts/suite_figures.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -22,26 +21,16 @@ TEST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e 
 
 @pytest.fixture(scope="module")
 def readme_table() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("readme_table", ROOT / "scripts" / "readme_table.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("readme_table", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _shell_blocks(text: str) -> list[str]:
-    return [b.strip() for b in re.findall(r"```(?:sh|bash|console)\n(.*?)```", text, re.S)]
+    return load_script("readme_table")
 
 
 @pytest.fixture(scope="module")
 def suite_figures() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("suite_figures", ROOT / "scripts" / "suite_figures.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("suite_figures", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("suite_figures")
+
+
+def _shell_blocks(text: str) -> list[str]:
+    return [b.strip() for b in re.findall(r"```(?:sh|bash|console)\n(.*?)```", text, re.S)]
 
 
 @pytest.mark.parametrize("page", [README, DEMO_PAGE], ids=lambda p: p.name)

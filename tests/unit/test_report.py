@@ -282,7 +282,7 @@ def test_json_has_the_same_figures() -> None:
 def test_replay_mode_explains_recorded_time() -> None:
     markdown = render_markdown(_report(_run(mode="replay")))
     assert "Replayed calls take no time" in markdown
-    assert "replay)" in markdown.splitlines()[0]
+    assert ", replay; retrieval-regression " in markdown.splitlines()[0]
 
 
 def test_against_the_baseline_every_moved_figure_has_its_interval() -> None:

@@ -1,0 +1,61 @@
+"""The package installs as a wheel with everything it needs: the package data the tool reads at run
+time, the extras the README names, the entry points (the command, the pytest plugin) and the one
+version. Built from a copy of the sources (nothing written into the checkout), without the
+network (the build backend is the test extra's setuptools, called as pip would call it)."""
+
+from __future__ import annotations
+
+import email.parser
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import retrieval
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    source = tmp_path_factory.mktemp("source")
+    shutil.copytree(ROOT / "retrieval", source / "retrieval", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    out = tmp_path_factory.mktemp("dist")
+    # What `pip wheel --no-build-isolation` calls (PEP 517), without pip's own start.
+    build = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
+    done = subprocess.run(
+        [sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (built,) = out.glob("*.whl")
+    assert built.name == f"retrieval_regression-{retrieval.__version__}-py3-none-any.whl"
+    return zipfile.ZipFile(built)
+
+
+def test_the_wheel_holds_every_file_the_package_reads(wheel: zipfile.ZipFile) -> None:
+    names = set(wheel.namelist())
+    package = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "retrieval").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert sorted(package - names) == []
+    assert {"retrieval/config/defaults.toml", "retrieval/py.typed", "retrieval/methods/prompts/rerank-v1.txt"} <= names
+
+
+def test_the_wheel_names_the_version_the_extras_and_the_entry_points(wheel: zipfile.ZipFile) -> None:
+    info = f"retrieval_regression-{retrieval.__version__}.dist-info"
+    metadata = email.parser.Parser().parsestr(wheel.read(f"{info}/METADATA").decode())
+    assert metadata["Version"] == retrieval.__version__
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert sorted(metadata.get_all("Provides-Extra") or []) == sorted(extras)
+    assert {"gate", "ray", "postgres", "docs"} <= set(extras)
+    entry_points = wheel.read(f"{info}/entry_points.txt").decode()
+    assert "[pytest11]\nretrieval = retrieval.gate.plugin" in entry_points
+    assert "retrieval-eval = retrieval.cli:main" in entry_points
