@@ -110,17 +110,23 @@ def _worse_section(item: ItemVerdict) -> list[str]:
 
 
 def _undecided(failing: list[Comparison], metric: str) -> list[str]:
-    """For a drop that rests on unjudged documents: its range, the documents, the command."""
-    out: list[str] = []
+    """For a drop that rests on unjudged documents: its range, the documents, the command (once
+    for the baselines that say the same)."""
+    groups: dict[tuple[object, ...], list[Comparison]] = {}
     for c in failing:
-        if not c.undecided or c.if_relevant is None:
-            continue
-        was, now = (figure_text(metric, v) for v in c.if_relevant)
+        if c.undecided and c.if_relevant is not None:
+            groups.setdefault((c.if_relevant, c.unjudged), []).append(c)
+    out: list[str] = []
+    for same in groups.values():
+        c = same[0]
+        was, now = (figure_text(metric, v) for v in c.if_relevant or ())
         documents = ", ".join(f"`{escape_cell(q)}` `{escape_cell(d)}` (rank {r})" for q, d, r in c.unjudged[:10])
         more = f" and {len(c.unjudged) - 10} more" if len(c.unjudged) > 10 else ""
-        command = "python -m retrieval judge" + (f" --baseline-ref {c.against}" if c.against else "")
+        reference = next((x.against for x in same if x.against), None)
+        command = "python -m retrieval judge" + (f" --baseline-ref {reference}" if reference else "")
+        against = " and ".join(_against(x) for x in same)
         out += [
-            f"**Undecided** against {_against(c)}: with the {len(c.unjudged)} unjudged document(s) that entered its "
+            f"**Undecided** against {against}: with the {len(c.unjudged)} unjudged document(s) that entered its "
             f"top k counted as relevant, {was} -> {now}, which holds: {documents}{more}. Judge them: `{command}`.",
             "",
         ]
