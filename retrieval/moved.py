@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MOVED", "MOVED_IN_PACKAGES", "REMOVED_IN", "RetrievalDeprecationWarning", "install", "moved_name"]
+__all__ = [
+    "MOVED",
+    "MOVED_IN_PACKAGES",
+    "REMOVED_IN",
+    "RENAMED",
+    "RetrievalDeprecationWarning",
+    "install",
+    "moved_name",
+]
 
 REMOVED_IN = "0.3.0"
 _PACKAGE = str(Path(__file__).parent)
@@ -64,7 +72,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "retrieval.executor": ("retrieval.executors.executor",),
     "retrieval.failures": ("retrieval.diagnosis.failures",),
     "retrieval.fusion": ("retrieval.measures.fusion",),
-    "retrieval.gate_judge": ("retrieval.gate.judge",),
+    "retrieval.gate_judge": ("retrieval.gate.outcome",),
     "retrieval.llm_methods": ("retrieval.methods.support.llm",),
     "retrieval.markdown": ("retrieval.text.markdown",),
     "retrieval.metrics": ("retrieval.measures.metrics",),
@@ -135,6 +143,65 @@ MOVED_IN_PACKAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "retrieval.run": (
         ("MethodResult", "QuestionResult", "Run", "RunLogError", "load_run", "run_log", "save_run"),
         ("retrieval.run.results",),
+    ),
+}
+
+
+# Names of 0.1 that were renamed or reshaped when the gate got one verdict model (0.2.0): the
+# old module's name -> a function giving what serves it now (the new name, or a thin adapter
+# that keeps the 0.1 call and return shape), resolved on first use. By import_module, as every
+# alias here: this module is imported by the layers below the gate and must not pull it in.
+def _new(path: str) -> Any:
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _figure_item() -> Any:
+    item_id = _new("retrieval.gate.verdicts.item_id")
+
+    def figure_item(figure: str, reference: str | None = None) -> str:
+        return str(item_id(f"{figure} against {reference}" if reference else figure))
+
+    return figure_item
+
+
+def _judge() -> Any:
+    verdicts_of = _new("retrieval.gate.verdicts.verdicts_of")
+
+    def judge(result: Any, problem: str | None, names: Sequence[str], refusal: str | None = None) -> list[Any]:
+        return list(verdicts_of(result, problem, names, refusal).items)
+
+    return judge
+
+
+def _outcome_frame() -> Any:
+    verdict_frame = _new("retrieval.gate.session.verdict_frame")
+
+    def outcome_frame(outcome: Any, profile: str) -> Any:
+        return verdict_frame(outcome.verdict)
+
+    return outcome_frame
+
+
+RENAMED: dict[tuple[str, str], tuple[str, Any]] = {
+    ("retrieval.baseline", "rejudged"): (
+        "retrieval.gate.questions.under_judgments",
+        lambda: _new("retrieval.gate.questions.under_judgments"),
+    ),
+    ("retrieval.baseline_questions", "rejudged"): (
+        "retrieval.gate.questions.under_judgments",
+        lambda: _new("retrieval.gate.questions.under_judgments"),
+    ),
+    ("retrieval.verdicts", "Verdict"): (
+        "retrieval.report.verdict.ItemVerdict",
+        lambda: _new("retrieval.report.verdict.ItemVerdict"),
+    ),
+    ("retrieval.verdicts", "figure_item"): ("retrieval.gate.verdicts.item_id", _figure_item),
+    ("retrieval.verdicts", "judge"): ("retrieval.gate.verdicts.verdicts_of (its .items)", _judge),
+    ("retrieval.plugin_session", "outcome_frame"): ("retrieval.gate.session.verdict_frame", _outcome_frame),
+    ("retrieval.gate_judge", "judge_run"): (
+        "retrieval.gate.outcome.gate_outcome",
+        lambda: _new("retrieval.gate.outcome.gate_outcome"),
     ),
 }
 
@@ -209,6 +276,10 @@ def _alias(old: str, targets: tuple[str, ...]) -> types.ModuleType:
     def __getattr__(name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        if (old, name) in RENAMED:
+            new, serve = RENAMED[(old, name)]
+            _warn(f"{old}.{name}", new)
+            return serve()
         try:
             return _lookup(targets, name)
         except AttributeError:

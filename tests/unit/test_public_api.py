@@ -280,3 +280,16 @@ def test_the_warning_points_at_the_caller_of_import_module(monkeypatch: pytest.M
     with pytest.warns(RetrievalDeprecationWarning) as caught:
         importlib.import_module("retrieval.metrics")
     assert [Path(w.filename).name for w in caught] == [Path(__file__).name]
+
+
+def test_a_renamed_0_1_name_warns_with_its_new_name_and_keeps_its_0_1_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "retrieval.verdicts", raising=False)
+    with pytest.warns(RetrievalDeprecationWarning):
+        module = importlib.import_module("retrieval.verdicts")
+    with pytest.warns(RetrievalDeprecationWarning, match=r"retrieval\.verdicts\.judge is deprecated.*verdicts_of"):
+        judge = module.judge
+    verdicts = judge(None, "ConfigError: retrieval.toml:3: fix it", ["gate", "bm25-mrr"])
+    assert [(v.name, v.kind, v.ok) for v in verdicts] == [("gate", "problem", False), ("bm25-mrr", "figure", False)]
+    with pytest.warns(RetrievalDeprecationWarning, match=r"figure_item is deprecated"):
+        figure_item = module.figure_item
+    assert figure_item("bm25 mrr", "origin/main") == "bm25-mrr-against-origin-main"
