@@ -103,9 +103,11 @@ def _who(args: argparse.Namespace, settings: Settings) -> str:
 
 def _pool(
     settings: Settings, dataset: Dataset, depth: int, live: bool, reference: str | None
-) -> tuple[list[Candidate], frozenset[tuple[str, str]] | None]:
-    """The depth-`depth` pool of the configured methods, and with `reference` the pairs the
-    comparison with its baseline left undecided (None without one, or when nothing was compared)."""
+) -> tuple[list[Candidate], frozenset[tuple[str, str]] | None, tuple[str, ...]]:
+    """The depth-`depth` pool of the configured methods, with `reference` the pairs the
+    comparison with its baseline left undecided (None without one, or when nothing was compared),
+    and the names of the methods that ranked (the run's: a configured entry point is named by its
+    method, a method the profile cannot run is not among them)."""
     from retrieval.evaluation.evaluate import evaluate
     from retrieval.evaluation.progress import stderr_progress
     from retrieval.gate.result import importable, run_gate
@@ -117,10 +119,10 @@ def _pool(
         needed = frozenset((q, d) for c in result.checks if c.undecided for q, d, _ in c.unjudged)
         if result.problem:
             print(f"warning: nothing compared with {reference}: {result.problem}", file=sys.stderr)
-        return depth_pool(result.run, depth), None if result.problem else needed
+        return depth_pool(result.run, depth), None if result.problem else needed, tuple(result.run.methods)
     with importable(settings.root):
         run = evaluate(dataset, settings, mode="live" if live else "replay", progress=stderr_progress)
-    return depth_pool(run, depth), None
+    return depth_pool(run, depth), None, tuple(run.methods)
 
 
 def _people_judged(dataset: Dataset) -> dict[str, set[str]]:
@@ -147,7 +149,7 @@ def judge_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--depth must be from 1 to {MAX_DEPTH} (the top of each ranking a run keeps), got {depth}.")
     if (args.record or args.holes_only) and not args.llm:
         raise ConfigError("--record and --holes-only go with --llm: the LLM judge's calls.")
-    pool, needed = _pool(settings, dataset, depth, args.live and not args.llm, args.baseline_ref)
+    pool, needed, methods = _pool(settings, dataset, depth, args.live and not args.llm, args.baseline_ref)
     if args.llm:
         from retrieval.judging.llm_judge import judge_with_llm
 
@@ -163,7 +165,7 @@ def judge_command(args: argparse.Namespace) -> int:
         rows = pool if args.all else unjudged(pool)
         count = export_csv(args.export, dataset, rows, needed or frozenset())
         print(
-            f"{args.export}: {count} pair(s) of the top {depth} of {', '.join(settings.methods)}. Fill the grade "
+            f"{args.export}: {count} pair(s) of the top {depth} of {', '.join(methods)}. Fill the grade "
             f"column (0 not relevant, 1 related, 2 partly answers, 3 answers it) and bring it back with "
             f"`{COMMAND} --import {args.export}`.",
             file=sys.stderr,
