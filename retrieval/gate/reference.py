@@ -93,6 +93,8 @@ class BaseBranch:
     tolerance: float = 0.0
     # What a drop resting on unjudged documents does: the base branch's own setting ("fail", "warn").
     unjudged: str = "fail"
+    # Whether LLM judgments count: the base branch's own setting (accept_llm_judgments).
+    accept_llm_judgments: bool = False
     k: int = 5
     dataset: str | None = None
     entry: Mapping[str, Any] | None = None
@@ -226,6 +228,7 @@ def base_branch(ref: str, settings: Settings, profile: str | None = None, *, tex
         profile=theirs.profile.name,
         tolerance=theirs.tolerance,
         unjudged=theirs.unjudged,
+        accept_llm_judgments=theirs.accept_llm_judgments,
         k=theirs.k,
         dataset=dataset,
         entry=entry,

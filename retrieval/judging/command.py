@@ -119,7 +119,10 @@ def _pool(
         needed = frozenset((q, d) for c in result.checks if c.undecided for q, d, _ in c.unjudged)
         if result.problem:
             print(f"warning: nothing compared with {reference}: {result.problem}", file=sys.stderr)
-        return depth_pool(result.run, depth), None if result.problem else needed, tuple(result.run.methods)
+        # Against a base branch that refuses LLM judgments, the pairs only an LLM graded are holes
+        # to it: the page offers them to people (result.base_run: the run judged without them).
+        judged = result.base_run or result.run
+        return depth_pool(judged, depth), None if result.problem else needed, tuple(result.run.methods)
     with importable(settings.root):
         run = evaluate(dataset, settings, mode="live" if live else "replay", progress=stderr_progress)
     return depth_pool(run, depth), None, tuple(run.methods)

@@ -5,6 +5,7 @@ Chromium), the verdict is a measured one. `unjudged = "warn"` says the same and 
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -130,3 +131,43 @@ def test_unjudged_warn_says_it_and_holds_only_where_the_base_branch_sets_it(pull
         "undecided (unjudged = warn): bm25 mrr fell only with 2 unjudged document(s) counted as not relevant: "
         "judge them with `python -m retrieval judge --baseline-ref main`"
     ) in gated.stdout
+
+
+def _llm_graded(root: Path) -> None:
+    """An LLM's grades (a FIXTURE judge's lines) for the pull request's new document, on both questions."""
+    lines = [
+        {
+            "question": q,
+            "document": NEW["id"],
+            "grade": 3,
+            "source": "llm:fixture-model",
+            "date": "2026-12-01T10:00:00Z",
+        }
+        for q in ("q01", "q20")
+    ]
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    (root / "data" / "demo" / JUDGMENTS_FILE).write_text(text, encoding="utf-8")
+
+
+def test_llm_grades_count_against_the_base_branch_only_where_it_accepts_them(tmp_path: Path) -> None:
+    # The pull request turns accept_llm_judgments on and brings an LLM's grades of the new
+    # document: against main, which refuses them, they are still holes and the drop is undecided.
+    root = _pull_request(tmp_path / "refused")
+    (root / "retrieval.toml").write_text(PROJECT + "accept_llm_judgments = true\n", encoding="utf-8")
+    _llm_graded(root)
+    gated = _gate(root)
+    [line] = [line for line in gated.stdout.splitlines() if line.startswith("FAILED bm25-mrr - ")]
+    assert line.startswith("FAILED bm25-mrr - bm25 mrr fell below the baseline of main: "), gated.stdout
+    assert "Undecided: judge 2 document(s)" in line
+    # And the judging command offers those pairs to people, as what this pull request needs.
+    exported = _run(root, sys.executable, "-m", "retrieval", "judge", "--export", "pool.csv", "--baseline-ref", "main")
+    assert exported.returncode == 0, exported.stderr
+    with (root / "pool.csv").open(encoding="utf-8-sig", newline="") as sheet:
+        needed = sorted((r["question_id"], r["document_id"]) for r in csv.DictReader(sheet) if r["needed"] == "yes")
+    assert needed == [("q01", NEW["id"]), ("q20", NEW["id"])]
+    # Accepted on the base branch too: the LLM's grades fill the holes on both sides, and bm25 MRR holds.
+    root = _pull_request(tmp_path / "accepted", PROJECT + "accept_llm_judgments = true\n")
+    _llm_graded(root)
+    gated = _gate(root)
+    assert not [line for line in gated.stdout.splitlines() if line.startswith("FAILED bm25-mrr")], gated.stdout
+    assert _undecided(gated.stdout) == [], gated.stdout
