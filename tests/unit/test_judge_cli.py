@@ -147,29 +147,20 @@ def test_the_judge_command_refuses_what_it_cannot_do_in_one_line(
     assert "--judge 'bad\\nname': source is 'human:bad\\nname'" in capsys.readouterr().err
 
 
-REVERSED = '''
-import numpy as np
-from retrieval import top_k
+SAME = '''
+class Same:
+    """FIXTURE retriever: bm25's rankings, under a name of its own."""
 
-
-class Reversed:
-    """FIXTURE retriever: bm25's top 20 in reverse order."""
-
-    name = "reversed"
+    name = "same-as-bm25"
     requires = ("bm25",)
     needs_vectors = False
 
     def rank(self, context):
-        out = []
-        for bm25 in context.rankings["bm25"]:
-            scores = np.zeros(len(context.dataset.documents))
-            scores[bm25.indices] = np.arange(len(bm25.indices))
-            out.append(top_k(scores, context.depth))
-        return out
+        return list(context.rankings["bm25"])
 
 
 def factory(settings):
-    return Reversed()
+    return Same()
 '''
 
 
@@ -178,9 +169,9 @@ def test_the_pool_names_the_methods_that_ranked_as_the_report_does(
 ) -> None:
     # A method configured by its entry point is pooled under the name it gives itself, as the
     # report and the gate name it, not under "module:factory".
-    (project / "reversed_fixture.py").write_text(REVERSED)
+    (project / "same_fixture.py").write_text(SAME)
     sheet = project / "pool.csv"
-    assert main(["judge", "--export", str(sheet), "--methods", "bm25,reversed_fixture:factory"]) == 0
+    assert main(["judge", "--export", str(sheet), "--methods", "bm25,same_fixture:factory"]) == 0
     rows = _rows(sheet)
-    assert f"{sheet}: {len(rows)} pair(s) of the top 5 of bm25, reversed." in capsys.readouterr().err
-    assert any(r["retrieved_by"].startswith("reversed #") for r in rows)
+    assert f"{sheet}: {len(rows)} pair(s) of the top 5 of bm25, same-as-bm25." in capsys.readouterr().err
+    assert any("same-as-bm25 #" in r["retrieved_by"] for r in rows)
