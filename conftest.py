@@ -1,7 +1,11 @@
 """What this repository's own tests need. The gate itself is the package's pytest plugin
 (retrieval/gate/plugin.py, entry point `pytest11`), as in any repository that installs it."""
 
+from __future__ import annotations
+
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -28,3 +32,104 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
         return module if module in ONE_WORKER else nodeid
 
     return gate_scheduler(config, log, scope)
+
+
+# --- The slow cases ---------------------------------------------------------------------------
+# End-to-end cases that start real clusters, database or model servers, shells, browsers or
+# pytest-xdist runs are marked `slow` (pyproject.toml). The default run (`pytest`, and the README's
+# `pytest -n auto`) leaves them out, so that it fits a two-core laptop, and says so in its last
+# lines; `pytest -m slow` runs them (CI's `slow` job, and .ci/run after the default run). A run
+# given -m chooses for itself, and a test file or test named on the command line runs whatever it
+# names. A module marked slow as a whole (`pytestmark = pytest.mark.slow`) is not even imported.
+SLOW = "slow"
+_SLOW_MODULE = re.compile(r"^pytestmark = .*\bpytest\.mark\.slow\b", re.M)
+_LEFT_OUT = pytest.StashKey[dict[str, int]]()  # test file -> slow tests (-1: a module not imported)
+_ARGS = pytest.StashKey[list[Path]]()
+
+
+def _arguments(config: pytest.Config) -> list[Path]:
+    """The paths the run collects (the command line's, or the test paths)."""
+    if _ARGS not in config.stash:
+        base = config.invocation_params.dir if config.args_source is pytest.Config.ArgsSource.ARGS else config.rootpath
+        config.stash[_ARGS] = [(base / arg.split("::", 1)[0]).resolve() for arg in config.args]
+    return config.stash[_ARGS]
+
+
+def _named_files(config: pytest.Config) -> set[Path]:
+    """The test files named on the command line (a folder names no file)."""
+    from_args = config.args_source is pytest.Config.ArgsSource.ARGS
+    return {path for path in _arguments(config) if from_args and path.is_file()}
+
+
+def _collected(path: Path, config: pytest.Config) -> bool:
+    """Whether the run collects `path` (pytest asks about a named file's neighbours too)."""
+    return any(arg == path or arg in path.parents for arg in _arguments(config))
+
+
+def _leaves_slow_out(config: pytest.Config) -> bool:
+    return not config.option.markexpr
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_LEFT_OUT] = {}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if not (collection_path.suffix == ".py" and collection_path.name.startswith("test_")):
+        return None
+    path = collection_path.resolve()
+    if not _leaves_slow_out(config) or not _collected(path, config) or path in _named_files(config):
+        return None
+    try:
+        source = collection_path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if _SLOW_MODULE.search(source) is None:
+        return None
+    config.stash[_LEFT_OUT][str(collection_path.relative_to(config.rootpath))] = -1
+    return True
+
+
+@pytest.hookimpl(trylast=True)  # after -k and --deselect: what they left
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _leaves_slow_out(config):
+        return
+    named = _named_files(config)
+    slow = [i for i in items if i.get_closest_marker(SLOW) is not None and i.path.resolve() not in named]
+    if not slow:
+        return
+    left_out = config.stash[_LEFT_OUT]
+    for item in slow:
+        where = str(item.path.relative_to(config.rootpath))
+        left_out[where] = left_out.get(where, 0) + 1
+    config.hook.pytest_deselected(items=slow)
+    chosen = set(slow)
+    items[:] = [i for i in items if i not in chosen]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:  # a pytest-xdist worker: its controller says it
+        output["slow_left_out"] = session.config.stash[_LEFT_OUT]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """The controller of a pytest-xdist run learns from a worker what the default run left out
+    (every worker collects the same tests)."""
+    output = getattr(node, "workeroutput", {})
+    config = getattr(node, "config", None)
+    if config is not None and "slow_left_out" in output:
+        config.stash[_LEFT_OUT].update(output["slow_left_out"])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    left_out = config.stash.get(_LEFT_OUT, {})
+    if not left_out:
+        return
+    tests = sum(n for n in left_out.values() if n > 0)
+    modules = sorted(m for m, n in left_out.items() if n < 0)
+    said = f"{tests} slow test(s) deselected" if tests else ""
+    if modules:
+        said += (", and " if said else "") + f"{len(modules)} slow module(s) not collected ({', '.join(modules)})"
+    terminalreporter.write_line(f"{said}: `pytest -m slow -n auto` runs them (CI's slow job)")

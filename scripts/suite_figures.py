@@ -1,7 +1,8 @@
 """Measure the README's fresh-clone figures, and render them into the README and docs/performance.md.
 
-    python scripts/suite_figures.py measure   clone this commit, run .ci/run in the clone, time it,
-                                              write docs/suite-figures.json and the two blocks
+    python scripts/suite_figures.py measure   clone this commit, run .ci/run in the clone (the default
+                                              run, then the slow set), time it, write
+                                              docs/suite-figures.json and the two blocks
     python scripts/suite_figures.py           render the blocks again from docs/suite-figures.json
     python scripts/suite_figures.py --check   exit 1 if a block differs from the measurement
 
@@ -93,17 +94,25 @@ def _timed(command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: f
     return seconds, done.stdout + done.stderr
 
 
-def parse_summary(output: str) -> dict[str, Any]:
-    """pytest's closing line: its counts by outcome and its own seconds."""
+def parse_summaries(output: str) -> list[dict[str, Any]]:
+    """pytest's closing lines, in order (`.ci/run` runs two sessions): each one's counts by
+    outcome and its own seconds."""
     found = list(_SUMMARY.finditer(output))
     if not found:
         raise FiguresError(f"no pytest summary line in the output (kept in {LOG}):\n{output[-1500:]}")
-    last = found[-1]
-    counts = {
-        word.rstrip("s") if word.startswith(("error", "warning")) else word: int(n)
-        for n, word in _COUNT.findall(last["counts"])
-    }
-    return {"counts": counts, "seconds": float(last["seconds"]), "line": last[0].strip("= ")}
+    summaries = []
+    for line in found:
+        counts = {
+            word.rstrip("s") if word.startswith(("error", "warning")) else word: int(n)
+            for n, word in _COUNT.findall(line["counts"])
+        }
+        summaries.append({"counts": counts, "seconds": float(line["seconds"]), "line": line[0].strip("= ")})
+    return summaries
+
+
+def parse_summary(output: str) -> dict[str, Any]:
+    """pytest's last closing line: its counts by outcome and its own seconds."""
+    return parse_summaries(output)[-1]
 
 
 def collected(counts: Mapping[str, int]) -> int:
@@ -111,13 +120,15 @@ def collected(counts: Mapping[str, int]) -> int:
     return sum(n for outcome, n in counts.items() if outcome not in {"warning", "deselected"})
 
 
-def _collect(clone: Path, env: Mapping[str, str], timeout: float) -> int:
-    """The clone's test count, collected with this interpreter (the clone's package first on the path)."""
+def _collect(clone: Path, env: Mapping[str, str], timeout: float, *selection: str) -> int:
+    """The clone's test count (of the default run, or of `selection`: `-m slow`), collected with
+    this interpreter (the clone's package first on the path)."""
     env = {**env, "PYTHONPATH": str(clone)}
     _, output = _timed(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly"], clone, env, timeout
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", *selection], clone, env, timeout
     )
-    found = re.search(r"^(\d+) tests? collected", output, re.M)
+    # "2076 tests collected", or "2060/2076 tests collected (16 deselected)": the first is the run's.
+    found = re.search(r"^(\d+)(?:/\d+)? tests? collected", output, re.M)
     if not found:
         raise FiguresError(f"no test count in `pytest --collect-only` of {clone}")
     return int(found[1])
@@ -136,6 +147,9 @@ def _placeholder(commit: str) -> dict[str, Any]:
         "tests": 0,
         "outcomes": {},
         "pytest_seconds": 0.0,
+        "slow_tests": 0,
+        "slow_outcomes": {},
+        "slow_seconds": 0.0,
         "evaluation_seconds": 0.0,
         "gate_seconds": 0.0,
         "gate_line": "",
@@ -174,15 +188,22 @@ def measure(timeout: float = 3600) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
         env["CI"] = "true"
         tests = _collect(clone, env, timeout)
+        slow_tests = _collect(clone, env, timeout, "-m", "slow")
         _expect(clone, tests, commit)
         env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
         calibration_before, load_before = _calibrate(), _load()
         total, output = _timed(["bash", ".ci/run"], clone, env, timeout)
         LOG.parent.mkdir(parents=True, exist_ok=True)
         LOG.write_text(output, encoding="utf-8")
-        summary = parse_summary(output)
-        if collected(summary["counts"]) != tests:
-            raise FiguresError(f"the run counted {collected(summary['counts'])} tests, collection {tests}")
+        summaries = parse_summaries(output)
+        if len(summaries) != 2:
+            raise FiguresError(
+                f"`.ci/run` printed {len(summaries)} pytest summaries, not 2 (the default run, the slow set)"
+            )
+        summary, slow = summaries
+        for name, got, expected in (("default run", summary, tests), ("slow set", slow, slow_tests)):
+            if collected(got["counts"]) != expected:
+                raise FiguresError(f"the {name} counted {collected(got['counts'])} tests, collection {expected}")
         venv_bin = clone / ".venv" / "bin"
         env["PATH"] = f"{venv_bin}{os.pathsep}{env['PATH']}"
         evaluation, _ = _timed([str(venv_bin / "python"), "-m", "retrieval"], clone, env, timeout)
@@ -203,6 +224,9 @@ def measure(timeout: float = 3600) -> dict[str, Any]:
         "tests": tests,
         "outcomes": summary["counts"],
         "pytest_seconds": summary["seconds"],
+        "slow_tests": slow_tests,
+        "slow_outcomes": slow["counts"],
+        "slow_seconds": slow["seconds"],
         "evaluation_seconds": evaluation,
         "gate_seconds": gate,
         "gate_line": parse_summary(gate_output)["line"],
@@ -216,15 +240,26 @@ def _n(value: float) -> str:
 def render_block(figures: Mapping[str, Any]) -> str:
     """The pages' block, markers included, from one measurement."""
     machine = figures["machine"]
-    outcomes = ", ".join(f"{n:,} {outcome}" for outcome, n in figures["outcomes"].items() if outcome != "warning")
+
+    def outcomes(counts: Mapping[str, int]) -> str:
+        return ", ".join(f"{n:,} {outcome}" for outcome, n in counts.items() if outcome != "warning")
+
     load = figures["load_average"]
     calibration = figures["calibration_seconds"]
-    install = figures["total_seconds"] - figures["pytest_seconds"]
+    slow_seconds = figures.get("slow_seconds", 0.0)
+    install = figures["total_seconds"] - figures["pytest_seconds"] - slow_seconds
+    slow = (
+        f", then the slow set (`pytest -m slow -n auto`): **{figures['slow_tests']:,} tests** in "
+        f"{_n(slow_seconds)} s ({outcomes(figures['slow_outcomes'])})"
+        if figures.get("slow_tests")
+        else ""
+    )
     text = (
         f"Measured on a fresh clone of commit `{figures['commit'][:7]}` ({figures['date']}) with "
         f"`{figures['command']}`: **{_n(figures['total_seconds'])} s** in all, about {_n(install)} s of it creating "
-        f"the venv and installing (pip's download cache warm), then **{figures['tests']:,} tests** in "
-        f"{_n(figures['pytest_seconds'])} s (pytest's own figure: {outcomes}). On the committed recordings, "
+        f"the venv and installing (pip's download cache warm), then the README's `pytest -n auto`: "
+        f"**{figures['tests']:,} tests** in {_n(figures['pytest_seconds'])} s (pytest's own figure: "
+        f"{outcomes(figures['outcomes'])}){slow}. On the committed recordings, "
         f"`python -m retrieval` took {_n(figures['evaluation_seconds'])} s and the gate alone (`pytest -m "
         f"regression`) {_n(figures['gate_seconds'])} s. The machine: {machine['cores']} cores ({machine['cpu']}), "
         f"{machine['memory']}, Python {machine['python']}, {machine['system']}; load average {load[0]} before and "

@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval.config import ConfigError, Settings
 from retrieval.data.dataset import Dataset, corpus_fingerprint
-from retrieval.evaluation.corpus_vectors import corpus_vectors, embedding_variant, recorder_for
+from retrieval.evaluation.corpus_vectors import LEGACY_STAGE, corpus_vectors, embedding_variant, recorder_for
 from retrieval.evaluation.embeddings import embed_texts
 from retrieval.evaluation.method_run import ranks_here, run_method, timed
 from retrieval.evaluation.pipeline import Plan, plan
@@ -40,12 +40,14 @@ from retrieval.text.long_inputs import long_inputs_said
 from retrieval.text.redaction import declare_key_variables
 from retrieval.text.server_provenance import served_by
 
-__all__ = ["CORPUS_STAGE", "QUESTION_STAGE", "StagedRecording", "evaluate"]
+__all__ = ["QUESTION_STAGE", "StagedRecording", "evaluate"]
 
-# Cassettes of the embedding stages every vector-reading method shares. The corpus's vectors are
-# in the vector store now (retrieval.evaluation.corpus_vectors); CORPUS_STAGE names its older cassette.
-CORPUS_STAGE = "corpus-embeddings"
+# The cassette of the question embeddings every vector-reading method shares (the corpus's
+# vectors are in the vector store: retrieval.evaluation.corpus_vectors).
 QUESTION_STAGE = "question-embeddings"
+# 0.1's name of the corpus cassette of recordings made before the store, served to
+# `retrieval.evaluate.CORPUS_STAGE` (a deprecated path, retrieval.moved) until 0.3.0.
+CORPUS_STAGE = LEGACY_STAGE
 # Their names in the usage and cost tables.
 INDEXING = "corpus embeddings"
 QUERY_EMBEDDINGS = "question embeddings"
@@ -53,27 +55,22 @@ LOG_DEPTH = 20
 
 
 @contextmanager
-def _naming_misses(recorder: Recorder, stage: str, context: Context, prefixes: tuple[str, ...]) -> Iterator[None]:
-    """On a replay miss, name the documents or questions the stage's cassette has never seen."""
+def _naming_new_questions(recorder: Recorder, context: Context, prefixes: tuple[str, ...]) -> Iterator[None]:
+    """On a replay miss of the question embeddings, name the questions their cassette has never seen."""
     try:
         yield
     except ReplayMissError as exc:
-        recorded = recorder.recorded_strings(stage)
-        if stage == CORPUS_STAGE:
-            items = [(d.id, d.content) for d in context.dataset.documents]
-        else:
-            items = [(q.id, q.text) for q in context.dataset.questions]
+        recorded = recorder.recorded_strings(QUESTION_STAGE)
         # The profile may prefix texts ("query: ..."): strip the prefixes once, then look up in a set.
         recorded |= {r.removeprefix(p) for r in recorded for p in prefixes if p and r.startswith(p)}
-        new = [(i, t) for i, t in items if t not in recorded]
+        new = [(q.id, q.text) for q in context.dataset.questions if q.text not in recorded]
         if not new:
             raise
-        what = "documents" if stage == CORPUS_STAGE else "questions"
         listed = "; ".join(f"{i} «{' '.join(t.split())[:60]}»" for i, t in new[:5]) + (
             f" and {len(new) - 5} more" if len(new) > 5 else ""
         )
         raise ReplayMissError(
-            f"{exc}; {what} new or changed since {recorder.path(stage)} was recorded: {listed}", exc.reason
+            f"{exc}; questions new or changed since {recorder.path(QUESTION_STAGE)} was recorded: {listed}", exc.reason
         ) from exc
 
 
@@ -128,7 +125,7 @@ def _embed(
     with (
         timed(embedder.usage),
         recorder.stage(QUESTION_STAGE),
-        _naming_misses(recorder, QUESTION_STAGE, context, (embedding.query_prefix,)),
+        _naming_new_questions(recorder, context, (embedding.query_prefix,)),
     ):
         questions = [q.text for q in context.dataset.questions]
         context.question_vectors = embed_texts(embedder, questions, "query", None, context.progress)

@@ -29,6 +29,7 @@ __all__ = [
     "STALE_SECONDS",
     "AtomicSetError",
     "atomic_write",
+    "atomic_write_bytes",
     "atomic_write_text",
     "clean_stale",
     "commit_files",
@@ -94,14 +95,18 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
         raise
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """`atomic_write` of UTF-8 text."""
-    data = text.encode("utf-8")
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """`atomic_write` of `data`."""
 
     def write(handle: BinaryIO) -> None:
         handle.write(data)
 
     atomic_write(path, write)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """`atomic_write` of UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _pid_running(pid: int) -> bool:

@@ -39,7 +39,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from retrieval.files.atomic import atomic_write
+from retrieval.files.atomic import atomic_write, atomic_write_bytes
 
 __all__ = [
     "FORMAT",
@@ -135,15 +135,6 @@ def _prefix(keys: np.ndarray) -> np.ndarray:
 def _write_npy(path: Path, array: np.ndarray) -> None:
     def write(handle: BinaryIO) -> None:
         np.lib.format.write_array(handle, array, allow_pickle=False)
-
-    atomic_write(path, write)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (retrieval.files.atomic)."""
-
-    def write(handle: BinaryIO) -> None:
-        handle.write(data)
 
     atomic_write(path, write)
 

@@ -1,4 +1,8 @@
-"""Fixtures shared by the unit tests."""
+"""Fixtures shared by the unit tests.
+
+Nothing heavy is imported here at collection: a run of one test module pays for what that module
+imports, not for the whole package (the package's modules load before the first in-process
+pytester run, the LLM clients when a test asks for one)."""
 
 from __future__ import annotations
 
@@ -9,40 +13,52 @@ import pkgutil
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
+from typing import TYPE_CHECKING
 
 import pytest
-import vcr  # noqa: F401  (kept loaded across pytester runs: see below)
-from fake_embeddings import FakeEmbeddingsServer
-from fake_servers import (
-    FAST_RETRY,
-    SHORT_TIMEOUT,
-    FakeGeminiServer,
-    FakeOpenAIServer,
-    gemini_profile,
-    openai_profile,
-    with_fixture_key,
-)
 
-import retrieval
-from retrieval.adapters import pg_cluster
+from retrieval.adapters import pg_cluster  # the standard library only
 from retrieval.adapters.pg_cluster import Cluster, ClusterError
-from retrieval.providers.gemini import GeminiGenerator
-from retrieval.providers.http import RetryPolicy
-from retrieval.providers.openai_chat import OpenAIChat
 
-# pytester's in-process runs (the gate on temporary projects) drop from sys.modules every
-# module first imported during a run, so the next run imports it again: vcrpy and what it
-# patches, and the package's lazily imported modules, cost about 25 ms a run that way, and
-# scipy's C extensions do not survive a second import. A real session imports each once;
-# importing them here, before any run, does the same for the runs.
-for _module in pkgutil.walk_packages(retrieval.__path__, "retrieval."):
-    if _module.name != "retrieval.__main__":
-        importlib.import_module(_module.name)
+if TYPE_CHECKING:
+    from fake_embeddings import FakeEmbeddingsServer
+    from fake_servers import FakeGeminiServer, FakeOpenAIServer
+
+    from retrieval.providers.gemini import GeminiGenerator
+    from retrieval.providers.openai_chat import OpenAIChat
+
+
+@cache
+def _package_loaded() -> None:
+    """Import every module of the package, and vcrpy, once in this process.
+
+    pytester's in-process runs (the gate on temporary projects) drop from sys.modules every
+    module first imported during a run, so the next run imports it again: vcrpy and what it
+    patches, and the package's lazily imported modules, cost about 25 ms a run that way, and
+    scipy's C extensions do not survive a second import. A real session imports each once;
+    importing them before the first run does the same for the runs."""
+    import vcr  # noqa: F401
+
+    import retrieval
+
+    for module in pkgutil.walk_packages(retrieval.__path__, "retrieval."):
+        if module.name != "retrieval.__main__":
+            importlib.import_module(module.name)
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytest's own, once the package is loaded (see _package_loaded)."""
+    _package_loaded()
+    return pytester
 
 
 @pytest.fixture
 def embeddings_server() -> Iterator[FakeEmbeddingsServer]:
     """A fake OpenAI-compatible embeddings server on 127.0.0.1, stopped after the test."""
+    from fake_embeddings import FakeEmbeddingsServer
+
     fake = FakeEmbeddingsServer()
     try:
         yield fake
@@ -56,18 +72,26 @@ def embeddings_server() -> Iterator[FakeEmbeddingsServer]:
 
 @pytest.fixture(scope="module")
 def gemini_server() -> Iterator[FakeGeminiServer]:
+    from fake_servers import FakeGeminiServer
+
     with FakeGeminiServer() as fake:
         yield fake
 
 
 @pytest.fixture(scope="module")
 def openai_server() -> Iterator[FakeOpenAIServer]:
+    from fake_servers import FakeOpenAIServer
+
     with FakeOpenAIServer() as fake:
         yield fake
 
 
 @pytest.fixture(scope="module")
 def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
+    from fake_servers import FAST_RETRY, gemini_profile, with_fixture_key
+
+    from retrieval.providers.gemini import GeminiGenerator
+
     generator = with_fixture_key(lambda: GeminiGenerator(gemini_profile(gemini_server.url), retry=FAST_RETRY))
     yield generator
     generator.close()
@@ -76,6 +100,11 @@ def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
 @pytest.fixture(scope="module")
 def gemini_one_try(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
     """For the timeout case: one attempt and SHORT_TIMEOUT keep it short."""
+    from fake_servers import SHORT_TIMEOUT, gemini_profile, with_fixture_key
+
+    from retrieval.providers.gemini import GeminiGenerator
+    from retrieval.providers.http import RetryPolicy
+
     generator = with_fixture_key(
         lambda: GeminiGenerator(gemini_profile(gemini_server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
     )
@@ -85,6 +114,10 @@ def gemini_one_try(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]
 
 @pytest.fixture(scope="module")
 def chat(openai_server: FakeOpenAIServer) -> Iterator[OpenAIChat]:
+    from fake_servers import FAST_RETRY, openai_profile
+
+    from retrieval.providers.openai_chat import OpenAIChat
+
     provider = OpenAIChat(openai_profile(openai_server.url), retry=FAST_RETRY)
     yield provider
     provider.close()
@@ -92,8 +125,9 @@ def chat(openai_server: FakeOpenAIServer) -> Iterator[OpenAIChat]:
 
 # --- PostgreSQL, started early ------------------------------------------------------------------
 # initdb and the server start take about 0.7 s, nearly all of it in PostgreSQL's own processes.
-# When the session is to run test_postgres.py, they start as soon as collection ends, on the
-# other core, while the tests before it run; its cluster fixture then takes that cluster. Not in
+# When the session is to run a test of the live cluster (test_postgres.py, slow), they start as
+# soon as collection ends, on the other core, while the tests before it run; its cluster fixture
+# then takes that cluster. Not in
 # a pytest-xdist worker: every worker collects test_postgres.py but few run it, and `-n auto` on
 # a machine of many cores would start a cluster per core; there the fixture starts one on demand.
 _PG_START = pytest.StashKey[Future[Cluster]]()
@@ -103,7 +137,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     wanted = (
         not session.config.option.collectonly
         and not hasattr(session.config, "workerinput")
-        and any(item.path.name == "test_postgres.py" for item in session.items)
+        and any("pg_cluster_fixture" in getattr(item, "fixturenames", ()) for item in session.items)
     )
     if wanted and pg_cluster.unavailable_reason() is None and importlib.util.find_spec("psycopg"):
         pool = ThreadPoolExecutor(1, thread_name_prefix="pg-cluster")

@@ -291,6 +291,19 @@ def priced_factory(settings: object) -> PricedRetriever:
     return PricedRetriever()
 
 
+class NarrowRetriever(SearchRetriever):
+    """The same service asked about fewer documents, sharing the first retriever's cassette (its
+    channel): one service, two configurations compared."""
+
+    name = "search-narrow"
+    channel = "search"
+    sent = 4
+
+
+def narrow_factory(settings: object) -> NarrowRetriever:
+    return NarrowRetriever()
+
+
 def async_factory(settings: object) -> AsyncRetriever:
     return AsyncRetriever()
 

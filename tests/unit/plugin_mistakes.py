@@ -39,6 +39,44 @@ class OutOfCorpus(TooFew):
         return [Ranking(np.array([10_000]), np.array([1.0])) for _ in context.dataset.questions]
 
 
+class OnePastTheEnd(TooFew):
+    """Ranks the last document, then the index the corpus's size (one past the end): the
+    off-by-one of an engine that numbers its documents from 1."""
+
+    name = "one-past-the-end"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        n = len(context.dataset.documents)
+        return [Ranking(np.array([n - 1, n]), np.array([2.0, 1.0])) for _ in context.dataset.questions]
+
+
+class LastDocument(TooFew):
+    """Ranks the corpus's last document first: a valid index, the highest."""
+
+    name = "last-document"
+
+    def rank(self, context: Context) -> list[Ranking]:
+        n = len(context.dataset.documents)
+        return [Ranking(np.array([n - 1, 0]), np.array([2.0, 1.0])) for _ in context.dataset.questions]
+
+
+class Chicken(TooFew):
+    """Requires egg, which requires chicken: a cycle."""
+
+    name = "chicken"
+    requires = ("egg",)
+
+
+class Egg(TooFew):
+    name = "egg"
+    requires = ("plugin_mistakes:Chicken",)  # by its spec: a requirement may give either
+
+
+class Ouroboros(TooFew):
+    name = "ouroboros"
+    requires = ("ouroboros",)
+
+
 class TwiceInOne(TooFew):
     """Each question ranks document 3 once (fine: every question may rank it), except the
     second question, which ranks it twice."""

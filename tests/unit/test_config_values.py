@@ -14,7 +14,8 @@ from retrieval.config import ConfigError, load_settings
 from retrieval.config.names import RANKINGS, RESERVED_CASSETTES
 from retrieval.config.setting_values import NUMBERS
 from retrieval.config.settings import GROUPS, Settings
-from retrieval.evaluation.evaluate import CORPUS_STAGE, QUESTION_STAGE
+from retrieval.evaluation.corpus_vectors import LEGACY_STAGE
+from retrieval.evaluation.evaluate import QUESTION_STAGE
 from retrieval.evaluation.pipeline import plan
 from retrieval.recording.cassette_files import META_FILE
 from retrieval.recording.ranking_cassettes import SUFFIX
@@ -172,7 +173,7 @@ def test_a_flag_names_the_flag(tmp_path: Path) -> None:
 
 
 def test_the_reserved_names_are_the_shared_cassettes() -> None:
-    assert {CORPUS_STAGE, QUESTION_STAGE, Path(META_FILE).stem} == RESERVED_CASSETTES
+    assert {LEGACY_STAGE, QUESTION_STAGE, Path(META_FILE).stem} == RESERVED_CASSETTES
     assert RANKINGS + ".json" == SUFFIX
 
 

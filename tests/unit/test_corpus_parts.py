@@ -12,8 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_analyzer_fast_path import french_texts
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from retrieval.data import corpus_parts, corpus_terms
+from retrieval.data.analysis_cache import store_analysis
+from retrieval.data.analyzer import DEFAULT_LANGUAGE
 from retrieval.data.corpus_parts import PendingAnalysis, analyze_documents, merge_parts
 from retrieval.data.corpus_terms import AnalysedCorpus, AnalysisState, analyze_corpus, forget_analyses
 from retrieval.data.dataset import Dataset, Document, Question, _Documents, corpus_fingerprint
@@ -195,21 +198,54 @@ def test_a_fork_that_fails_analyses_here(monkeypatch: pytest.MonkeyPatch) -> Non
     _assert_identical(analyze_documents(documents, processes=2), analyze_corpus(d.content for d in documents))
 
 
-def test_blas_threads_are_limited_while_workers_run_and_restored_after() -> None:
-    from threadpoolctl import threadpool_info
+def _blas_threads() -> list[int]:
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
-    def blas_threads() -> list[int]:
-        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
-    before = blas_threads()
+@pytest.mark.parametrize("ending", ["result", "close"])
+def test_blas_threads_are_limited_while_workers_run_and_restored_after(
+    ending: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under `-n auto` every worker starts with one BLAS thread (conftest.py), the very limit the
+    # analysis sets on 2 CPUs: the test sets limits of its own, each distinct, so that a limit
+    # left in place (or never set) shows. Four threads before, three CPUs, one worker: two during.
+    monkeypatch.setattr(corpus_parts, "_cpus", lambda: 3)
     documents = _documents(150, seed=8)
     forget_analyses()
-    pending = corpus_parts.start_analysis(documents, processes=2)
-    assert pending is not None
-    during = blas_threads()
-    pending.result()
-    assert blas_threads() == before
-    assert during == [max(1, corpus_parts._cpus() - 1)] * len(before)
+    with threadpool_limits(limits=4, user_api="blas"):
+        before = _blas_threads()
+        assert before and set(before) == {4}, "no BLAS library loaded: nothing to limit"
+        pending = corpus_parts.start_analysis(documents, processes=2)
+        assert pending is not None
+        assert _blas_threads() == [2] * len(before)
+        if ending == "result":
+            pending.result()
+        else:  # the run failed before it needed the analysis
+            pending.close()
+        assert _blas_threads() == before
+
+
+def test_an_analysis_found_meanwhile_ends_the_workers_and_restores_blas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workers started (the cache folder did not have the corpus yet); by the time BM25 asks for
+    # the result, the folder has it (another gate run of the same corpus stored it meanwhile): the
+    # stored analysis is the answer, and the workers and the BLAS limit must not outlive the call.
+    monkeypatch.setattr(corpus_parts, "_cpus", lambda: 3)
+    documents = _Documents(_documents(150, seed=10))
+    documents.corpus_fingerprint = corpus_fingerprint(tuple(documents))
+    forget_analyses()
+    expected = analyze_corpus(d.content for d in documents)
+    forget_analyses()
+    with threadpool_limits(limits=4, user_api="blas"):
+        pending = corpus_parts.start_analysis(documents, processes=2, cache=tmp_path)
+        assert pending is not None
+        workers = [w.pid for w in pending._pool._processes.values()]
+        store_analysis(tmp_path, documents.corpus_fingerprint, expected, DEFAULT_LANGUAGE)
+        _assert_identical(analyze_documents(documents, pending=pending, cache=tmp_path), expected)
+        assert pending._counter.value == len(pending.bounds) - 1  # no part left to take
+        assert _blas_threads() == [4] * len(_blas_threads())
+        assert _all_ended(workers, seconds=10)
 
 
 def test_merge_numbers_terms_in_order_of_first_appearance() -> None:

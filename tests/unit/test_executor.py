@@ -113,6 +113,7 @@ def test_an_import_error_that_is_not_ray_missing_is_not_said_to_be(monkeypatch: 
     assert caught.value.name == "retrieval.executors.ray_connection"
 
 
+@pytest.mark.slow
 def test_a_default_evaluation_never_imports_ray() -> None:
     script = textwrap.dedent(
         """

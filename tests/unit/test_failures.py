@@ -1,13 +1,17 @@
-"""Failure analysis on a hand-built Run: recall vs ranking failures, shared terms, best method."""
+"""Failure analysis on a hand-built Run: recall vs ranking failures, shared terms, best method;
+and on an evaluated run, whose kept rankings reach as deep as the candidate pool."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from demo_fixture import demo_dataset
 
+from retrieval.config import Profile, Settings
 from retrieval.data.dataset import Question
 from retrieval.diagnosis.failures import Failure, best_method, failures_at_rank_1, where_relevant
+from retrieval.evaluation.evaluate import LOG_DEPTH, evaluate
 from retrieval.measures.metrics import MethodScores
 from retrieval.run.results import MethodResult, QuestionResult, Run
 
@@ -170,6 +174,23 @@ def test_where_relevant_says_in_words_what_the_gate_adds_to_a_question_that_got_
     }
     assert why["bm25"]["q2"] == "proc-restauration not in its top 2: a recall failure, none in bm25 top 3"
     assert why["vector"]["q2"] == "proc-restauration at rank 28: a recall failure, none in vector top 3"
+
+
+def test_a_pool_deeper_than_the_log_is_kept_whole_by_the_evaluator() -> None:
+    # 30 candidates, 10 more than the run log's depth: BM25 ranks a relevant document of q16 and
+    # of q18 at 25 in the demo. Within the pool, they are ranking failures; a run that kept only
+    # the log's 20 would call them recall failures and send the reader to the wrong remedy.
+    candidates = 30
+    assert candidates > LOG_DEPTH
+    demo = demo_dataset()
+    run = evaluate(demo, Settings(profile=Profile("fixture"), candidates=candidates), methods=["bm25"])
+    assert run.kept == {"bm25": candidates}
+    assert max(len(r.methods["bm25"].ids) for r in run.results) == candidates
+    documents = {d.id: d.content for d in demo.documents}
+    kinds = {f.question_id: f.kind for f in failures_at_rank_1(run, "bm25", documents, candidates)}
+    ranks = {r.question.id: r.methods["bm25"].relevant_ranks for r in run.results}
+    assert (ranks["q16"]["faq-performances"], ranks["q18"]["proc-fusion-doublons"]) == (25, 25)
+    assert (kinds["q16"], kinds["q18"]) == ("ranking", "ranking")
 
 
 def test_a_method_without_candidate_source_is_its_own_pool() -> None:

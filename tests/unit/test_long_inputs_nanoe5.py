@@ -28,6 +28,9 @@ from retrieval.recording.vector_store import VectorStore
 from retrieval.report.build import build_report
 from retrieval.report.sections import render_markdown
 
+# The real model server (started, then 1,731 tokens embedded at 4-5 documents a second): slow.
+pytestmark = pytest.mark.slow
+
 LONG = Path(__file__).with_name("fixtures") / "long_document.txt"
 DOCUMENTS = [
     ("tutoriel", "Un système RAG en production", LONG.read_text(encoding="utf-8")),

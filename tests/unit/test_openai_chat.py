@@ -9,7 +9,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import vcr
 from fake_servers import FAST_RETRY, SHORT_TIMEOUT, TIMEOUT, Act, FakeOpenAIServer
 from fake_servers import openai_profile as make_profile
 
@@ -134,6 +133,8 @@ def test_timeout_is_a_provider_error(server: FakeOpenAIServer) -> None:
 
 
 def test_replay_miss_is_a_replay_miss_error(server: FakeOpenAIServer, http: httpx.Client, tmp_path: Path) -> None:
+    import vcr
+
     provider = OpenAIChat(make_profile(server.url), replay=True, client=http)
     with (
         vcr.VCR(record_mode="none").use_cassette(str(tmp_path / "empty.yaml")),

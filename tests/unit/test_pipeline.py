@@ -81,6 +81,11 @@ def test_a_plugin_mistake_is_one_line_naming_the_spec(spec: str, message: str) -
             "question q01: indices point into context.dataset.documents.",
         ),
         (
+            "plugin_mistakes:OnePastTheEnd",
+            "method 'one-past-the-end' ranked an index outside the corpus (0..63) or the same document twice for "
+            "question q01: indices point into context.dataset.documents.",
+        ),
+        (
             "plugin_mistakes:TwiceInOne",
             "method 'twice-in-one' ranked an index outside the corpus (0..63) or the same document twice for "
             "question q02: indices point into context.dataset.documents.",
@@ -103,6 +108,26 @@ def test_a_method_breaking_the_contract_is_one_line(spec: str, message: str) -> 
     with pytest.raises(ConfigError) as caught:
         evaluate(replace(demo, questions=demo.questions[:3]), SETTINGS, methods=[spec])
     assert str(caught.value) == message
+
+
+def test_the_last_document_of_the_corpus_is_a_valid_index() -> None:
+    demo = demo_dataset()
+    run = evaluate(replace(demo, questions=demo.questions[:3]), SETTINGS, methods=["plugin_mistakes:LastDocument"])
+    assert run.ranked_ids("last-document") == {q.id: [demo.doc_ids[-1], demo.doc_ids[0]] for q in demo.questions[:3]}
+
+
+@pytest.mark.parametrize(
+    ("requested", "cycle"),
+    [
+        (["plugin_mistakes:Chicken", "plugin_mistakes:Egg"], "chicken -> egg -> chicken"),
+        (["plugin_mistakes:Egg", "plugin_mistakes:Chicken"], "egg -> chicken -> egg"),
+        (["plugin_mistakes:Ouroboros"], "ouroboros -> ouroboros"),
+    ],
+)
+def test_methods_requiring_each_other_are_one_line_naming_the_cycle(requested: list[str], cycle: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        plan(requested, SETTINGS, replay=True)
+    assert str(caught.value) == f"methods require each other in a cycle: {cycle}."
 
 
 def test_a_profile_without_reranker_leaves_rerank_out_with_its_reason() -> None:

@@ -2,9 +2,9 @@
 
 The live tests share one cluster per module (pg_cluster_fixture: initdb, start and stop take
 about 0.8 s on an idle machine, 2 to 3 s under load; conftest.py starts it while the tests
-before these run). Where PostgreSQL cannot start here (not
-installed, no unprivileged user to run it as root, psycopg missing), only they are skipped,
-with the reason; a cluster that fails to start although it could is a failure.
+before these run); they are `slow` (`pytest -m slow`), the others run by default. Where
+PostgreSQL cannot start here (not installed, no unprivileged user to run it as root, psycopg
+missing), only they are skipped, with the reason; a cluster that fails to start although it could is a failure.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def ranked_ids(dataset: Dataset, rankings: list[Ranking]) -> dict[str, list[str]
 # --- the demo, live -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_demo_figures_live(live_dsn: str) -> None:
     """The 25 demo questions: exact recall@5 and MRR, overall and per type, and where each
     question's first relevant document lands (measured on PostgreSQL 15, french configuration)."""
@@ -117,6 +118,7 @@ def test_demo_figures_live(live_dsn: str) -> None:
         np.testing.assert_array_equal(order, np.arange(len(ranking)))
 
 
+@pytest.mark.slow
 def test_recorded_live_then_replayed_without_postgres(
     live_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,6 +139,7 @@ def test_recorded_live_then_replayed_without_postgres(
     assert figures == {"recall@5": 0.6, "mrr": 0.58}
 
 
+@pytest.mark.slow
 def test_depth_truncates_the_same_order(live_dsn: str) -> None:
     dataset = demo_dataset()
     full = PostgresMethod().rank(Context(dataset=dataset, depth=1000))
@@ -166,6 +169,7 @@ TINY = Dataset(
 )
 
 
+@pytest.mark.slow
 def test_title_weighs_above_text(live_dsn: str) -> None:
     """ts_rank_cd with weights {0.1, 0.2, 0.4, 1.0}: one title word scores 1.0, one text word 0.4;
     a stop-word-only or empty question matches nothing (and does not fail)."""
@@ -183,6 +187,7 @@ def test_title_weighs_above_text(live_dsn: str) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_changed_corpus_is_reindexed(live_dsn: str) -> None:
     """Each run indexes its own corpus in a temporary table: no index survives from a previous run."""
     method = PostgresMethod()
@@ -193,6 +198,7 @@ def test_a_changed_corpus_is_reindexed(live_dsn: str) -> None:
         assert conn.execute("SELECT to_regclass('retrieval_documents')").fetchone() == (None,)
 
 
+@pytest.mark.slow
 def test_an_engine_error_is_one_config_error(live_dsn: str) -> None:
     with pytest.raises(ConfigError) as caught:
         PostgresMethod(name="pg", text_search_config="klingon").rank(Context(dataset=TINY, depth=10))
@@ -202,6 +208,7 @@ def test_an_engine_error_is_one_config_error(live_dsn: str) -> None:
     )
 
 
+@pytest.mark.slow
 def test_loosely_written_identifiers_find_their_page(live_dsn: str) -> None:
     """ "hel 4120", "HEL4040", "erreur 4040": without splitting identifiers, the documents'
     "HEL-4120" gives the lexeme "-4120" and none of these would find its page."""
@@ -232,6 +239,7 @@ def test_search_text_splits_identifiers() -> None:
     assert search_text("accès à l'état") == "accès à l'état"
 
 
+@pytest.mark.slow
 def test_question_tsquery(live_dsn: str) -> None:
     """The OR of the question's lexemes: french stemming and stop words, accents kept, identifiers split."""
     with connect() as conn:
@@ -371,6 +379,7 @@ def test_cluster_unavailable_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or unavailable_reason() is not None, reason="needs root and PostgreSQL")
 def test_failed_start_says_why_and_leaves_nothing(tmp_path: Path) -> None:
     """As root, a folder `nobody` cannot enter: initdb fails, one line says so, the folder is removed."""
@@ -386,6 +395,7 @@ def test_failed_start_says_why_and_leaves_nothing(tmp_path: Path) -> None:
     assert list(parent.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_command_runs_with_the_cluster_dsn(
     pg_cluster_fixture: Cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -361,6 +361,9 @@ def _search_service(root: Path, documents: list[tuple[str, str]]) -> Any:
     return _JsonService(answer)
 
 
+# Eight gate and check processes in a row, against a live search server (29 s under load): the
+# longest test of the default run, whose wall time it bounded on two cores.
+@pytest.mark.slow
 def test_a_change_in_the_teams_own_search_service_fails_replay_until_recorded_then_the_base_branch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

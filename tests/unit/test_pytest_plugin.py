@@ -649,6 +649,7 @@ def test_record_without_the_key_stops_before_any_call(
     assert not (adopter / "cassettes").exists()
 
 
+@pytest.mark.slow  # real pytest-xdist workers
 def test_under_xdist_workers_the_gate_runs_split_and_the_controller_sums_it_up(
     pytester: pytest.Pytester, accepted: Path
 ) -> None:

@@ -4,37 +4,49 @@ run whose cluster is gone. The end-to-end faults on real clusters: tests/unit/te
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-pytest.importorskip("ray", reason="Ray is not installed here: pip install 'retrieval-regression[ray]'")
-
-import retrieval.executors.ray_connection as connection
 from retrieval.cli import main
-from retrieval.executors.ray_cluster import SHARD_DOCUMENTS, shard_count
-from retrieval.executors.ray_connection import Address, RayClusterError, parse_address
 
+# Ray (0.5 s of imports) loads when these tests run, not when they are collected.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="Ray is not installed here: pip install 'retrieval-regression[ray]'",
+)
 HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def connection() -> ModuleType:
+    """retrieval.executors.ray_connection, which imports Ray."""
+    return importlib.import_module("retrieval.executors.ray_connection")
 
 
 @pytest.mark.parametrize(
     ("text", "address"),
     [
-        ("127.0.0.1:6379", Address("127.0.0.1:6379", "127.0.0.1", 6379, client=False)),
-        (" head.example:6380 ", Address(" head.example:6380 ", "head.example", 6380, client=False)),
-        ("[::1]:6379", Address("[::1]:6379", "::1", 6379, client=False)),
-        ("ray://head", Address("ray://head", "head", 10001, client=True)),
-        ("ray://[fd00::2]:20001", Address("ray://[fd00::2]:20001", "fd00::2", 20001, client=True)),
+        ("127.0.0.1:6379", ("127.0.0.1:6379", "127.0.0.1", 6379, False)),
+        (" head.example:6380 ", (" head.example:6380 ", "head.example", 6380, False)),
+        ("[::1]:6379", ("[::1]:6379", "::1", 6379, False)),
+        ("ray://head", ("ray://head", "head", 10001, True)),
+        ("ray://[fd00::2]:20001", ("ray://[fd00::2]:20001", "fd00::2", 20001, True)),
     ],
 )
-def test_the_address_forms_ray_accepts_are_read(text: str, address: Address) -> None:
-    assert parse_address(text) == address
+def test_the_address_forms_ray_accepts_are_read(
+    connection: ModuleType, text: str, address: tuple[str, str, int, bool]
+) -> None:
+    endpoint, host, port, client = address
+    assert connection.parse_address(text) == connection.Address(endpoint, host, port, client=client)
 
 
 @pytest.mark.parametrize(
@@ -49,9 +61,9 @@ def test_the_address_forms_ray_accepts_are_read(text: str, address: Address) -> 
         ("[1:2:3:4:5:6:7:8:9]:1", "[1:2:3:4:5:6:7:8:9] is not an IPv6 address"),
     ],
 )
-def test_a_bad_address_is_one_line_naming_the_forms(text: str, why: str) -> None:
-    with pytest.raises(RayClusterError) as caught:
-        parse_address(text)
+def test_a_bad_address_is_one_line_naming_the_forms(connection: ModuleType, text: str, why: str) -> None:
+    with pytest.raises(connection.RayClusterError) as caught:
+        connection.parse_address(text)
     assert str(caught.value) == (
         f"RAY_ADDRESS={text!r} is not a Ray cluster address ({why}): give the head's host:port (its GCS, e.g. "
         "127.0.0.1:6379), ray://host:10001 for Ray Client, or unset RAY_ADDRESS to start a local Ray."
@@ -90,7 +102,7 @@ def _closed_port() -> int:
         return int(server.getsockname()[1])
 
 
-def test_the_probe_says_refused_at_once_and_silence_within_its_bound(silent_port: int) -> None:
+def test_the_probe_says_refused_at_once_and_silence_within_its_bound(connection: ModuleType, silent_port: int) -> None:
     assert connection._probe("127.0.0.1", _closed_port(), 5) == "Connection refused"
     started = time.monotonic()
     assert connection._probe("127.0.0.1", silent_port, 0.5) == "no answer within 0.5 s"
@@ -98,7 +110,7 @@ def test_the_probe_says_refused_at_once_and_silence_within_its_bound(silent_port
 
 
 @pytest.fixture
-def no_ray_yet(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+def no_ray_yet(connection: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """As in a fresh process: Ray not initialised; `ray.init` is recorded, never run."""
     inits: list[Any] = []
     monkeypatch.setattr(connection.ray, "is_initialized", lambda: False)
@@ -122,13 +134,15 @@ def test_an_unreachable_cluster_never_reaches_ray_init(
     assert no_ray_yet == []
 
 
-def test_a_start_that_hangs_or_fails_is_one_line_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_start_that_hangs_or_fails_is_one_line_within_the_bound(
+    connection: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     release = threading.Event()
     monkeypatch.setattr(connection.ray, "is_initialized", lambda: False)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr(connection.ray, "init", lambda *a, **k: release.wait(30))
     started = time.monotonic()
-    with pytest.raises(RayClusterError, match=r"^a local Ray did not start within 0\.5 s \(ray_timeout\)$"):
+    with pytest.raises(connection.RayClusterError, match=r"^a local Ray did not start within 0\.5 s \(ray_timeout\)$"):
         connection.connect(0.5).__enter__()
     assert time.monotonic() - started < 3
     release.set()
@@ -137,13 +151,13 @@ def test_a_start_that_hangs_or_fails_is_one_line_within_the_bound(monkeypatch: p
         raise RuntimeError("The current node timed out during startup.\nMore lines Ray prints")
 
     monkeypatch.setattr(connection.ray, "init", fails)
-    with pytest.raises(RayClusterError) as caught:
+    with pytest.raises(connection.RayClusterError) as caught:
         connection.connect(5).__enter__()
     assert str(caught.value) == "a local Ray did not start: RuntimeError: The current node timed out during startup."
 
 
 def test_a_local_ray_is_started_in_the_project_folder_when_it_fits(
-    no_ray_yet: list[Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    connection: ModuleType, no_ray_yet: list[Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.delenv("RAY_TMPDIR", raising=False)
@@ -177,7 +191,7 @@ class _Silent(_Answering):
         return True
 
 
-def test_a_cluster_that_stops_answering_stops_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cluster_that_stops_answering_stops_the_wait(connection: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     waits: list[float] = []
 
     def never_ready(refs: list[Any], num_returns: int, timeout: float) -> tuple[list[Any], list[Any]]:
@@ -186,12 +200,16 @@ def test_a_cluster_that_stops_answering_stops_the_wait(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(connection.ray, "wait", never_ready)
     monkeypatch.setattr(connection, "_WATCHES", [_Silent()])
-    with pytest.raises(RayClusterError, match=r"^lost the Ray cluster: it has not answered for 5 s \(ray_timeout\)"):
+    with pytest.raises(
+        connection.RayClusterError, match=r"^lost the Ray cluster: it has not answered for 5 s \(ray_timeout\)"
+    ):
         connection.gather(["ref"])
     assert waits == [connection.POLL]  # one round, then the watch's verdict
 
 
-def test_the_watch_is_lost_only_after_its_bound_without_an_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_watch_is_lost_only_after_its_bound_without_an_answer(
+    connection: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     now = [100.0]
     up = [True]
 
@@ -217,6 +235,8 @@ def test_the_watch_is_lost_only_after_its_bound_without_an_answer(monkeypatch: p
 
 
 def test_a_corpus_gets_a_shard_per_cpu_and_more_when_a_shard_would_be_too_large() -> None:
+    from retrieval.executors.ray_cluster import SHARD_DOCUMENTS, shard_count
+
     assert SHARD_DOCUMENTS == 1_000_000  # the shard size measured in docs/performance.md
     assert [shard_count(20_000, cpus) for cpus in (0, 1, 2, 8)] == [1, 1, 2, 8]
     assert [shard_count(n, 2) for n in (2_000_000, 2_000_001, 3_500_000)] == [2, 3, 4]

@@ -17,6 +17,8 @@ DEMO_PAGE = ROOT / "docs" / "demo.md"
 
 EVALUATE_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python -m retrieval"
 TEST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest -n auto"
+# The slow end-to-end cases the default run leaves out (conftest.py), in the venv the test command made.
+SLOW_COMMAND = "pytest -m slow -n auto"
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +87,13 @@ def test_the_suite_summary_is_read_as_pytest_prints_it(suite_figures: ModuleType
         "line": "1560 passed, 6 skipped, 3 warnings in 116.32s (0:01:56)",
     }
     assert suite_figures.collected(summary["counts"]) == 1566
+    # .ci/run's two sessions: the default run, then the slow set.
+    both = suite_figures.parse_summaries(output + "...\n=== 64 passed, 2060 deselected in 80.10s (0:01:20) ===\n")
+    assert [(s["counts"], s["seconds"]) for s in both] == [
+        ({"passed": 1560, "skipped": 6, "warning": 3}, 116.32),
+        ({"passed": 64, "deselected": 2060}, 80.1),
+    ]
+    assert suite_figures.collected(both[1]["counts"]) == 64
     quiet = suite_figures.parse_summary("....\n35 passed, 1596 deselected in 29.31s\n")  # under -q
     assert quiet["counts"] == {"passed": 35, "deselected": 1596} and quiet["seconds"] == 29.31
     assert suite_figures.collected(quiet["counts"]) == 35
@@ -129,6 +138,10 @@ def test_the_two_commands_are_in_the_readme() -> None:
     assert TEST_COMMAND in blocks, "README.md must give the install-and-test command in its own block"
 
 
-def test_ci_runs_the_readme_test_command() -> None:
+def test_ci_runs_the_readme_test_command_then_the_slow_set() -> None:
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert TEST_COMMAND in lines, ".ci/run must run exactly the README's test command"
+    assert SLOW_COMMAND in lines[lines.index(TEST_COMMAND) + 1 :], ".ci/run must run the slow set after it"
+    assert SLOW_COMMAND in _shell_blocks(README.read_text(encoding="utf-8")), (
+        f"README.md must say how to run the slow set: `{SLOW_COMMAND}` in a shell block of its own"
+    )

@@ -110,6 +110,25 @@ def test_a_service_priced_per_call_is_charged_for_the_calls_its_cassette_answere
     assert (cost["bm25"].calls, cost["bm25"].cost) == (0, 0.0)
 
 
+def test_methods_sharing_a_cassette_are_each_charged_for_their_own_calls(
+    tmp_path: Path, dataset: Dataset, service: FakeSearchService
+) -> None:
+    # Two configurations of one service, one cassette (channel "search"): the second method runs
+    # after the first's calls are in the channel's count, and is charged for its own three only.
+    methods = ["fake_search:factory", "fake_search:narrow_factory"]
+    settings = _settings(tmp_path)
+    live = evaluate(dataset, settings, mode="live", methods=methods)
+    recorded = evaluate(dataset, settings, mode="record", methods=methods)
+    assert len(service.requests) == 12
+    service.stop()
+    replayed = evaluate(dataset, settings, methods=methods)
+    for run in (live, recorded, replayed):
+        assert (run.mode, run.usage["search"].calls, run.usage["search-narrow"].calls) == (run.mode, 3, 3)
+    assert replayed.ranked_ids("search-narrow") == live.ranked_ids("search-narrow")
+    assert replayed.cassettes == ("search.json",)
+    assert [replayed.recorded_usage[m]["calls"] for m in ("search", "search-narrow")] == [3, 3]
+
+
 def test_an_async_retriever_runs_even_where_an_event_loop_is_already_running(
     tmp_path: Path, dataset: Dataset, service: FakeSearchService
 ) -> None:

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from demo_fixture import DEMO_CASSETTES
 from fake_embeddings import FakeEmbeddingsServer, make_profile
-from vcr.request import Request
 
 from retrieval.files import atomic
 from retrieval.files.atomic import STALE_SECONDS
@@ -115,6 +114,8 @@ def test_local_cassettes_replay_on_another_port(embeddings_server: FakeEmbedding
 
 
 def test_the_port_still_matters_off_loopback() -> None:
+    from vcr.request import Request
+
     same = Request("POST", "http://127.0.0.1:8765/v1/embeddings", b"", {})
     other = Request("POST", "http://localhost:9000/v1/embeddings", b"", {})
     loopback_port(same, other)  # loopback: any port

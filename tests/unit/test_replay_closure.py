@@ -364,6 +364,7 @@ def test_bm25s_forked_analysis_workers_run_in_replay(tmp_path: Path, monkeypatch
     assert pids and pids <= workers
 
 
+@pytest.mark.slow
 @NAMESPACES
 def test_ray_on_a_local_cluster_replays_inside_the_closure(monkeypatch: pytest.MonkeyPatch) -> None:
     """The allowance Ray needs, on a real local Ray (executor = "ray", no RAY_ADDRESS): joined

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import vcr
 from fake_servers import (
     Act,
     FakeGeminiServer,
@@ -340,6 +339,8 @@ def test_openai_fault_outcomes(
 
 
 def test_replay_miss_is_raised_not_degraded(gemini_server: FakeGeminiServer, tmp_path: Path) -> None:
+    import vcr
+
     gemini_server.reset()
     generator = GeminiGenerator(gemini_profile(gemini_server.url), replay=True)
     method = RerankMethod(generator, candidates=CANDIDATES, workers=4)

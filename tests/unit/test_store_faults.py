@@ -255,6 +255,7 @@ def _pages(folder: Path) -> int:
     return sum(1 for p in folder.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # a shell re-run of the whole recording in a mount namespace per case
 @needs_namespaces
 @pytest.mark.parametrize(
     ("fault", "folder", "extra", "reason"),

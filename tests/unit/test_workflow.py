@@ -212,3 +212,13 @@ def test_the_docs_job_builds_the_site_strictly() -> None:
     assert "pip install -e '.[docs]'" in script
     assert "mkdocs build --strict" in lines
     assert docs["if"] == "github.event_name != 'workflow_dispatch'"
+
+
+def test_the_slow_job_runs_the_slow_set_as_the_readme_says() -> None:
+    # The default run leaves the slow cases out (conftest.py): CI runs them in a job of their own,
+    # installed as the README installs.
+    slow = _workflow()["jobs"]["slow"]
+    runs = [step["run"].strip() for step in slow["steps"] if "run" in step]
+    install = _readme_test_command().rsplit(" && pytest", 1)[0]
+    assert runs == [f"{install} && pytest -m slow -n auto"]
+    assert slow["if"] == "github.event_name != 'workflow_dispatch'"
