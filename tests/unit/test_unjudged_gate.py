@@ -159,6 +159,10 @@ def test_llm_grades_count_against_the_base_branch_only_where_it_accepts_them(tmp
     [line] = [line for line in gated.stdout.splitlines() if line.startswith("FAILED bm25-mrr - ")]
     assert line.startswith("FAILED bm25-mrr - bm25 mrr fell below the baseline of main: "), gated.stdout
     assert "Undecided: judge 2 document(s)" in line
+    assert (
+        "; main refuses LLM judgments (its accept_llm_judgments): compared with it, the 2 pair(s) only an LLM "
+        "graded are unjudged"
+    ) in gated.stdout
     # And the judging command offers those pairs to people, as what this pull request needs.
     exported = _run(root, sys.executable, "-m", "retrieval", "judge", "--export", "pool.csv", "--baseline-ref", "main")
     assert exported.returncode == 0, exported.stderr
@@ -171,3 +175,4 @@ def test_llm_grades_count_against_the_base_branch_only_where_it_accepts_them(tmp
     gated = _gate(root)
     assert not [line for line in gated.stdout.splitlines() if line.startswith("FAILED bm25-mrr")], gated.stdout
     assert _undecided(gated.stdout) == [], gated.stdout
+    assert "refuses LLM judgments" not in gated.stdout
