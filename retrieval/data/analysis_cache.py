@@ -5,9 +5,9 @@ A cache that cannot change a figure. An entry is keyed by everything that decide
 corpus fingerprint (ids, titles and texts of the documents, retrieval.data.dataset), the language
 and its analyzer's version, the language's stop list, the Unicode tables accents are folded with,
 and the source of every module that builds the analysed text or numbers its terms (dataset.py, whose
-`Document.content` joins title and text; analyzer.py, snowball.py, corpus_terms.py, corpus_parts.py;
-this module), so that an edit that forgets the version bump misses the cache instead of finding a
-stale entry. An entry holds the digest of its content
+`Document.content` joins title and text; analyzer.py, snowball.py, corpus_terms.py, chunk_keys.py,
+corpus_parts.py; this module), so that an edit that forgets the version bump misses the cache
+instead of finding a stale entry. An entry holds the digest of its content
 (`analysis_digest`: the vocabulary, the ids, the lengths), checked when it is read: an entry that is
 not whole, consistent and what its digest says is a miss, analysed and written again. And the
 digest of the analysis a figure was computed from is recorded in the baseline beside the cassettes'
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.data import analyzer, corpus_terms, dataset, snowball
+from retrieval.data import analyzer, chunk_keys, corpus_terms, dataset, snowball
 from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyzer_version
 from retrieval.data.corpus_terms import AnalysedCorpus
 from retrieval.files.atomic import clean_stale, staging_directory
@@ -55,7 +55,7 @@ _ANALYSED: set[str] = set()
 def _sources() -> list[str]:
     """The files whose code decides an analysis: corpus_parts's found, not imported (it imports this module)."""
     parts = importlib.util.find_spec("retrieval.data.corpus_parts")
-    modules = (dataset, analyzer, snowball, corpus_terms, sys.modules[__name__])
+    modules = (dataset, analyzer, snowball, corpus_terms, chunk_keys, sys.modules[__name__])
     return [*(module.__file__ or "" for module in modules), (parts.origin if parts else None) or ""]
 
 

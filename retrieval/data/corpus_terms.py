@@ -1,9 +1,10 @@
 """A whole corpus as term ids: what a BM25 index reads.
 
 The analyzer (retrieval.data.analyzer) turns one text into terms; this module runs it over a
-corpus batch by batch, each distinct whitespace-separated chunk analysed once, and numbers
-the terms in order of first appearance, so that a corpus of a million documents costs 4 bytes
-per term occurrence and no list of strings per document.
+corpus batch by batch, each distinct chunk analysed once (a batch is cut into chunks and each
+chunk keyed by its bytes with numpy, retrieval.data.chunk_keys: no Python object per word), and
+numbers the terms in order of first appearance, so that a corpus of a million documents costs
+4 bytes per term occurrence and no list of strings per document.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from itertools import chain, islice
 
 import numpy as np
 
-from retrieval.data import analyzer
+from retrieval.data import analyzer, chunk_keys
 from retrieval.data.analyzer import DEFAULT_LANGUAGE, DIGITS, ChunkCache, analyze_with, analyzer_for
 
 __all__ = [
@@ -31,16 +32,16 @@ __all__ = [
 # Chunk caches are emptied past this many entries: bounded memory without LRU bookkeeping.
 _CHUNKS_LIMIT = 1 << 20
 
-# Codes of chunks in the stream that a batch of documents becomes: a chunk with one term is
-# that term's id (>= 0); these negative codes stand for the rest.
-_END = -1  # the end of a document
+# The code of a chunk: a chunk with one term is that term's id (>= 0); these negative codes
+# stand for the rest.
 _NO_TERM = -3  # a chunk with no term (stop words, punctuation)
 _MULTI = -4  # _MULTI - i: a chunk with several terms, the i-th of _IdChunks.multi
+# Between the chunks of one call of a language's chunk rule (_IdChunks.codes): a word no chunk
+# without a digit gives, that every analyzer keeps as it is.
+_MARK = "0"
 # The only identifier that spans whitespace is "HEL 4040" (retrieval.data.analyzer): a document
 # without this shape anywhere has the terms of its chunks; one with it is analysed whole.
 _SPACED_IDENTIFIER = re.compile(r"[A-Z]{2,} \d{2,}")
-# Never a chunk of str.split(): stands for the end of a document in the stream of chunks.
-_SEPARATOR = " "
 # Documents analysed per step: bounds the list of chunks held at once.
 _CORPUS_BATCH = 8192
 
@@ -102,21 +103,59 @@ class _Numbering(dict[str, int]):
 
 
 class _IdChunks(dict[str, int]):
-    """Chunk -> its code in the stream (see _END and the codes after it): one int per chunk,
-    so the stream is one `np.fromiter` over the look-ups, with no tuple per chunk."""
+    """Chunk -> its code (a term id, _NO_TERM or a _MULTI code): by its key (chunk_keys) for the
+    chunks that have one, as a string for the others; one int per chunk, no tuple."""
 
     def __init__(self, chunks: ChunkCache, numbering: _Numbering) -> None:
-        super().__init__({_SEPARATOR: _END})
+        super().__init__()
         self.chunks, self.numbering = chunks, numbering
-        self.multi: list[tuple[int, ...]] = []
+        self.reset()
 
     def reset(self) -> None:
-        """Empty the cache (between batches: codes are resolved within their batch)."""
+        """Empty the cache (a bound on memory: codes are resolved within the batch that asks)."""
         self.clear()
-        self[_SEPARATOR] = _END
-        self.multi = []
+        self.multi: list[tuple[int, ...]] = []
+        # The keyed chunks seen so far, by hash (sorted; one entry per hash): key, length, code.
+        self.hashes = np.empty(0, dtype=np.uint64)
+        self.key_words = np.empty((chunk_keys.KEY_WORDS, 0), dtype=np.uint64)
+        self.codes = np.empty(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return super().__len__() + len(self.hashes)
 
     def __missing__(self, chunk: str) -> int:
+        code = self[chunk] = self.code(chunk)
+        return code
+
+    def codes_of(self, chunks: list[str]) -> list[int]:
+        """The codes of `chunks`, as `code` gives them, the chunks without a digit analysed in one
+        call of the language's chunk rule: over them all, joined by a marker term (_MARK) between
+        spaces. The rule sees whitespace as a chunk's edge (retrieval.data.analyzer: no elision,
+        word or combining mark spans it), so each chunk's terms come out in turn, then a marker;
+        a chunk that gave the marker's term itself would show as a marker too many, and then each
+        chunk is analysed alone."""
+        plain = [i for i, chunk in enumerate(chunks) if not DIGITS.search(chunk)]
+        out = [_NO_TERM] * len(chunks)
+        terms = self.chunks.terms_of(f" {_MARK} ".join([chunks[i] for i in plain]) + f" {_MARK}") if plain else ()
+        marks = [at for at, term in enumerate(terms) if term == _MARK]
+        if len(marks) != len(plain):
+            plain, marks = [], []  # analysed one by one below
+        numbering, start = self.numbering, 0
+        for i, end in zip(plain, marks, strict=True):
+            if end == start + 1:
+                out[i] = numbering[terms[start]]
+            elif end > start:
+                self.multi.append(tuple(map(numbering.__getitem__, terms[start:end])))
+                out[i] = _MULTI - len(self.multi) + 1
+            start = end + 1
+        done = set(plain)
+        for i, chunk in enumerate(chunks):
+            if i not in done:
+                out[i] = self.code(chunk)
+        return out
+
+    def code(self, chunk: str) -> int:
+        """The code of a chunk (of a str.split() chunk, cut as chunk_keys cuts it or not)."""
         if not DIGITS.search(chunk):
             terms: Iterable[str] = self.chunks[_canonical(chunk)]
         else:
@@ -126,39 +165,73 @@ class _IdChunks(dict[str, int]):
             terms = analyze_with(chunk, self.chunks)
         ids = tuple(map(self.numbering.__getitem__, terms))
         if len(ids) == 1:
-            code = ids[0]
-        elif not ids:
-            code = _NO_TERM
-        else:
-            code = _MULTI - len(self.multi)
-            self.multi.append(ids)
-        self[chunk] = code
-        return code
+            return ids[0]
+        if not ids:
+            return _NO_TERM
+        self.multi.append(ids)
+        return _MULTI - len(self.multi) + 1
+
+    def keyed_codes(self, batch: chunk_keys.BatchChunks) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, exact) of the chunks of `batch`: each chunk's code where `exact`; where not
+        (a chunk longer than a key, or a hash shared by different keys: rare, but possible),
+        no code.
+
+        Equal chunks are grouped by sorting their hashes, each hash's top bits with the chunk's
+        index in the low bits (one sort of plain integers); a group is exact when each of its
+        chunks has the key of its first, and a group found among the chunks seen before when its
+        key is the one stored. Only the new groups' first chunks are decoded and analysed."""
+        count = len(batch.hashes)
+        shift = np.uint64(max(1, (count - 1).bit_length()))
+        packed = (batch.hashes >> shift << shift) | np.arange(count, dtype=np.uint64)
+        packed.sort()
+        order = (packed & ((np.uint64(1) << shift) - np.uint64(1))).astype(np.intp)
+        packed >>= shift
+        first = np.ones(count, dtype=bool)
+        np.not_equal(packed[1:], packed[:-1], out=first[1:])
+        group = np.empty(count, dtype=np.intp)
+        group[order] = np.cumsum(first) - 1  # each chunk's group, in the batch's order
+        heads = order[first]
+        head_keys = batch.keys[:, heads]
+        exact_group = head_keys[-1] >> np.uint64(56) <= chunk_keys.KEY_BYTES
+        same = np.ones(count, dtype=bool)
+        for word, head_word in zip(batch.keys, head_keys, strict=True):
+            same &= word == head_word[group]
+        exact_group[group[~same]] = False
+        unique = batch.hashes[heads]
+        at = np.minimum(np.searchsorted(self.hashes, unique), max(len(self.hashes) - 1, 0))
+        known = self.hashes[at] == unique if len(self.hashes) else np.zeros(len(unique), dtype=bool)
+        found = np.flatnonzero(known)
+        stored = (self.key_words[:, at[found]] == head_keys[:, found]).all(axis=0)
+        exact_group[found[~stored]] = False
+        codes = np.full(len(unique), _NO_TERM, dtype=np.int64)
+        codes[found] = self.codes[at[found]]
+        new = np.flatnonzero(~known & exact_group)
+        if len(new):
+            codes[new] = self.codes_of([batch.chunk(i) for i in heads[new].tolist()])
+            merged = np.concatenate([self.hashes, unique[new]])
+            keep = np.argsort(merged, kind="stable")
+            self.hashes = merged[keep]
+            self.key_words = np.concatenate([self.key_words, head_keys[:, new]], axis=1)[:, keep]
+            self.codes = np.concatenate([self.codes, codes[new]])[keep]
+        return codes[group], exact_group[group]
 
 
 def _analyse_batch(texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks) -> tuple[np.ndarray, np.ndarray]:
     """(ids, lengths) of a batch of documents, with provisional ids.
 
-    Every chunk of every document goes through one C-level pipeline (split, cached look-up of
-    its code, fromiter): no Python code runs per word once the chunk cache is warm; the codes
-    are then expanded to term ids with numpy. A document without the shape of an identifier
-    written with a space ("HEL 4040", _SPACED_IDENTIFIER) has its identifiers inside chunks, so
-    its terms are its chunks' terms, as in analyze_with; any other is analysed by analyze_with
-    itself, and its terms replace its span.
+    The batch is cut into chunks with numpy (retrieval.data.chunk_keys: no Python object per
+    chunk); each distinct chunk's code comes from the chunks seen before or, for a new one, from
+    its analysis; the codes are then expanded to term ids with numpy. A document without the
+    shape of an identifier written with a space ("HEL 4040", _SPACED_IDENTIFIER) has its
+    identifiers inside chunks, so its terms are its chunks' terms, as in analyze_with; any other
+    is analysed by analyze_with itself, and its terms replace its span.
     """
-    pieces: list[list[str]] = []
-    spaced: list[int] = []
-    search = _SPACED_IDENTIFIER.search
-    for doc, text in enumerate(texts):
-        normalized = unicodedata.normalize("NFKC", text)
-        if search(normalized):
-            spaced.append(doc)
-        parts = normalized.split()
-        parts.append(_SEPARATOR)
-        pieces.append(parts)
-    codes = np.fromiter(map(id_chunks.__getitem__, chain.from_iterable(pieces)), dtype=np.int64)
-    del pieces
-    ends = np.flatnonzero(codes == _END)
+    normalized = [unicodedata.normalize("NFKC", text) for text in texts]
+    batch = chunk_keys.cut(normalized)
+    codes, exact = id_chunks.keyed_codes(batch)
+    loose = np.flatnonzero(~exact)
+    if len(loose):
+        codes[loose] = [id_chunks[batch.chunk(i)] for i in loose.tolist()]
     counts = (codes >= 0).astype(np.int64)
     multi = np.flatnonzero(codes <= _MULTI)
     if len(multi):
@@ -166,26 +239,29 @@ def _analyse_batch(texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks) -
         entries = _MULTI - codes[multi]
         sizes = sizes_of[entries]
         counts[multi] = sizes
-    lengths = np.add.reduceat(counts, np.concatenate(([0], ends[:-1] + 1)))
+    ends = np.cumsum(counts)
+    # The terms of document d are ids[bounds[d]:bounds[d + 1]] (a document may have no chunk).
+    bounds = np.concatenate(([0], ends))[np.searchsorted(batch.docs, np.arange(len(texts) + 1))]
+    lengths = np.diff(bounds)
     ids = np.repeat(codes, counts)
     if len(multi):
         table = np.fromiter(chain.from_iterable(id_chunks.multi), dtype=np.int64, count=int(sizes_of.sum()))
         within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        targets = np.repeat((np.cumsum(counts) - counts)[multi], sizes) + within
+        targets = np.repeat((ends - counts)[multi], sizes) + within
         ids[targets] = table[np.repeat((np.cumsum(sizes_of) - sizes_of)[entries], sizes) + within]
     ids = ids.astype(np.int32)
+    spaced = [doc for doc in batch.spaced if _SPACED_IDENTIFIER.search(normalized[doc])]
     if not spaced:
         return ids, lengths
-    starts = np.cumsum(lengths) - lengths
     segments: list[np.ndarray] = []
     previous = 0
     for doc in spaced:
-        segments.append(ids[starts[previous] : starts[doc]])
+        segments.append(ids[bounds[previous] : bounds[doc]])
         terms = analyze_with(texts[doc], chunks)
         segments.append(np.fromiter(map(id_chunks.numbering.__getitem__, terms), dtype=np.int32, count=len(terms)))
         lengths[doc] = len(terms)
         previous = doc + 1
-    segments.append(ids[starts[previous] :] if previous < len(texts) else ids[:0])
+    segments.append(ids[bounds[previous] :] if previous < len(texts) else ids[:0])
     return np.concatenate(segments), lengths
 
 

@@ -15,7 +15,7 @@ from dataset_files import document_rows, question_rows, write_dataset
 from test_corpus_parts import _assert_identical, _documents
 
 from retrieval.config import ConfigError, Settings, load_settings
-from retrieval.data import analysis_cache, corpus_parts, corpus_terms, dataset
+from retrieval.data import analysis_cache, chunk_keys, corpus_parts, corpus_terms, dataset
 from retrieval.data.analysis_cache import analysis_digest, load_analysis, store_analysis
 from retrieval.data.corpus_terms import AnalysedCorpus, analyze_corpus, forget_analyses
 from retrieval.data.dataset import Dataset, Question, _Documents, corpus_fingerprint
@@ -202,7 +202,7 @@ def test_a_baseline_that_records_no_analysis_uses_none_from_the_cache(
     assert _ranked(context, tmp_path, {}) == first
 
 
-@pytest.mark.parametrize("source", ["dataset", "corpus_parts", "analysis_cache"])
+@pytest.mark.parametrize("source", ["dataset", "corpus_parts", "chunk_keys", "analysis_cache"])
 def test_every_module_that_builds_the_analysed_text_is_in_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
@@ -210,7 +210,12 @@ def test_every_module_that_builds_the_analysed_text_is_in_the_key(
     # analysed text, and a stale entry must not survive it (nor the revert: the key is the source).
     documents = _loaded(40, seed=24)
     store_analysis(tmp_path, documents.corpus_fingerprint, analyze_corpus(d.content for d in documents))
-    module = {"dataset": dataset, "corpus_parts": corpus_parts, "analysis_cache": analysis_cache}[source]
+    module = {
+        "dataset": dataset,
+        "corpus_parts": corpus_parts,
+        "chunk_keys": chunk_keys,
+        "analysis_cache": analysis_cache,
+    }[source]
     edited = tmp_path / f"{source}_copy.py"
     edited.write_bytes(Path(module.__file__ or "").read_bytes() + b"\n# edited\n")
     sources = analysis_cache._sources()

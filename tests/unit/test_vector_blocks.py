@@ -97,3 +97,41 @@ def test_float32_candidates_miss_no_document_of_the_float64_top(seed: int, monke
         np.testing.assert_array_equal(a.scores, b.scores)
     # The depth cuts through each cluster: its last 100 documents are within float32's error.
     assert all(r.scores[-100] - r.scores[-1] < 1e-6 for r in expected)
+
+
+def test_a_read_only_memory_map_s_norm_is_computed_once(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A store's memory map cannot change: its largest norm is kept, not read again per search;
+    # any array that can be written (or sits on a buffer that can) is read again every time.
+    questions, documents = corpus_with_ties(12)
+    path = f"{tmp_path}/documents.npy"
+    np.save(path, documents)
+    monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 16)
+    passes: list[int] = []
+    largest_norm = vector._largest_norm
+
+    def counted(docs: np.ndarray) -> float:
+        passes.append(len(docs))
+        return largest_norm(docs)
+
+    monkeypatch.setattr(vector, "_largest_norm", counted)
+    mapped = np.load(path, mmap_mode="r")
+    first = cosine_rankings(questions, mapped, 20)
+    again = cosine_rankings(questions, mapped, 20)
+    assert passes == [len(documents)]
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.scores, b.scores)
+    del mapped, first, again
+    assert vector._NORMS == {}  # forgotten with the array
+    writable = np.load(path, mmap_mode="r+")
+    frozen_view = documents.view()
+    frozen_view.flags.writeable = False
+    flat = np.frombuffer(bytearray(documents.tobytes()), dtype=np.float32)
+    flat.flags.writeable = False
+    over_bytearray = flat.reshape(documents.shape)  # no array writable, the buffer under them is
+    assert not over_bytearray.flags.writeable
+    for array in (documents, writable, frozen_view, over_bytearray):
+        passes.clear()
+        cosine_rankings(questions, array, 20)
+        cosine_rankings(questions, array, 20)
+        assert passes == [len(documents)] * 2
