@@ -193,23 +193,32 @@ def _all_degraded(run: Run) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation and print the report. Bad input is one line on stderr, exit code 2; an
     exception raised by a method (or a bug) prints its redacted traceback, exit code 1."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.allow_regression is not None and not args.update_baseline:
-        parser.error("--allow-regression only applies with --update-baseline.")
-    if args.update_baseline and not args.gate:
-        parser.error("--update-baseline applies with --gate (the gate decides what may be written).")
+    words = list(sys.argv[1:] if argv is None else argv)
+    judging = words[:1] == ["judge"]
+    if judging:  # `python -m retrieval judge ...`: the judging command (retrieval.judging.command)
+        from retrieval.judging.command import judge_command, judge_parser
+
+        judge_args = judge_parser().parse_args(words[1:])
+    else:
+        parser = _parser()
+        args = parser.parse_args(words)
+        if args.allow_regression is not None and not args.update_baseline:
+            parser.error("--allow-regression only applies with --update-baseline.")
+        if args.update_baseline and not args.gate:
+            parser.error("--update-baseline applies with --gate (the gate decides what may be written).")
     if not sys.warnoptions:
         # A method module on 0.1's paths (`from retrieval.ranking import top_k`) is told so once:
         # Python hides DeprecationWarnings raised outside __main__, and this one is for the user.
         warnings.simplefilter("default", RetrievalDeprecationWarning)
     try:
-        return _main(args)
+        return judge_command(judge_args) if judging else _main(args)
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
         # Only here: the gate has no way to run without its cassettes.
         hint = " Or run without cassettes: --live, or --methods bm25." if isinstance(exc, ReplayMissError) else ""
+        if judging and hint:
+            hint = " Or call without cassettes: --live."
         print(f"error: {redacted(str(exc))}{hint}", file=sys.stderr)
-        if args.gate:
+        if not judging and args.gate:
             _gate_stopped(args, redacted(str(exc)))
     except KeyboardInterrupt:
         print("interrupted: the cassettes, the cache and the baseline were left as they were", file=sys.stderr)
@@ -327,7 +336,9 @@ def _main(args: argparse.Namespace) -> int:
     recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
     if args.gate:
         return _gate(settings, args)
-    dataset = load_dataset(settings.dataset, settings.split, settings.relevant_grade)
+    dataset = load_dataset(
+        settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
+    )
     if args.compact_store or args.convert_corpus_cassette:
         from retrieval.evaluation.corpus_vectors import store_command
 
@@ -396,6 +407,9 @@ def _main(args: argparse.Namespace) -> int:
         dropped_questions=dataset.dropped_questions,
         tolerance=settings.tolerance,
         accepted=accepted,
+        llm_checks=dataset.llm_checks,
+        unused_judgments=dataset.unused_judgments,
+        llm_judgments=sum(j.kind == "llm" for j in dataset.judgment_records),
     )
     text = render_json(report, notice) if args.format == "json" else render_markdown(report, notice=notice)
     if args.output:

@@ -232,11 +232,11 @@ def _options(rows: Iterable[tuple[str, str]]) -> list[str]:
     return lines
 
 
-def _cli_rows() -> list[tuple[str, str]]:
+def _cli_rows(parser: argparse.ArgumentParser | None = None) -> list[tuple[str, str]]:
     from retrieval.cli import _parser
 
     rows = []
-    for action in _parser()._actions:
+    for action in (parser or _parser())._actions:
         if not action.option_strings or action.dest == "help":
             continue
         flag = ", ".join(action.option_strings)
@@ -249,6 +249,12 @@ def _cli_rows() -> list[tuple[str, str]]:
                 text += f" (default {action.default})"
         rows.append((flag, text))
     return rows
+
+
+def _judge_parser() -> argparse.ArgumentParser:
+    from retrieval.judging.command import judge_parser
+
+    return judge_parser()
 
 
 def _pytest_rows() -> list[tuple[str, str]]:
@@ -304,6 +310,13 @@ def render_reference() -> str:
         "### `python -m retrieval` options",
         "",
         *_options(_cli_rows()),
+        "",
+        "### `python -m retrieval judge` options",
+        "",
+        "The depth-k pool of every configured method, judged on a local page, in a spreadsheet or by the",
+        "profile's LLM ([Judgments that stay true](judging.md)).",
+        "",
+        *_options(_cli_rows(_judge_parser())),
         "",
         "### pytest options (the gate's plugin)",
         "",

@@ -48,13 +48,17 @@ NUMBERS: dict[str, tuple[bool, float, float]] = {
 EXECUTORS = ("local", "ray")
 # The corpus vectors' precision, in every mode (retrieval.evaluation.corpus_vectors).
 PRECISIONS = ("float32", "float16")
+# What a drop resting on unjudged documents does to the gate (retrieval.gate.unjudged).
+UNJUDGED = ("fail", "warn")
 SETTING_KEYS = {
     "profile",
     "methods",
     "hybrid_inputs",
     "hybrid_weights",
     "vector_precision",
+    "unjudged",
     "required",
+    "accept_llm_judgments",
     "executor",
     "language",
     "split",
@@ -167,6 +171,11 @@ def check_values(
         raise ConfigError(
             f"{source} must be one of {', '.join(EXECUTORS)}, got {values['executor']!r}.", at=("executor",)
         )
+    if values.get("unjudged", UNJUDGED[0]) not in UNJUDGED:
+        raise ConfigError(
+            f'{where}: unjudged must be "fail" or "warn" (what an undecided drop does), got {values["unjudged"]!r}.',
+            at=("unjudged",),
+        )
     if values.get("vector_precision", PRECISIONS[0]) not in PRECISIONS:
         raise ConfigError(
             f'{where}: vector_precision must be "float32" or "float16", got {values["vector_precision"]!r}.',
@@ -182,8 +191,9 @@ def check_values(
                 f"(qrels/<split>.tsv: test, dev, train...), got {split!r}.",
                 at=("split",),
             )
-    if not isinstance(values.get("required", False), bool):
-        raise ConfigError(f"{where}: required must be true or false, got {values['required']!r}.", at=("required",))
+    for key in ("required", "accept_llm_judgments"):
+        if not isinstance(values.get(key, False), bool):
+            raise ConfigError(f"{where}: {key} must be true or false, got {values[key]!r}.", at=(key,))
     for key in PATH_KEYS:
         if key in values:
             if not isinstance(values[key], str) or not values[key]:

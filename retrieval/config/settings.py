@@ -233,6 +233,11 @@ class Settings:
         "The least grade that counts as relevant for recall, MRR and the failure analysis (nDCG weighs every "
         "positive grade).",
     )
+    accept_llm_judgments: bool = _setting(
+        False,
+        "Whether the LLM judge's grades (`judgments.jsonl` lines of source `llm:<model>`) count: they fill the "
+        "pairs no person judged, never overrule one; recorded in the baseline when true.",
+    )
     executor: str = _setting(
         "local",
         "Where bm25's and vector's searches run: `local` (this process) or `ray` (a Ray cluster; the `ray` extra).",
@@ -258,6 +263,11 @@ class Settings:
     snapshots: str = _setting("baselines/rankings", "The gate's committed top-10 snapshots, one file per profile.")
     tolerance: float = _setting(
         0.0, "How far a gated rate may fall below the baseline and still hold, 0 to 0.05: live runs' noise only."
+    )
+    unjudged: str = _setting(
+        "fail",
+        "A drop against the base branch that holds only while the unjudged documents that entered a top k count "
+        "as not relevant (undecided): `fail` (the default) or `warn` (said, and the item holds).",
     )
     required: bool = _setting(
         False, "The pytest gate must run: a session that configures it and does not gate it fails (CI's job)."
@@ -296,6 +306,7 @@ class Settings:
             **({"vector_precision": self.vector_precision} if self.vector_precision != "float32" else {}),
             **({"split": self.split} if self.split != "test" else {}),
             **({"relevant_grade": self.relevant_grade} if self.relevant_grade != 1 else {}),
+            **({"accept_llm_judgments": True} if self.accept_llm_judgments else {}),
         }
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "analyzer_version",
     "forget_documents",
     "language_of",
+    "term_spans",
 ]
 
 # The French analyzer's version (the default language's): what the baseline records as `analyzer`.
@@ -273,3 +274,29 @@ def analyze_many(texts: Iterable[str], language: str = DEFAULT_LANGUAGE) -> list
     """analyze() over a corpus, faster: a larger chunk cache that lives as long as the call,
     and the terms of each text kept for the next call that analyses it."""
     return analyzer_for(language).analyze_many(texts)
+
+
+_CHUNK = re.compile(r"\S+")
+
+
+def term_spans(text: str, language: str = DEFAULT_LANGUAGE) -> list[tuple[int, int, tuple[str, ...]]]:
+    """The pieces of `text` that give BM25 terms, as (start, end, terms) in `text`'s own offsets:
+    each identifier whole (`HEL 4040` -> `hel-4040`), each other whitespace-separated chunk with
+    the terms the language's rule gives it (a stop word gives none, and is left out). What a page
+    highlights: the words of a document that meet the question's terms, as BM25 meets them."""
+    analyzer = analyzer_for(language)
+    spans: list[tuple[int, int, tuple[str, ...]]] = []
+
+    def chunks(start: int, end: int) -> None:
+        for chunk in _CHUNK.finditer(text, start, end):
+            terms = tuple(analyzer.analyze(chunk.group()))
+            if terms:
+                spans.append((chunk.start(), chunk.end(), terms))
+
+    start = 0
+    for match in _identifiers(text):
+        chunks(start, match.start())
+        spans.append((match.start(), match.end(), tuple(analyzer.analyze(match.group()))))
+        start = match.end()
+    chunks(start, len(text))
+    return spans

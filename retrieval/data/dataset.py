@@ -25,6 +25,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from retrieval.data.judgment_file import JUDGMENTS_FILE, Judgment, read_judgments
+from retrieval.data.judgment_merge import LLMCheck, by_question, llm_checks, merged_grades
 from retrieval.data.judgments import Question, load_beir_questions, load_native_questions
 from retrieval.data.records import DatasetError, _jsonl, _read_text, _record_id_and_text, _text_field
 
@@ -61,6 +63,15 @@ class Dataset:
     fingerprint: str
     # BEIR: queries judged in the qrels with score 0 only (no relevant document), left out.
     dropped_questions: int = 0
+    # The lines of the dataset's judgments.jsonl (retrieval.data.judgment_file), every source's,
+    # merged into the questions' grades by retrieval.data.judgment_merge.
+    judgment_records: tuple[Judgment, ...] = ()
+    # Lines of judgments.jsonl that judge a question not evaluated or a document not in the corpus.
+    unused_judgments: int = 0
+    # The pairs an LLM and a person (or the dataset's own files) both judged: its agreement.
+    llm_checks: tuple[LLMCheck, ...] = ()
+    # The (question, document) pairs whose grade is an LLM's (accept_llm: it filled a hole).
+    llm_graded: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def doc_ids(self) -> list[str]:
@@ -77,9 +88,12 @@ class Dataset:
         return list(dict.fromkeys(q.type for q in self.questions))
 
 
-def load_dataset(path: str | Path, split: str = "test", relevant_grade: int = 1) -> Dataset:
+def load_dataset(
+    path: str | Path, split: str = "test", relevant_grade: int = 1, *, accept_llm: bool = False
+) -> Dataset:
     """Load a native folder (corpus.jsonl + questions.jsonl) or a BEIR folder
-    (corpus.jsonl + queries.jsonl + qrels/<split>.tsv), validated.
+    (corpus.jsonl + queries.jsonl + qrels/<split>.tsv), validated, with the judgments of its
+    judgments.jsonl merged in (retrieval.data.judgment_merge; LLM ones only with `accept_llm`).
 
     Judgments keep their grades (`Question.judgments`); a document counts as relevant (is in
     `Question.relevant`) from `relevant_grade` on. A question with no document that high is
@@ -95,12 +109,31 @@ def load_dataset(path: str | Path, split: str = "test", relevant_grade: int = 1)
     documents = _load_corpus(corpus_path)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
     documents = dict(sorted(documents.items()))
+    records = read_judgments(root / JUDGMENTS_FILE)
+    lines = {
+        q: {d: found for d, found in judged.items() if d in documents} for q, judged in by_question(records).items()
+    }
+    checks: list[LLMCheck] = []
+    by_llm: set[tuple[str, str]] = set()
+    own_source = ""
+
+    def merge(qid: str, own: dict[str, int]) -> dict[str, int] | None:
+        if not lines.get(qid):
+            return None
+        checks.extend(llm_checks(own, qid, lines[qid], own_source))
+        grades, from_llm = merged_grades(own, lines[qid], accept_llm, own_source)
+        by_llm.update((qid, d) for d in from_llm)
+        return grades
+
     if (root / "questions.jsonl").is_file():
-        questions, dropped = load_native_questions(root / "questions.jsonl", documents, relevant_grade)
+        own_source = "import:questions.jsonl"
+        questions, dropped = load_native_questions(root / "questions.jsonl", documents, relevant_grade, merge)
     elif (root / "queries.jsonl").is_file():
-        questions, dropped = load_beir_questions(root, documents, split, relevant_grade)
+        own_source = f"import:qrels/{split}.tsv"
+        questions, dropped = load_beir_questions(root, documents, split, relevant_grade, merge)
     else:
         raise DatasetError(f"{root}: no questions.jsonl (native format) nor queries.jsonl + qrels/{split}.tsv (BEIR).")
+    evaluated = {q.id for q in questions}
     # The corpus digest is the fingerprint's first part (documents sorted by id in both): hashed
     # once, and carried by the documents for corpus_fingerprint (a second pass over the corpus).
     digest = hashlib.sha256()
@@ -113,6 +146,10 @@ def load_dataset(path: str | Path, split: str = "test", relevant_grade: int = 1)
         questions=tuple(questions),
         fingerprint=_fingerprint(digest, questions),
         dropped_questions=dropped,
+        judgment_records=tuple(records),
+        unused_judgments=sum(j.question not in evaluated or j.document not in documents for j in records),
+        llm_checks=tuple(c for c in checks if c.question in evaluated),
+        llm_graded=frozenset(p for p in by_llm if p[0] in evaluated),
     )
 
 

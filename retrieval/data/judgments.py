@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -18,7 +18,11 @@ from typing import Any
 
 from retrieval.data.records import DatasetError, _jsonl, _read_text, _record_id_and_text, _text_field, _valid_unicode
 
-__all__ = ["Question", "load_beir_questions", "load_native_questions"]
+__all__ = ["Merge", "Question", "load_beir_questions", "load_native_questions"]
+
+# A question's grades from the dataset's files -> its grades once judgments.jsonl is merged in
+# (retrieval.data.judgment_merge), or None when the file judges nothing of that question.
+Merge = Callable[[str, dict[str, int]], dict[str, int] | None]
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,14 @@ def _graded_question(
     return Question(qid, text, qtype, relevant, tuple(judged.items()) if from_grades else ())
 
 
+def _merged(merge: Merge | None, qid: str, judged: dict[str, int], from_grades: bool) -> tuple[dict[str, int], bool]:
+    """The question's grades with judgments.jsonl's merged in; grades kept when the file judged it."""
+    found = merge(qid, judged) if merge else None
+    return (judged, from_grades) if found is None else (found, True)
+
+
 def load_native_questions(
-    path: Path, documents: Collection[str], relevant_grade: int = 1
+    path: Path, documents: Collection[str], relevant_grade: int = 1, merge: Merge | None = None
 ) -> tuple[list[Question], int]:
     questions: list[Question] = []
     seen: dict[str, int] = {}
@@ -128,6 +138,7 @@ def load_native_questions(
                     f'{where}: question "{qid}" judges document "{doc}", which is not in corpus.jsonl. '
                     "Fix the id or add the document."
                 )
+        judged, from_grades = _merged(merge, qid, judged, from_grades)
         question = _graded_question(qid, text, qtype, judged, relevant_grade, from_grades)
         if question is None:
             dropped += 1
@@ -154,7 +165,7 @@ _QRELS_HEADER_IDS = {"query-id", "query_id", "qid"}
 
 
 def load_beir_questions(
-    root: Path, documents: Collection[str], split: str = "test", relevant_grade: int = 1
+    root: Path, documents: Collection[str], split: str = "test", relevant_grade: int = 1, merge: Merge | None = None
 ) -> tuple[list[Question], int]:
     queries_path = root / "queries.jsonl"
     qrels_path = root / "qrels" / f"{split}.tsv"
@@ -207,7 +218,10 @@ def load_beir_questions(
     # BEIR ships queries for every split: evaluate those judged in <split>.tsv, in queries.jsonl order.
     questions = []
     for qid, (text, qtype, _) in texts.items():
-        question = _graded_question(qid, text, qtype, judged[qid], relevant_grade, True) if qid in judged else None
+        if qid not in judged:
+            continue  # another split's query (judgments.jsonl does not bring it into this one)
+        grades, _ = _merged(merge, qid, judged[qid], True)
+        question = _graded_question(qid, text, qtype, grades, relevant_grade, True)
         if question is not None:
             questions.append(question)
     if not questions:

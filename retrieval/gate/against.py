@@ -8,7 +8,7 @@ a ref, a drop passes only when the pull request's own entry records its acceptan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,6 +17,7 @@ from retrieval.gate.compare import Check, Describe, compare, unproduced
 from retrieval.gate.questions import DataChanges, as_scores, on_questions, rank_in, run_data_changes, under_judgments
 from retrieval.gate.schema import ACCEPTED, entry_for
 from retrieval.gate.snapshots import Rankings
+from retrieval.gate.unjudged import MRR_DEPTH, as_if_judged, entered_unjudged, filled_holes, ranged_checks
 from retrieval.gate.update import accepted_drop
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.report.verdict import Place, WorseQuestion
@@ -79,16 +80,28 @@ def against(
     reference: str | None = None,
     accepting: Mapping[str, Any] | None = None,
     source: str = "the baseline",
+    unjudged: str = "fail",
+    relevant_grade: int = 1,
+    ranged: bool = True,
 ) -> Against:
     """The run compared with `entry` (with `tolerance`): every figure `compare` gates, metrics per
     method and type and degraded counts. Questions are matched by id: after they changed, both
     sides are recomputed on the questions both hold, the edited ones scored under the judgments
-    `entry` kept. Against a ref, each drop passes when `accepting` (the pull request's own entry)
-    records its acceptance; a figure the ref gates and this run does not produce, unless accepted
-    as removed, is `unproduced`. `source` names the entry's file in its errors."""
+    `entry` kept, those whose judgments only grew (holes filled) under the new ones on both sides
+    (retrieval.gate.unjudged). Against a ref, each drop passes when `accepting` (the pull request's
+    own entry) records its acceptance; a figure the ref gates and this run does not produce, unless
+    accepted as removed, is `unproduced`. `source` names the entry's file in its errors. A drop that
+    holds only while the unjudged documents that entered a top k count as not relevant is
+    undecided (`ranged`: its range is computed), and passes when `unjudged` is "warn"."""
+    exact = bool(snapshots) and k <= MRR_DEPTH  # what a top-10 snapshot recomputes exactly
+    filled = filled_holes(run, entry) if exact else ()
+    if filled:
+        entry = as_if_judged(entry, snapshots, run, filled, k)
     types = {r.question.id: r.question.type for r in run.results}
     degraded = {m: list(run.degraded(m)) for m in run.methods}
     changes = run_data_changes(entry, run)
+    if changes is not None and filled:
+        changes = replace(changes, filled=filled)
     no_common = entry.get("fingerprint") != run.fingerprint and changes is None
     compared: dict[str, Any] | None = None
     judged, measured = run, scores
@@ -119,6 +132,25 @@ def against(
             c if c.held else replace(c, accepted=accepted_drop(accepting, c.baseline_figure, c.baseline, c.current))
             for c in checks
         ]
+    if ranged and exact and any(not c.ok for c in checks):
+        edited = set(changes.edited) if changes is not None else set()
+        entered = [e for e in entered_unjudged(run, snapshots, k) if e.question not in edited]
+
+        def if_relevant(counted: Run, rescored: Mapping[str, Any]) -> Sequence[Check]:
+            again = against(
+                counted,
+                score_run(counted, k),
+                rescored,
+                snapshots,
+                k,
+                candidates,
+                tolerance,
+                reference=reference,
+                ranged=False,
+            )
+            return again.checks
+
+        checks = ranged_checks(checks, entered, run, entry, snapshots, k, relevant_grade, unjudged, if_relevant)
     figures = unproduced(entry if no_common else compared or entry, checks)
     removed: list[str] = []
     if reference is not None:

@@ -31,6 +31,7 @@ __all__ = [
     "config_changes",
     "figure_words",
     "incompatibility",
+    "undecided_words",
     "ungated_types",
     "unproduced",
     "unproduced_words",
@@ -57,6 +58,13 @@ class Check:
     reference: str | None = None
     # The reason the pull request's baseline records for accepting this drop against `reference`.
     accepted: str | None = None
+    # A drop that holds only while the unjudged documents that entered the method's top k count as
+    # not relevant (retrieval.gate.unjudged): the figure (baseline, current) with them relevant,
+    # those documents (question, document, rank), and whether the project lets it pass
+    # (`unjudged = "warn"`). None: it fell either way, or it did not fall.
+    if_relevant: tuple[float, float] | None = None
+    unjudged: tuple[tuple[str, str, int], ...] = ()
+    warned: bool = False
 
     @property
     def name(self) -> str:
@@ -89,13 +97,27 @@ class Check:
         return round(self.current, DIGITS) >= round(self.baseline - self.tolerance, DIGITS)
 
     @property
+    def undecided(self) -> bool:
+        """It fell, and would not have with the unjudged documents relevant: nobody can tell yet."""
+        return not self.held and self.if_relevant is not None and self.accepted is None
+
+    @property
     def ok(self) -> bool:
-        return self.held or self.accepted is not None
+        return self.held or self.accepted is not None or (self.undecided and self.warned)
 
     def comparison(self) -> Comparison:
         """The check as the verdict model holds it."""
         return Comparison(
-            self.reference, self.baseline, self.current, self.tolerance, self.held, self.accepted, self.worse
+            self.reference,
+            self.baseline,
+            self.current,
+            self.tolerance,
+            self.held,
+            self.accepted,
+            self.worse,
+            self.if_relevant,
+            self.unjudged,
+            self.warned,
         )
 
     def message(self) -> str:
@@ -113,11 +135,35 @@ def accept_command(reference: str | None) -> str:
     return f'pytest --update-baseline --allow-regression "REASON"{ref}'
 
 
+JUDGE_COMMAND = "python -m retrieval judge"
+
+
+def undecided_words(checks: Sequence[Check]) -> str:
+    """What a figure whose every drop is undecided adds to its failure: the documents it rests on,
+    the range (the figure with them counted as relevant), and the command that judges them."""
+    first = checks[0]
+    metric, reference = first.metric, next((c.reference for c in checks if c.reference), None)
+    documents = dict.fromkeys(d for c in checks for d in c.unjudged)
+    high = first.if_relevant or (first.baseline, first.current)
+    n = len(documents)
+    listed = ", ".join(f"{q} {d} ({first.method} rank {rank})" for q, d, rank in list(documents)[:10])
+    more = f" and {n - 10} more" if n > 10 else ""
+    ref = f" --baseline-ref {reference}" if reference else ""
+    return (
+        f"Undecided: judge {n} document(s): the drop rests on the {n} unjudged document(s) that entered its top k, "
+        f"counted as not relevant ({figure_text(metric, first.baseline)} -> {figure_text(metric, first.current)}); "
+        f"counted as relevant, {figure_text(metric, high[0])} -> {figure_text(metric, high[1])}, which holds: "
+        f'{listed}{more}. Judge them with `{JUDGE_COMMAND}{ref}` (the page\'s "only what this pull request needs"), '
+        "then run the gate again."
+    )
+
+
 def figure_words(checks: Sequence[Check]) -> str:
     """The one failure of a figure compared with its baselines (the pull request's own, and a git
     ref's): which fell, the values with the same rounding everywhere, the questions that got worse
     (those of the base branch's comparison first: its judgments are what the base gates), the fix."""
     failing = [c for c in checks if not c.ok] or list(checks)
+    undecided = f" {undecided_words(failing)}" if all(c.undecided for c in failing) else ""
     first = failing[0]
     metric = first.metric
     moved = "rose above" if first.higher_is_worse else "fell below"
@@ -141,7 +187,7 @@ def figure_words(checks: Sequence[Check]) -> str:
     return (
         f"{first.method} {metric} {moved} {where}{theirs}: {head}, current {value(first, first.current)}, "
         f"delta {delta} ({tolerance}). Questions that got worse: {worse}. If this change is intended, accept it "
-        f"with `{accept_command(reference)}` (the baseline records the reason; the PR summary shows it)."
+        f"with `{accept_command(reference)}` (the baseline records the reason; the PR summary shows it).{undecided}"
     )
 
 

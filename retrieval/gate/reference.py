@@ -91,6 +91,10 @@ class BaseBranch:
     project: str | None = None
     profile: str | None = None
     tolerance: float = 0.0
+    # What a drop resting on unjudged documents does: the base branch's own setting ("fail", "warn").
+    unjudged: str = "fail"
+    # Whether LLM judgments count: the base branch's own setting (accept_llm_judgments).
+    accept_llm_judgments: bool = False
     k: int = 5
     dataset: str | None = None
     entry: Mapping[str, Any] | None = None
@@ -223,6 +227,8 @@ def base_branch(ref: str, settings: Settings, profile: str | None = None, *, tex
         project=path,
         profile=theirs.profile.name,
         tolerance=theirs.tolerance,
+        unjudged=theirs.unjudged,
+        accept_llm_judgments=theirs.accept_llm_judgments,
         k=theirs.k,
         dataset=dataset,
         entry=entry,

@@ -28,7 +28,7 @@ from retrieval.gate.compare import (
     incompatibility,
     ungated_types,
 )
-from retrieval.gate.questions import DataChanges
+from retrieval.gate.questions import DataChanges, without_llm_judgments
 from retrieval.gate.reference import BaseBranch, base_branch
 from retrieval.gate.schema import ACCEPTED, BaselineError, load_baseline
 from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path, snapshot_problem
@@ -85,6 +85,9 @@ class GateResult:
     # With a ref: what it gates, and the run compared with it (None: it gates nothing here).
     branch: BaseBranch | None = None
     base: Against | None = None
+    # With a ref that refuses LLM judgments while this project accepts them: the run measured
+    # without them, which the ref's comparison reads (None: the run itself).
+    base_run: Run | None = None
     # A recording staged and not yet committed (`run_gate(defer_recording=True)`).
     recording: StagedRecording | None = None
 
@@ -269,7 +272,9 @@ def run_gate(
     # What the base branch gates is read first: a ref that cannot be read costs no evaluation.
     if branch is None and baseline_ref is not None:
         branch = base_branch(baseline_ref, settings, profile_asked)
-    dataset = load_dataset(settings.dataset, settings.split, settings.relevant_grade)
+    dataset = load_dataset(
+        settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
+    )
     staged: list[StagedRecording] = []
     with importable(settings.root):
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
@@ -282,8 +287,14 @@ def run_gate(
             on_staged=staged.append if defer_recording else None,
             baseline_inputs=_recorded_digests(settings),
         )
+    base_run = None
+    if branch is not None and dataset.llm_graded and not branch.accept_llm_judgments:
+        # A pull request cannot let pass what its base branch fails: against the base branch, LLM
+        # grades count only if it accepts them too (turning accept_llm_judgments on is not enough).
+        refused = load_dataset(settings.dataset, settings.split, settings.relevant_grade, accept_llm=False)
+        base_run = without_llm_judgments(run, refused)
     try:
-        return _compared(settings, dataset, run, staged[0] if staged else None, branch)
+        return _compared(settings, dataset, run, staged[0] if staged else None, branch, base_run)
     except BaseException:
         for recording in staged:
             recording.discard()
@@ -291,7 +302,12 @@ def run_gate(
 
 
 def _compared(
-    settings: Settings, dataset: Dataset, run: Run, recording: StagedRecording | None, branch: BaseBranch | None
+    settings: Settings,
+    dataset: Dataset,
+    run: Run,
+    recording: StagedRecording | None,
+    branch: BaseBranch | None,
+    base_run: Run | None = None,
 ) -> GateResult:
     scores = score_run(run, settings.k)
     baseline = shown_path(settings.baseline, settings.root)
@@ -326,6 +342,7 @@ def _compared(
         digests=dict(sorted(digests.items())),
         secrets=tuple(secrets),
         branch=branch,
+        base_run=base_run,
         recording=recording,
     )
     if secrets:
@@ -367,6 +384,8 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
         settings.candidates,
         settings.tolerance,
         source=baseline,
+        unjudged=settings.unjudged,
+        relevant_grade=settings.relevant_grade,
     )
     missing = ungated_types(own.compared or entry, result.scores if own.compared is None else {}, settings.k)
     problem = None
@@ -380,9 +399,10 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
     branch = result.branch
     base = None
     if branch is not None and branch.entry is not None and problem is None:
+        base_run = result.base_run or result.run
         base = against(
-            result.run,
-            result.scores,
+            base_run,
+            result.scores if result.base_run is None else score_run(base_run, settings.k),
             branch.entry,
             branch.snapshots,
             settings.k,
@@ -391,6 +411,9 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
             reference=branch.ref,
             accepting=entry,
             source=branch.baseline,
+            # A pull request cannot let pass what its base branch fails: the base's own setting.
+            unjudged=branch.unjudged,
+            relevant_grade=settings.relevant_grade,
         )
     return replace(result, entry=entry, snapshots=snapshots, own=own, base=base, problem=problem)
 

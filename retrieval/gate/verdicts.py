@@ -190,6 +190,20 @@ def _notes(result: GateResult) -> tuple[str, ...]:
     if result.reference:
         note = result.reference_note
         notes.append(f"; compared with {result.reference}'s baseline too" + (f" ({note})" if note else ""))
+    if result.base_run is not None and result.base is not None:
+        notes.append(
+            f"; {result.reference} refuses LLM judgments (its accept_llm_judgments): compared with it, the "
+            f"{len(result.dataset.llm_graded)} pair(s) only an LLM graded are unjudged"
+        )
+    warned = [c for c in result.checks if c.undecided and c.warned]
+    if warned:
+        documents = len({d for c in warned for d in c.unjudged})
+        figures = ", ".join(dict.fromkeys(c.baseline_figure for c in warned))
+        ref = f" --baseline-ref {result.reference}" if result.reference else ""
+        notes.append(
+            f"; undecided (unjudged = warn): {figures} fell only with {documents} unjudged document(s) counted as not "
+            f"relevant: judge them with `python -m retrieval judge{ref}`"
+        )
     if any(c.accepted for c in result.checks):
         notes.append(f"; drops accepted against {result.reference}: {(result.acceptance or {}).get('reason')}")
     if result.changed_cassettes:

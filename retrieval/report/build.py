@@ -12,10 +12,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from retrieval.data.dataset import Document, content_of
+from retrieval.data.judgment_merge import LLMCheck
 from retrieval.diagnosis.failures import Failure, best_method, failures_at_rank_1
 from retrieval.diagnosis.remedies import diagnose, remedy_summary
 from retrieval.diagnosis.sweeps import Setup, setup_for, sweeps
+from retrieval.measures.agreement import Agreement, agreements
 from retrieval.measures.figures import DIGITS
+from retrieval.measures.judged import JudgedScores, judged_run
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.measures.paired import BASELINE, PairedComparison, comparison_pairs
 from retrieval.measures.paired import compare as paired
@@ -85,6 +88,17 @@ class Report:
     what_if: bool = False
     # The model server that embedded, or recorded what was replayed (recording.json's "server").
     server: dict[str, Any] | None = None
+    # Judged@k per method (retrieval.measures.judged): how much of each top k anyone judged.
+    judged: dict[str, JudgedScores] | None = None
+    # Question id -> its type, in the run's order.
+    question_types: dict[str, str] = field(default_factory=dict)
+    # Each LLM judge's agreement with people on the pairs both judged (retrieval.measures.agreement).
+    agreement: list[Agreement] | None = None
+    # Lines of judgments.jsonl that judge a question not evaluated or a document not in the corpus.
+    unused_judgments: int = 0
+    # Whether the LLM judge's grades count (accept_llm_judgments), and how many lines it wrote.
+    accept_llm: bool = False
+    llm_judgments: int = 0
     # The documents and questions longer than the embedding model reads (Run.long_inputs).
     long_inputs: dict[str, Any] = field(default_factory=dict)
     # Where the methods ran (Run.executor): the executor and, on a cluster, its nodes and CPUs.
@@ -188,11 +202,17 @@ def build_report(
     dropped_questions: int = 0,
     tolerance: float = 0.0,
     accepted: Mapping[str, Any] | None = None,
+    llm_checks: Sequence[LLMCheck] = (),
+    unused_judgments: int = 0,
+    llm_judgments: int = 0,
 ) -> Report:
     """Everything the report shows, as plain data. `documents` is the corpus, in dataset order;
     `baseline` is the profile's baseline entry (figures shown with ▲/▼ against it, and paired
     comparisons); `what_if` puts the sweeps in the Markdown (always in the data and the JSON).
-    `tolerance` is the project's setting; `accepted` the drops (and their reason) the baseline records."""
+    `tolerance` is the project's setting; `accepted` the drops (and their reason) the baseline records.
+    `llm_checks` are the pairs an LLM judge and people both judged (`Dataset.llm_checks`), for its
+    agreement; `unused_judgments` the dataset's count of judgments.jsonl lines it could not use, and
+    `llm_judgments` of those an LLM judge wrote."""
     k = int(run.config.get("k", 5))
     candidates = int(run.config.get("candidates", 20))
     scores = score_run(run, k, extra)
@@ -225,6 +245,12 @@ def build_report(
         dropped_questions=dropped_questions,
         what_if=what_if,
         server=run.server,
+        judged=judged_run(run, k),
+        question_types={r.question.id: r.question.type for r in run.results},
+        agreement=agreements(llm_checks, int(run.config.get("relevant_grade", 1))),
+        unused_judgments=unused_judgments,
+        accept_llm=bool(run.config.get("accept_llm_judgments", False)),
+        llm_judgments=llm_judgments,
         long_inputs=run.long_inputs,
         executor=run.executor,
     )

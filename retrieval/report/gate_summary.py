@@ -87,6 +87,7 @@ def _worse_section(item: ItemVerdict) -> list[str]:
             heads.append((values(c), [_against(c)]))
     title = "; ".join(f"{v} against {' and '.join(who)}" for v, who in heads)
     out = ["", f"#### {escape_text(item.method or '')} {escape_text(metric)}: {title}", ""]
+    out += _undecided(failing, metric)
     shown = next((c for c in reversed(failing) if c.worse), failing[0])
     if not shown.worse:
         return [*out, "No question got worse by itself: the mean moved."]
@@ -106,6 +107,30 @@ def _worse_section(item: ItemVerdict) -> list[str]:
         cells = [f"`{escape_cell(w.id)}`", escape_cell(w.text), docs, was, now, value, failure]
         rows.append(["| " + " | ".join(cells) + " |"])
     return out + folded(rows, f"questions that got worse under {item.method} {metric}")
+
+
+def _undecided(failing: list[Comparison], metric: str) -> list[str]:
+    """For a drop that rests on unjudged documents: its range, the documents, the command (once
+    for the baselines that say the same)."""
+    groups: dict[tuple[object, ...], list[Comparison]] = {}
+    for c in failing:
+        if c.undecided and c.if_relevant is not None:
+            groups.setdefault((c.if_relevant, c.unjudged), []).append(c)
+    out: list[str] = []
+    for same in groups.values():
+        c = same[0]
+        was, now = (figure_text(metric, v) for v in c.if_relevant or ())
+        documents = ", ".join(f"`{escape_cell(q)}` `{escape_cell(d)}` (rank {r})" for q, d, r in c.unjudged[:10])
+        more = f" and {len(c.unjudged) - 10} more" if len(c.unjudged) > 10 else ""
+        reference = next((x.against for x in same if x.against), None)
+        command = "python -m retrieval judge" + (f" --baseline-ref {reference}" if reference else "")
+        against = " and ".join(_against(x) for x in same)
+        out += [
+            f"**Undecided** against {against}: with the {len(c.unjudged)} unjudged document(s) that entered its "
+            f"top k counted as relevant, {was} -> {now}, which holds: {documents}{more}. Judge them: `{command}`.",
+            "",
+        ]
+    return out
 
 
 def _dropped(verdict: GateVerdict) -> list[str]:

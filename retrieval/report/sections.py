@@ -13,6 +13,7 @@ from retrieval.measures.figures import DIGITS
 from retrieval.measures.paired import BASELINE, render_comparisons, summary_line
 from retrieval.measures.ties import render_ties
 from retrieval.report.build import ROUND, Report
+from retrieval.report.judged_sections import agreement_section, judged_section
 from retrieval.text.long_inputs import long_inputs_said
 from retrieval.text.markdown import escape_cell, escape_text, folded
 from retrieval.text.server_provenance import served_by
@@ -276,6 +277,8 @@ def render_markdown(
         *_remedies_section(report),
         *_what_if(report),
         *_chart(report, decimals),
+        *judged_section(report),
+        *agreement_section(report),
         *_cost(report),
     ]
     return "\n".join(out) + "\n"

@@ -77,10 +77,22 @@ class Comparison:
     held: bool
     accepted: str | None = None  # the reason the pull request records for accepting this drop
     worse: tuple[WorseQuestion, ...] = ()
+    # The figure with the unjudged documents that entered the method's top k counted as relevant
+    # (was, now), when it fell; and those documents (question, document, rank in this run).
+    if_relevant: tuple[float, float] | None = None
+    unjudged: tuple[tuple[str, str, int], ...] = ()
+    # A drop that holds only while they count as not relevant, and the project lets it pass
+    # (`unjudged = "warn"`).
+    warned: bool = False
+
+    @property
+    def undecided(self) -> bool:
+        """It fell, and would not have with the unjudged documents relevant: nobody can tell yet."""
+        return not self.held and self.if_relevant is not None and self.accepted is None
 
     @property
     def ok(self) -> bool:
-        return self.held or self.accepted is not None
+        return self.held or self.accepted is not None or (self.undecided and self.warned)
 
     @property
     def delta(self) -> float:

@@ -112,8 +112,34 @@ def save_run(run: Run, path: str | Path) -> None:
     atomic_write_text(path, run_log(run))
 
 
+def _judged(run: Run, k: int) -> tuple[list[dict[str, float]], list[dict[str, list[str]]], dict[str, Any]]:
+    """Judged@k of each method on each question (the share of its top k with a judgment, of min(k,
+    its length)), the documents of each top k no judgment covers, and the means overall and per
+    type: retrieval.measures.judged's figures, from what the log's lines hold (not read back)."""
+    values: list[dict[str, float]] = []
+    holes: list[dict[str, list[str]]] = []
+    for result in run.results:
+        judged = result.question.judgments
+        tops = {name: m.ids[:k] for name, m in result.methods.items()}
+        values.append({name: sum(d in judged for d in top) / len(top) if top else 1.0 for name, top in tops.items()})
+        holes.append({name: [d for d in top if d not in judged] for name, top in tops.items()})
+    means: dict[str, Any] = {}
+    for method in run.methods:
+        by_type: dict[str, list[float]] = {}
+        for result, row in zip(run.results, values, strict=True):
+            by_type.setdefault(result.question.type, []).append(row[method])
+        every = [v for group in by_type.values() for v in group]
+        means[method] = {
+            "overall": sum(every) / len(every) if every else 1.0,
+            "by_type": {t: sum(v) / len(v) for t, v in by_type.items()},
+        }
+    return values, holes, means
+
+
 def run_log(run: Run) -> str:
     """The run log: a header line, then one line per question with every method's ranking."""
+    k = int(run.config.get("k", 5))
+    judged, unjudged, judged_means = _judged(run, k)
     header = {
         "format": RUN_FORMAT,
         "dataset": run.dataset,
@@ -135,9 +161,11 @@ def run_log(run: Run) -> str:
         "executor": run.executor,
         # Seconds unrounded: a report made again from the log must add up to the same figures.
         "usage": {stage: {**u.as_dict(), "seconds": u.seconds} for stage, u in run.usage.items()},
+        # Judged@k per method, overall and per question type (each line has its question's).
+        f"judged@{k}": judged_means,
     }
     lines = [json.dumps(header, ensure_ascii=False)]
-    for result in run.results:
+    for result, values, holes in zip(run.results, judged, unjudged, strict=True):
         q = result.question
         lines.append(
             json.dumps(
@@ -152,6 +180,8 @@ def run_log(run: Run) -> str:
                         name: {**asdict(m), "scores": [round(s, 6) for s in m.scores]}
                         for name, m in result.methods.items()
                     },
+                    f"judged@{k}": values,
+                    f"unjudged@{k}": holes,
                 },
                 ensure_ascii=False,
             )

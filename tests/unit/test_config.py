@@ -165,9 +165,10 @@ def test_unknown_profile(tmp_path: Path) -> None:
 
 
 KNOWN = (
-    "known: ['baseline', 'bm25_b', 'bm25_k1', 'cache', 'candidates', 'cassettes', 'dataset', 'depth', 'executor', "
-    "'hybrid_inputs', 'hybrid_weights', 'k', 'language', 'methods', 'profile', 'ray_timeout', 'relevant_grade', "
-    "'required', 'rrf_k', 'snapshots', 'split', 'tolerance', 'vector_precision', 'vectors'], profiles, prices."
+    "known: ['accept_llm_judgments', 'baseline', 'bm25_b', 'bm25_k1', 'cache', 'candidates', 'cassettes', "
+    "'dataset', 'depth', 'executor', 'hybrid_inputs', 'hybrid_weights', 'k', 'language', 'methods', 'profile', "
+    "'ray_timeout', 'relevant_grade', 'required', 'rrf_k', 'snapshots', 'split', 'tolerance', 'unjudged', "
+    "'vector_precision', 'vectors'], profiles, prices."
 )
 
 

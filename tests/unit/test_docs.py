@@ -96,9 +96,11 @@ def test_every_configuration_key_is_in_the_reference(config_reference: ModuleTyp
     keys = SETTING_KEYS | set(FLAT_KEYS) | grouped | set(PRICE_KEYS) | set(ENVIRONMENT.values())
     assert sorted(k for k in keys if f"`{k}`" not in reference) == []
     from retrieval.cli import _parser
+    from retrieval.judging.command import judge_parser
 
-    flags = {a.option_strings[-1] for a in _parser()._actions if a.option_strings and a.dest != "help"}
-    assert sorted(f for f in flags if f"`{f}" not in reference) == []
+    for parser in (_parser(), judge_parser()):
+        flags = {a.option_strings[-1] for a in parser._actions if a.option_strings and a.dest != "help"}
+        assert sorted(f for f in flags if f"`{f}" not in reference) == []
     assert sorted(o["flag"] for o in config_reference._pytest_options() if f"`{o['flag']}" not in reference) == []
 
 
@@ -121,8 +123,10 @@ def test_the_package_tree_is_the_package(architecture_tree: ModuleType) -> None:
 
 def test_the_layer_picture_follows_the_layer_contract(architecture_tree: ModuleType) -> None:
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
-    picture = text[text.index("```text\ncli · gate") :].split("```\n", 1)[0]
-    drawn = ["cli", "gate"] + [
+    picture = text[text.index("```text\ncli · ") :].split("```\n", 1)[0]
+    # The first line names the entry points, highest first ("cli · judging · gate (plugin, ...)").
+    entry_points = picture.splitlines()[1].split("(", 1)[0].split("  ", 1)[0]
+    drawn = [name.strip() for name in entry_points.split("·")] + [
         name.strip() for line in re.findall(r"└─ (\S+(?: · \S+)?)", picture) for name in line.split("·")
     ]
     assert drawn == [name.removeprefix("retrieval.") for name in architecture_tree.layers()]

@@ -91,6 +91,8 @@ def test_the_refs_figures_are_gate_items_named_at_collection(
     failed = _failures(ran.outlines, "FAILED retrieval.toml::test_gate[")
     assert sorted(failed) == FALLEN
     assert failed["table-mrr"].startswith("table mrr fell below the baseline of main: baseline 1.0000, ")
+    # Its drop rests on a document nobody judged, new in table's top 5: undecided (still a failure).
+    assert "Undecided: judge 1 document(s): the drop rests on the 1 unjudged document(s)" in failed["table-mrr"]
     # The update that records the reason: its items against main are judged under it, and pass.
     updated = pytester.runpytest_inprocess(
         *QUIET, "--update-baseline", "--allow-regression", "q2 is out of scope", "--retrieval-baseline-ref", "main"

@@ -79,7 +79,7 @@ def test_the_gate_shows_progress_when_it_calls_models(
         raise Stop
 
     monkeypatch.setattr(gate, "evaluate", evaluate)
-    monkeypatch.setattr(gate, "load_dataset", lambda path, *judged: None)
+    monkeypatch.setattr(gate, "load_dataset", lambda path, *judged, **accepted: None)
     with pytest.raises(Stop):
         gate.run_gate(Settings(root=str(tmp_path)), mode)  # type: ignore[arg-type]
     assert seen["progress"] is (terminal_progress if drawn else None)
