@@ -77,6 +77,22 @@ def test_merge_breaks_ties_on_the_lower_corpus_index_across_shards() -> None:
     assert merged.scores.tolist() == [0.5, 0.5, 0.5]
 
 
+@pytest.mark.parametrize(
+    ("largest", "dtype"), [(65_535, np.uint16), (65_536, np.uint32), (2**32, np.uint64)], ids=["2", "4", "8"]
+)
+def test_a_shard_sends_its_indices_in_the_narrowest_type_and_the_merge_offsets_them_in_int64(
+    largest: int, dtype: type
+) -> None:
+    # The shard's last document (local index `largest`) and its first, the shard placed after
+    # 70,000 documents: in the shard's own type the offset would wrap or overflow.
+    start = 70_000
+    answer = packed([Ranking(np.array([largest, 0]), np.array([0.75, 0.5]))])
+    assert answer.indices.dtype == dtype
+    merged = merge([Shard(0, start, start + largest + 1)], [answer], depth=2)[0]
+    assert merged.indices.dtype == np.int64
+    assert merged.indices.tolist() == [start + largest, start]
+
+
 def test_methods_without_a_sharded_search_are_not_sharded(context: Context) -> None:
     hybrid = HybridMethod(("bm25", "vector"), 60)
     assert sharding_of(hybrid) is None
