@@ -29,8 +29,9 @@ __all__ = [
     "rank_in",
     "recall_of",
     "run_data_changes",
+    "evaluated_questions",
+    "judged_as",
     "under_judgments",
-    "without_llm_judgments",
 ]
 
 
@@ -145,12 +146,15 @@ def under_judgments(run: Run, entry: Mapping[str, Any], questions: Collection[st
     return replace(run, results=[judged(r) if r.question.id in wanted else r for r in run.results])
 
 
-def without_llm_judgments(run: Run, dataset: Dataset) -> Run:
-    """The run judged as `dataset` (the same data loaded without the LLM's judgments) judges it:
-    the same rankings, measured as a base branch that refuses LLM judgments measures them. An
-    LLM only fills holes, so `dataset`'s relevant documents are some of the run's, and each one's
-    rank is known; a question left with no relevant document is left out, as loading does."""
+def judged_as(run: Run, dataset: Dataset, config: Mapping[str, Any], held: Collection[str] = ()) -> Run:
+    """The run's rankings judged as `dataset` judges them: the same files loaded with another
+    side's settings (a base branch's relevant_grade and accept_llm_judgments), `config` the run's
+    configuration under them. Its questions, each relevant document's rank known (the run was
+    evaluated on at least every document either side counts: `evaluated_questions`); a question
+    `dataset` leaves out is left out, but for those of `held`, kept with their `relevant` empty: a
+    baseline gates them, and scores them under the judgments it kept (they are edited questions)."""
     questions = {q.id: q for q in dataset.questions}
+    questions.update({q.id: q for q in dataset.left_out if q.id in held})
 
     def judged(result: QuestionResult) -> QuestionResult:
         question = questions[result.question.id]
@@ -160,9 +164,35 @@ def without_llm_judgments(run: Run, dataset: Dataset) -> Run:
         }
         return replace(result, question=question, methods=methods)
 
-    config = {k: v for k, v in run.config.items() if k != "accept_llm_judgments"}
     results = [judged(r) for r in run.results if r.question.id in questions]
-    return replace(run, fingerprint=dataset.fingerprint, config=config, results=results)
+    return replace(run, fingerprint=dataset.fingerprint, config=dict(config), results=results)
+
+
+def evaluated_questions(own: Dataset, theirs: Dataset, kept: Mapping[str, Any], held: Collection[str]) -> Dataset:
+    """What a run compared with a base branch evaluates: `own` (the pull request's dataset) with
+    the questions and relevant documents `theirs` (the same files as the base branch's settings
+    load them) counts besides, and the `held` questions (that neither counts, and the base's
+    baseline gates) with the relevant documents it `kept`: every question either side measures,
+    every document either counts relevant, so that `judged_as` knows each one's rank. `own`
+    itself when it holds them all already."""
+    corpus = own.positions
+    wanted: dict[str, set[str]] = {}
+    found = {}
+    for q in (*own.questions, *theirs.questions):
+        found.setdefault(q.id, q)
+        wanted.setdefault(q.id, set()).update(q.relevant)
+    for q in theirs.left_out:
+        relevant = {d for d in relevant_ids(kept.get(q.id, {})) if d in corpus}
+        if q.id in held and relevant:  # no relevant document left in the corpus: no ranking can be scored
+            found.setdefault(q.id, q)
+            wanted.setdefault(q.id, set()).update(relevant)
+    questions = tuple(
+        replace(q, relevant=tuple(dict.fromkeys([*q.relevant, *sorted(wanted[q.id] - set(q.relevant))])))
+        for q in found.values()
+    )
+    if questions == own.questions:
+        return own
+    return replace(own, questions=questions)
 
 
 def rank_in(result: MethodResult, doc: str) -> int | None:

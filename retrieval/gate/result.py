@@ -28,7 +28,7 @@ from retrieval.gate.compare import (
     incompatibility,
     ungated_types,
 )
-from retrieval.gate.questions import DataChanges, without_llm_judgments
+from retrieval.gate.questions import DataChanges, evaluated_questions, judged_as
 from retrieval.gate.reference import BaseBranch, base_branch
 from retrieval.gate.schema import ACCEPTED, BaselineError, load_baseline
 from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path, snapshot_problem
@@ -85,8 +85,9 @@ class GateResult:
     # With a ref: what it gates, and the run compared with it (None: it gates nothing here).
     branch: BaseBranch | None = None
     base: Against | None = None
-    # With a ref that refuses LLM judgments while this project accepts them: the run measured
-    # without them, which the ref's comparison reads (None: the run itself).
+    # With a ref that judges otherwise (its relevant_grade, its accept_llm_judgments, a question it
+    # gates that this run's judgments leave out): the run as the ref judges it, which the ref's
+    # comparison reads (None: the run itself).
     base_run: Run | None = None
     # A recording staged and not yet committed (`run_gate(defer_recording=True)`).
     recording: StagedRecording | None = None
@@ -275,12 +276,27 @@ def run_gate(
     dataset = load_dataset(
         settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
     )
+    # A pull request cannot let pass what its base branch fails: against the base branch, the data
+    # is judged as its own settings judge it (relevant_grade, accept_llm_judgments), and a question
+    # it gates that this run's judgments leave out is still measured (under its kept judgments).
+    theirs, held, evaluated = dataset, frozenset[str](), dataset
+    if branch is not None and branch.entry is not None:
+        if (branch.relevant_grade, branch.accept_llm_judgments) != (
+            settings.relevant_grade,
+            settings.accept_llm_judgments,
+        ):
+            theirs = load_dataset(
+                settings.dataset, settings.split, branch.relevant_grade, accept_llm=branch.accept_llm_judgments
+            )
+        kept = branch.entry.get("judgments") or {}
+        held = frozenset(q.id for q in theirs.left_out if q.id in kept)
+        evaluated = evaluated_questions(dataset, theirs, kept, held)
     staged: list[StagedRecording] = []
     with importable(settings.root):
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
         progress = None if mode == "replay" else terminal_progress
         run = evaluate(
-            dataset,
+            evaluated,
             settings,
             mode=mode,
             progress=progress,
@@ -288,17 +304,26 @@ def run_gate(
             baseline_inputs=_recorded_digests(settings),
         )
     base_run = None
-    if branch is not None and dataset.llm_graded and not branch.accept_llm_judgments:
-        # A pull request cannot let pass what its base branch fails: against the base branch, LLM
-        # grades count only if it accepts them too (turning accept_llm_judgments on is not enough).
-        refused = load_dataset(settings.dataset, settings.split, settings.relevant_grade, accept_llm=False)
-        base_run = without_llm_judgments(run, refused)
+    if branch is not None and (theirs is not dataset or held):
+        base_run = judged_as(run, theirs, _judged_config(run.config, branch), held)
+    if evaluated is not dataset:  # this run's own figures: on its own questions, as it judges them
+        run = judged_as(run, dataset, run.config)
     try:
         return _compared(settings, dataset, run, staged[0] if staged else None, branch, base_run)
     except BaseException:
         for recording in staged:
             recording.discard()
         raise
+
+
+def _judged_config(config: Mapping[str, Any], branch: BaseBranch) -> dict[str, Any]:
+    """The run's configuration with the base branch's judging settings (as Settings.describe writes them)."""
+    own = {k: v for k, v in config.items() if k not in ("relevant_grade", "accept_llm_judgments")}
+    return {
+        **own,
+        **({"relevant_grade": branch.relevant_grade} if branch.relevant_grade != 1 else {}),
+        **({"accept_llm_judgments": True} if branch.accept_llm_judgments else {}),
+    }
 
 
 def _compared(
@@ -402,7 +427,7 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
         base_run = result.base_run or result.run
         base = against(
             base_run,
-            result.scores if result.base_run is None else score_run(base_run, settings.k),
+            result.scores if result.base_run is None else None,
             branch.entry,
             branch.snapshots,
             settings.k,
@@ -413,7 +438,7 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
             source=branch.baseline,
             # A pull request cannot let pass what its base branch fails: the base's own setting.
             unjudged=branch.unjudged,
-            relevant_grade=settings.relevant_grade,
+            relevant_grade=branch.relevant_grade,
         )
     return replace(result, entry=entry, snapshots=snapshots, own=own, base=base, problem=problem)
 
