@@ -215,7 +215,8 @@ def load_beir_questions(
                 continue  # judged not relevant, and not in the corpus: no ranking can hold it
             grades[doc_id] = grade  # a pair judged twice: the last line holds, as in trec_eval's reading
     # BEIR ships queries for every split: evaluate those judged in <split>.tsv, in queries.jsonl order.
-    questions, dropped = [], []
+    questions: list[Question] = []
+    dropped: list[Question] = []
     for qid, (text, qtype, _) in texts.items():
         if qid not in judged:
             continue  # another split's query (judgments.jsonl does not bring it into this one)

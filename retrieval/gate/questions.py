@@ -18,6 +18,7 @@ from retrieval.gate.schema import DEGRADED_QUESTIONS, judged_grades, question_di
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
     from retrieval.data.dataset import Dataset
+    from retrieval.data.judgments import Question
     from retrieval.measures.metrics import MethodScores
     from retrieval.run.results import MethodResult, QuestionResult, Run
 
@@ -25,12 +26,12 @@ __all__ = [
     "DataChanges",
     "as_scores",
     "data_changes",
+    "evaluated_questions",
+    "judged_as",
     "on_questions",
     "rank_in",
     "recall_of",
     "run_data_changes",
-    "evaluated_questions",
-    "judged_as",
     "under_judgments",
 ]
 
@@ -177,7 +178,7 @@ def evaluated_questions(own: Dataset, theirs: Dataset, kept: Mapping[str, Any], 
     itself when it holds them all already."""
     corpus = own.positions
     wanted: dict[str, set[str]] = {}
-    found = {}
+    found: dict[str, Question] = {}
     for q in (*own.questions, *theirs.questions):
         found.setdefault(q.id, q)
         wanted.setdefault(q.id, set()).update(q.relevant)

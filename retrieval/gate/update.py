@@ -42,6 +42,7 @@ class JudgedAs(NamedTuple):
     types: Mapping[str, str] | None
     rescored: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
 
+
 # How long an update waits for another one (of another profile) to finish writing.
 LOCK_SECONDS = 120
 
