@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 from retrieval.gate.schema import DEGRADED_QUESTIONS, judged_grades, question_digests, relevant_ids, rounded
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
-    from retrieval.data.dataset import Dataset
-    from retrieval.data.judgments import Question
     from retrieval.measures.metrics import MethodScores
     from retrieval.run.results import MethodResult, QuestionResult, Run
 
@@ -26,8 +24,6 @@ __all__ = [
     "DataChanges",
     "as_scores",
     "data_changes",
-    "evaluated_questions",
-    "judged_as",
     "on_questions",
     "rank_in",
     "recall_of",
@@ -145,55 +141,6 @@ def under_judgments(run: Run, entry: Mapping[str, Any], questions: Collection[st
         return replace(result, question=question, methods=methods)
 
     return replace(run, results=[judged(r) if r.question.id in wanted else r for r in run.results])
-
-
-def judged_as(run: Run, dataset: Dataset, config: Mapping[str, Any], held: Collection[str] = ()) -> Run:
-    """The run's rankings judged as `dataset` judges them: the same files loaded with another
-    side's settings (a base branch's relevant_grade and accept_llm_judgments), `config` the run's
-    configuration under them. Its questions, each relevant document's rank known (the run was
-    evaluated on at least every document either side counts: `evaluated_questions`); a question
-    `dataset` leaves out is left out, but for those of `held`, kept with their `relevant` empty: a
-    baseline gates them, and scores them under the judgments it kept (they are edited questions)."""
-    questions = {q.id: q for q in dataset.questions}
-    questions.update({q.id: q for q in dataset.left_out if q.id in held})
-
-    def judged(result: QuestionResult) -> QuestionResult:
-        question = questions[result.question.id]
-        methods = {
-            name: replace(m, relevant_ranks={d: rank_in(m, d) for d in question.relevant})
-            for name, m in result.methods.items()
-        }
-        return replace(result, question=question, methods=methods)
-
-    results = [judged(r) for r in run.results if r.question.id in questions]
-    return replace(run, fingerprint=dataset.fingerprint, config=dict(config), results=results)
-
-
-def evaluated_questions(own: Dataset, theirs: Dataset, kept: Mapping[str, Any], held: Collection[str]) -> Dataset:
-    """What a run compared with a base branch evaluates: `own` (the pull request's dataset) with
-    the questions and relevant documents `theirs` (the same files as the base branch's settings
-    load them) counts besides, and the `held` questions (that neither counts, and the base's
-    baseline gates) with the relevant documents it `kept`: every question either side measures,
-    every document either counts relevant, so that `judged_as` knows each one's rank. `own`
-    itself when it holds them all already."""
-    corpus = own.positions
-    wanted: dict[str, set[str]] = {}
-    found: dict[str, Question] = {}
-    for q in (*own.questions, *theirs.questions):
-        found.setdefault(q.id, q)
-        wanted.setdefault(q.id, set()).update(q.relevant)
-    for q in theirs.left_out:
-        relevant = {d for d in relevant_ids(kept.get(q.id, {})) if d in corpus}
-        if q.id in held and relevant:  # no relevant document left in the corpus: no ranking can be scored
-            found.setdefault(q.id, q)
-            wanted.setdefault(q.id, set()).update(relevant)
-    questions = tuple(
-        replace(q, relevant=tuple(dict.fromkeys([*q.relevant, *sorted(wanted[q.id] - set(q.relevant))])))
-        for q in found.values()
-    )
-    if questions == own.questions:
-        return own
-    return replace(own, questions=questions)
 
 
 def rank_in(result: MethodResult, doc: str) -> int | None:

@@ -21,6 +21,7 @@ from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.evaluation.evaluate import StagedRecording, evaluate
 from retrieval.evaluation.progress import terminal_progress
 from retrieval.gate.against import Against, against
+from retrieval.gate.base_judging import judging
 from retrieval.gate.baseline_set import baseline_lock_of, recover
 from retrieval.gate.compare import (
     Check,
@@ -28,7 +29,7 @@ from retrieval.gate.compare import (
     incompatibility,
     ungated_types,
 )
-from retrieval.gate.questions import DataChanges, evaluated_questions, judged_as
+from retrieval.gate.questions import DataChanges
 from retrieval.gate.reference import BaseBranch, base_branch
 from retrieval.gate.schema import ACCEPTED, BaselineError, load_baseline
 from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path, snapshot_problem
@@ -276,54 +277,28 @@ def run_gate(
     dataset = load_dataset(
         settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
     )
-    # A pull request cannot let pass what its base branch fails: against the base branch, the data
-    # is judged as its own settings judge it (relevant_grade, accept_llm_judgments), and a question
-    # it gates that this run's judgments leave out is still measured (under its kept judgments).
-    theirs, held, evaluated = dataset, frozenset[str](), dataset
-    if branch is not None and branch.entry is not None:
-        if (branch.relevant_grade, branch.accept_llm_judgments) != (
-            settings.relevant_grade,
-            settings.accept_llm_judgments,
-        ):
-            theirs = load_dataset(
-                settings.dataset, settings.split, branch.relevant_grade, accept_llm=branch.accept_llm_judgments
-            )
-        kept = branch.entry.get("judgments") or {}
-        held = frozenset(q.id for q in theirs.left_out if q.id in kept)
-        evaluated = evaluated_questions(dataset, theirs, kept, held)
+    # A pull request cannot let pass what its base branch fails: against the base branch, the run
+    # is judged as the base branch's own settings and judgments judge it (retrieval.gate.base_judging).
+    sides = judging(settings, dataset, branch)
     staged: list[StagedRecording] = []
     with importable(settings.root):
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
         progress = None if mode == "replay" else terminal_progress
         run = evaluate(
-            evaluated,
+            sides.evaluated,
             settings,
             mode=mode,
             progress=progress,
             on_staged=staged.append if defer_recording else None,
             baseline_inputs=_recorded_digests(settings),
         )
-    base_run = None
-    if branch is not None and (theirs is not dataset or held):
-        base_run = judged_as(run, theirs, _judged_config(run.config, branch), held)
-    if evaluated is not dataset:  # this run's own figures: on its own questions, as it judges them
-        run = judged_as(run, dataset, run.config)
+    run, base_run = sides.views(run, branch)
     try:
         return _compared(settings, dataset, run, staged[0] if staged else None, branch, base_run)
     except BaseException:
         for recording in staged:
             recording.discard()
         raise
-
-
-def _judged_config(config: Mapping[str, Any], branch: BaseBranch) -> dict[str, Any]:
-    """The run's configuration with the base branch's judging settings (as Settings.describe writes them)."""
-    own = {k: v for k, v in config.items() if k not in ("relevant_grade", "accept_llm_judgments")}
-    return {
-        **own,
-        **({"relevant_grade": branch.relevant_grade} if branch.relevant_grade != 1 else {}),
-        **({"accept_llm_judgments": True} if branch.accept_llm_judgments else {}),
-    }
 
 
 def _compared(

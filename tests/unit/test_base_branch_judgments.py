@@ -12,7 +12,6 @@ grade 2; q4 has two relevant documents, d4 of grade 2 and d1 of grade 1.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -31,18 +30,6 @@ def pr(tmp_path: Path) -> PullRequest:
     with made.on_main("graded judgments"):
         write_questions(made.root, GRADED)  # type: ignore[arg-type]  # relevant as id -> grade
     return made
-
-
-def _edit_toml(pr: PullRequest, text: str) -> None:
-    with (pr.root / "retrieval.toml").open("a") as f:
-        f.write(text)
-
-
-def _own_baseline_again(pr: PullRequest) -> None:
-    """The pull request's own baseline made again from nothing: its own gate then passes."""
-    shutil.rmtree(pr.root / "baselines")
-    done = pr.gate("--update-baseline")
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _judge(pr: PullRequest, question: str, document: str, grade: int) -> None:
@@ -75,9 +62,9 @@ def test_a_relevant_grade_raised_by_the_pull_request_does_not_take_a_question_ou
     pr: PullRequest,
 ) -> None:
     # relevant_grade 2: q2 (its answer of grade 1) is left out of the pull request's own run.
-    _edit_toml(pr, "relevant_grade = 2\n")
+    pr.configure("relevant_grade = 2\n")
     write_ranks(pr.root, WORSE)
-    _own_baseline_again(pr)
+    pr.fresh_baseline()
     pr.commit("relevant_grade 2")
     assert pr.gate().returncode == 0  # its own gate: q2 is no longer measured
     _fails(pr, "table-mrr", MAIN_MRR)  # q2 measured as main judges it: d2 relevant, now at rank 4
@@ -90,9 +77,9 @@ def test_a_relevant_grade_raised_on_a_question_that_keeps_a_relevant_document_is
     pr: PullRequest,
 ) -> None:
     # q4 keeps d4 (grade 2) under relevant_grade 2; d1 (grade 1) is no longer relevant to the pull request.
-    _edit_toml(pr, "relevant_grade = 2\n")
+    pr.configure("relevant_grade = 2\n")
     write_ranks(pr.root, {**GOOD, "q4": ["d4", "d3", "d2", "d5", "d1"]})  # d1 out of q4's top 2
-    _own_baseline_again(pr)
+    pr.fresh_baseline()
     pr.commit("relevant_grade 2, d1 lower")
     assert pr.gate().returncode == 0
     _fails(
@@ -109,7 +96,7 @@ def test_a_grade_lowered_in_the_judgments_file_does_not_take_a_question_out_of_t
     # q2's only relevant document judged not relevant in judgments.jsonl: q2 leaves the pull request's run.
     _judge(pr, "q2", "d2", 0)
     write_ranks(pr.root, WORSE)
-    _own_baseline_again(pr)
+    pr.fresh_baseline()
     pr.commit("d2 judged not relevant to q2")
     assert pr.gate().returncode == 0
     _fails(pr, "table-mrr", MAIN_MRR)  # scored under main's judgments of q2
@@ -123,12 +110,12 @@ def test_a_relevant_grade_lowered_with_a_hole_filled_is_measured_at_the_base_bra
     # from grade 1 and judges one more document of q4, so q4's judgments only grew; d4, q4's
     # answer on main, falls to rank 4 behind d1: its MRR falls on main's judgments, not on its own.
     with pr.on_main("relevant_grade 2"):
-        _edit_toml(pr, "relevant_grade = 2\n")
+        pr.configure("relevant_grade = 2\n")
     config = pr.root / "retrieval.toml"
     config.write_text(config.read_text().replace("relevant_grade = 2\n", ""))
     _judge(pr, "q4", "d5", 0)
     write_ranks(pr.root, {**GOOD, "q4": ["d1", "d3"]})
-    _own_baseline_again(pr)
+    pr.fresh_baseline()
     pr.commit("relevant_grade 1, d5 judged for q4")
     _fails(
         pr,
@@ -142,9 +129,9 @@ def test_unjudged_warn_set_by_the_pull_request_alone_does_not_let_an_undecided_d
     pr: PullRequest,
 ) -> None:
     # d5 enters q2's top 2 and nobody judged it: the drop is undecided; "warn" is the pull request's alone.
-    _edit_toml(pr, 'unjudged = "warn"\n')
+    pr.configure('unjudged = "warn"\n')
     write_ranks(pr.root, {**GOOD, "q2": ["d5", "d2"]})
-    _own_baseline_again(pr)
+    pr.fresh_baseline()
     pr.commit('unjudged = "warn"')
     assert pr.gate().returncode == 0
     _fails(

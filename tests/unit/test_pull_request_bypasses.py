@@ -33,15 +33,11 @@ def pr(tmp_path: Path) -> PullRequest:
 
 
 def _edit_toml(pr: PullRequest, text: str) -> None:
-    with (pr.root / "retrieval.toml").open("a") as f:
-        f.write(text)
+    pr.configure(text)
 
 
 def _fresh_baseline(pr: PullRequest) -> None:
-    """The pull request's own baseline made again from nothing: what it does to get around its own gate."""
-    shutil.rmtree(pr.root / "baselines")
-    done = pr.gate("--update-baseline")
-    assert done.returncode == 0, done.stdout + done.stderr
+    pr.fresh_baseline()
 
 
 def _passes_once_accepted(pr: PullRequest, *shown: str) -> None:
