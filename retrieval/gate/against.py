@@ -70,7 +70,7 @@ def _describer(judged: Run, snapshots: Rankings, candidates: int) -> Describe:
 
 def _scored(run: Run, k: int) -> dict[str, MethodScores]:
     """The run's scores on the questions it can score: a question kept with no relevant document
-    (retrieval.gate.questions.judged_as) is scored under the entry's judgments, as an edited one."""
+    (retrieval.gate.base_judging.judged_as) is scored under the entry's judgments, as an edited one."""
     return score_run(replace(run, results=[r for r in run.results if r.question.relevant]), k)
 
 

@@ -6,6 +6,8 @@ its own baseline) and as the base branch's does (what `--baseline-ref` compares)
 `relevant_grade`, or judging a question's only answer 0 in judgments.jsonl, cannot take a question
 out of what the base gates: the run evaluates every question either side measures, with every
 document either counts relevant (so each one's rank is known), and each side reads its own view.
+When the two differ, the run's usage counts the questions evaluated for the base branch too, and
+its tie summaries are of the documents either side counts.
 """
 
 from __future__ import annotations
