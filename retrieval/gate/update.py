@@ -158,7 +158,16 @@ def _lowered_against(
             f"{name} (removed)": {"from": value, "to": None}
             for name, value in flat_figures(reference.get("methods", {})).items()
         }
-    return _diff(reference, new, types, rescored)[1]
+    lowered = _diff(reference, new, types, rescored)[1]
+    changes = data_changes(reference, new.get("questions", {}), new.get("corpus", ""))
+    # A question the base branch gates and the update no longer holds is lowered to nothing.
+    gone = {removed_question(q): {"from": None, "to": None} for q in (changes.removed if changes else ())}
+    return {**lowered, **gone}
+
+
+def removed_question(question: str) -> str:
+    """How an acceptance names a question the base branch gates that a pull request removed."""
+    return f"question {question} (removed)"
 
 
 def _lowered_line(name: str, change: Mapping[str, Any]) -> str:

@@ -146,6 +146,8 @@ def _base_item(result: GateResult) -> ItemVerdict | None:
         )
     if result.profile_dropped:
         failures.append(result.profile_dropped)
+    if result.questions_dropped:
+        failures.append(result.questions_dropped)
     note = result.reference_note
     if branch.moved_from:
         note = f"the project moved: {branch.ref} held it at {branch.moved_from}"
