@@ -31,7 +31,6 @@ when it runs in process (an in-memory store over a local embedding), run for rea
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
 import sys
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from urllib.parse import parse_qsl
 
 from retrieval.config import ConfigError
+from retrieval.config.spec_objects import spec_object
 from retrieval.methods.base import Calls, Context
 from retrieval.run.ranking import Ranking, ranking_from_ids
 
@@ -285,13 +285,8 @@ def _from_spec(framework: Framework, rest: str) -> FrameworkRetriever:
         raise ConfigError(f"method {spec!r}: unknown option {unknown[0]!r}; known: {', '.join(known)}.")
     if framework == "haystack":
         quiet_haystack()  # before the module imports Haystack
-    try:
-        retriever = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            f"method {spec!r}: cannot import it ({exc}). The module must be installed, on PYTHONPATH or at the "
-            "project root."
-        ) from exc
+    fix = "The module must be installed, on PYTHONPATH or at the project root."
+    retriever = spec_object(spec, module_name, attr, fix)
     method = _HITS[framework][0]
     if not hasattr(retriever, method) and not callable(retriever):
         raise ConfigError(

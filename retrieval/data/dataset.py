@@ -61,7 +61,7 @@ class Dataset:
     documents: tuple[Document, ...]
     questions: tuple[Question, ...]
     fingerprint: str
-    # BEIR: queries judged in the qrels with score 0 only (no relevant document), left out.
+    # Questions with no document of relevant_grade or more (BEIR: queries judged 0 only), left out.
     dropped_questions: int = 0
     # The lines of the dataset's judgments.jsonl (retrieval.data.judgment_file), every source's,
     # merged into the questions' grades by retrieval.data.judgment_merge.
@@ -72,6 +72,9 @@ class Dataset:
     llm_checks: tuple[LLMCheck, ...] = ()
     # The (question, document) pairs whose grade is an LLM's (accept_llm: it filled a hole).
     llm_graded: frozenset[tuple[str, str]] = frozenset()
+    # The questions left out (`dropped_questions`), their `relevant` empty and their grades kept:
+    # what a base branch that judges them otherwise is still compared on (retrieval.gate.result).
+    left_out: tuple[Question, ...] = ()
 
     @property
     def doc_ids(self) -> list[str]:
@@ -145,11 +148,12 @@ def load_dataset(
         documents=corpus,
         questions=tuple(questions),
         fingerprint=_fingerprint(digest, questions),
-        dropped_questions=dropped,
+        dropped_questions=len(dropped),
         judgment_records=tuple(records),
         unused_judgments=sum(j.question not in evaluated or j.document not in documents for j in records),
         llm_checks=tuple(c for c in checks if c.question in evaluated),
         llm_graded=frozenset(p for p in by_llm if p[0] in evaluated),
+        left_out=tuple(dropped),
     )
 
 

@@ -87,12 +87,10 @@ def _grade(value: Any, where: str, what: str) -> int:
 
 def _graded_question(
     qid: str, text: str, qtype: str, judged: Mapping[str, int], relevant_grade: int, from_grades: bool
-) -> Question | None:
-    """The question with its judgments (`grades` kept when the data gave grades); None when no
-    document reaches `relevant_grade` (the question is left out)."""
+) -> Question:
+    """The question with its judgments (`grades` kept when the data gave grades); its `relevant`
+    empty when no document reaches `relevant_grade` (the question is then left out)."""
     relevant = tuple(doc for doc, grade in judged.items() if grade >= relevant_grade)
-    if not relevant:
-        return None
     return Question(qid, text, qtype, relevant, tuple(judged.items()) if from_grades else ())
 
 
@@ -104,10 +102,12 @@ def _merged(merge: Merge | None, qid: str, judged: dict[str, int], from_grades: 
 
 def load_native_questions(
     path: Path, documents: Collection[str], relevant_grade: int = 1, merge: Merge | None = None
-) -> tuple[list[Question], int]:
+) -> tuple[list[Question], list[Question]]:
+    """The questions of a native questions.jsonl, and those left out (no document of
+    `relevant_grade` or more: their `relevant` empty, their grades kept)."""
     questions: list[Question] = []
     seen: dict[str, int] = {}
-    dropped = 0
+    dropped: list[Question] = []
     for number, record in _jsonl(path):
         where = f"{path}:{number}"
         qid, text = _record_id_and_text(record, where, number, "question", seen)
@@ -140,10 +140,7 @@ def load_native_questions(
                 )
         judged, from_grades = _merged(merge, qid, judged, from_grades)
         question = _graded_question(qid, text, qtype, judged, relevant_grade, from_grades)
-        if question is None:
-            dropped += 1
-        else:
-            questions.append(question)
+        (questions if question.relevant else dropped).append(question)
     if not questions:
         if dropped:
             raise DatasetError(
@@ -166,7 +163,9 @@ _QRELS_HEADER_IDS = {"query-id", "query_id", "qid"}
 
 def load_beir_questions(
     root: Path, documents: Collection[str], split: str = "test", relevant_grade: int = 1, merge: Merge | None = None
-) -> tuple[list[Question], int]:
+) -> tuple[list[Question], list[Question]]:
+    """The queries of a BEIR folder judged in qrels/<split>.tsv, and those left out (no document
+    of `relevant_grade` or more: their `relevant` empty, their grades kept)."""
     queries_path = root / "queries.jsonl"
     qrels_path = root / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
@@ -216,15 +215,15 @@ def load_beir_questions(
                 continue  # judged not relevant, and not in the corpus: no ranking can hold it
             grades[doc_id] = grade  # a pair judged twice: the last line holds, as in trec_eval's reading
     # BEIR ships queries for every split: evaluate those judged in <split>.tsv, in queries.jsonl order.
-    questions = []
+    questions: list[Question] = []
+    dropped: list[Question] = []
     for qid, (text, qtype, _) in texts.items():
         if qid not in judged:
             continue  # another split's query (judgments.jsonl does not bring it into this one)
         grades, _ = _merged(merge, qid, judged[qid], True)
         question = _graded_question(qid, text, qtype, grades, relevant_grade, True)
-        if question is not None:
-            questions.append(question)
+        (questions if question.relevant else dropped).append(question)
     if not questions:
         least = "score > 0" if relevant_grade == 1 else f"score >= {relevant_grade}, the relevant_grade"
         raise DatasetError(f"{qrels_path}: no query with a relevant document ({least}).")
-    return questions, len(judged) - len(questions)
+    return questions, dropped

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from retrieval.config import ConfigError, Settings
 from retrieval.config.names import name_problem
+from retrieval.config.spec_objects import spec_object
 from retrieval.methods import builtin_methods
 from retrieval.methods.base import Declaration, DeclarationError, Method, MethodUnavailable, declaration
 from retrieval.text.redaction import redacted
@@ -80,13 +81,8 @@ class Plan:
 
 def _user_method(spec: str, settings: Settings) -> Method:
     module_name, _, attr = spec.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            f"method {spec!r}: cannot import it ({exc}). Give module.path:factory, with the module installed "
-            "or on PYTHONPATH."
-        ) from exc
+    fix = "Give module.path:factory, with the module installed or on PYTHONPATH."
+    factory = spec_object(spec, module_name, attr, fix)
     if not callable(factory):
         raise ConfigError(f"method {spec!r}: {attr} is not callable. Point the spec at a function taking settings.")
     try:

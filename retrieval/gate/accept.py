@@ -17,17 +17,17 @@ from retrieval.gate.questions import under_judgments
 from retrieval.gate.result import GateResult, compared_again
 from retrieval.gate.schema import entry_for, first_of, load_baseline, question_digests
 from retrieval.gate.snapshots import load_snapshots, moved, render_snapshots, top_rankings
-from retrieval.gate.update import try_update, update_baseline
+from retrieval.gate.update import JudgedAs, try_update, update_baseline
 from retrieval.measures.metrics import score_run
 from retrieval.recording.cassette_files import CassetteError
+from retrieval.run.results import Run
 
 __all__ = ["accept", "tried_update"]
 
 
-def _rescorer(result: GateResult) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+def _rescorer(run: Run, k: int) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
     """For an update after questions were edited: the run's entry with each edited question (same
     id, another digest) scored under the judgments the old entry kept for it."""
-    run, k = result.run, result.settings.k
     digests = question_digests(run)
 
     def rescored(old: Mapping[str, Any]) -> dict[str, Any]:
@@ -39,6 +39,18 @@ def _rescorer(result: GateResult) -> Callable[[Mapping[str, Any]], Mapping[str, 
     return rescored
 
 
+def _judged_as_reference(result: GateResult) -> JudgedAs | None:
+    """The run's entry as the base branch judges it, when it judges otherwise (`GateResult.base_run`):
+    a question it gates that this run's judgments leave out scored under the judgments it kept."""
+    view, branch, k = result.base_run, result.branch, result.settings.k
+    if view is None or branch is None or branch.entry is None:
+        return None
+    left_out = [r.question.id for r in view.results if not r.question.relevant]
+    view = under_judgments(view, branch.entry, left_out) if left_out else view
+    types = {r.question.id: r.question.type for r in view.results}
+    return JudgedAs(entry_for(view, score_run(view, k), k), types, _rescorer(view, k))
+
+
 def _update(result: GateResult, allow_regression: bool | str, write: bool) -> tuple[str, GateResult]:
     if result.secrets:
         raise CassetteError(result.problem or "the cassettes hold what looks like a credential")
@@ -48,10 +60,11 @@ def _update(result: GateResult, allow_regression: bool | str, write: bool) -> tu
     options: dict[str, Any] = {
         "allow_regression": allow_regression,
         "types": {q.id: q.type for q in result.dataset.questions},
-        "rescored": _rescorer(result),
+        "rescored": _rescorer(result.run, result.settings.k),
         "lock": baseline_lock_of(result.settings),
         "reference": branch.entry if branch is not None else None,
         "reference_profile": branch.profile if branch is not None and branch.entry is not None else None,
+        "judged_as_reference": _judged_as_reference(result),
     }
     committed = load_snapshots(result.snapshot_path)  # a tried update's result holds those it would write
     if write:

@@ -68,9 +68,15 @@ def _describer(judged: Run, snapshots: Rankings, candidates: int) -> Describe:
     return describe
 
 
+def _scored(run: Run, k: int) -> dict[str, MethodScores]:
+    """The run's scores on the questions it can score: a question kept with no relevant document
+    (retrieval.gate.base_judging.judged_as) is scored under the entry's judgments, as an edited one."""
+    return score_run(replace(run, results=[r for r in run.results if r.question.relevant]), k)
+
+
 def against(
     run: Run,
-    scores: Mapping[str, MethodScores],
+    scores: Mapping[str, MethodScores] | None,
     entry: Mapping[str, Any],
     snapshots: Rankings,
     k: int,
@@ -92,7 +98,10 @@ def against(
     own entry) records its acceptance; a figure the ref gates and this run does not produce, unless
     accepted as removed, is `unproduced`. `source` names the entry's file in its errors. A drop that
     holds only while the unjudged documents that entered a top k count as not relevant is
-    undecided (`ranged`: its range is computed), and passes when `unjudged` is "warn"."""
+    undecided (`ranged`: its range is computed), and passes when `unjudged` is "warn". `scores`
+    None: the run's, computed here."""
+    if scores is None:
+        scores = _scored(run, k)
     exact = bool(snapshots) and k <= MRR_DEPTH  # what a top-10 snapshot recomputes exactly
     filled = filled_holes(run, entry) if exact else ()
     if filled:
@@ -139,7 +148,7 @@ def against(
         def if_relevant(counted: Run, rescored: Mapping[str, Any]) -> Sequence[Check]:
             again = against(
                 counted,
-                score_run(counted, k),
+                None,
                 rescored,
                 snapshots,
                 k,

@@ -99,11 +99,12 @@ class Check:
     @property
     def undecided(self) -> bool:
         """It fell, and would not have with the unjudged documents relevant: nobody can tell yet."""
-        return not self.held and self.if_relevant is not None and self.accepted is None
+        return self.comparison().undecided
 
     @property
     def ok(self) -> bool:
-        return self.held or self.accepted is not None or (self.undecided and self.warned)
+        """It held, was accepted, or is undecided where the project lets that pass: the verdict's own rule."""
+        return self.comparison().ok
 
     def comparison(self) -> Comparison:
         """The check as the verdict model holds it."""

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from retrieval.gate.schema import DEGRADED_QUESTIONS, judged_grades, question_digests, relevant_ids, rounded
 
 if TYPE_CHECKING:  # annotations only: the gate plugin loads this module in every pytest run
-    from retrieval.data.dataset import Dataset
     from retrieval.measures.metrics import MethodScores
     from retrieval.run.results import MethodResult, QuestionResult, Run
 
@@ -30,7 +29,6 @@ __all__ = [
     "recall_of",
     "run_data_changes",
     "under_judgments",
-    "without_llm_judgments",
 ]
 
 
@@ -143,26 +141,6 @@ def under_judgments(run: Run, entry: Mapping[str, Any], questions: Collection[st
         return replace(result, question=question, methods=methods)
 
     return replace(run, results=[judged(r) if r.question.id in wanted else r for r in run.results])
-
-
-def without_llm_judgments(run: Run, dataset: Dataset) -> Run:
-    """The run judged as `dataset` (the same data loaded without the LLM's judgments) judges it:
-    the same rankings, measured as a base branch that refuses LLM judgments measures them. An
-    LLM only fills holes, so `dataset`'s relevant documents are some of the run's, and each one's
-    rank is known; a question left with no relevant document is left out, as loading does."""
-    questions = {q.id: q for q in dataset.questions}
-
-    def judged(result: QuestionResult) -> QuestionResult:
-        question = questions[result.question.id]
-        methods = {
-            name: replace(m, relevant_ranks={d: rank_in(m, d) for d in question.relevant})
-            for name, m in result.methods.items()
-        }
-        return replace(result, question=question, methods=methods)
-
-    config = {k: v for k, v in run.config.items() if k != "accept_llm_judgments"}
-    results = [judged(r) for r in run.results if r.question.id in questions]
-    return replace(run, fingerprint=dataset.fingerprint, config=config, results=results)
 
 
 def rank_in(result: MethodResult, doc: str) -> int | None:

@@ -95,6 +95,8 @@ class BaseBranch:
     unjudged: str = "fail"
     # Whether LLM judgments count: the base branch's own setting (accept_llm_judgments).
     accept_llm_judgments: bool = False
+    # The grade from which a document counts as relevant: the base branch's own relevant_grade.
+    relevant_grade: int = 1
     k: int = 5
     dataset: str | None = None
     entry: Mapping[str, Any] | None = None
@@ -229,6 +231,7 @@ def base_branch(ref: str, settings: Settings, profile: str | None = None, *, tex
         tolerance=theirs.tolerance,
         unjudged=theirs.unjudged,
         accept_llm_judgments=theirs.accept_llm_judgments,
+        relevant_grade=theirs.relevant_grade,
         k=theirs.k,
         dataset=dataset,
         entry=entry,

@@ -21,6 +21,7 @@ from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.evaluation.evaluate import StagedRecording, evaluate
 from retrieval.evaluation.progress import terminal_progress
 from retrieval.gate.against import Against, against
+from retrieval.gate.base_judging import judging
 from retrieval.gate.baseline_set import baseline_lock_of, recover
 from retrieval.gate.compare import (
     Check,
@@ -28,10 +29,11 @@ from retrieval.gate.compare import (
     incompatibility,
     ungated_types,
 )
-from retrieval.gate.questions import DataChanges, without_llm_judgments
+from retrieval.gate.questions import DataChanges
 from retrieval.gate.reference import BaseBranch, base_branch
 from retrieval.gate.schema import ACCEPTED, BaselineError, load_baseline
 from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path, snapshot_problem
+from retrieval.gate.update import removed_question
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.recording.cassette_files import (
     cassette_digest,
@@ -85,8 +87,9 @@ class GateResult:
     # With a ref: what it gates, and the run compared with it (None: it gates nothing here).
     branch: BaseBranch | None = None
     base: Against | None = None
-    # With a ref that refuses LLM judgments while this project accepts them: the run measured
-    # without them, which the ref's comparison reads (None: the run itself).
+    # With a ref that judges otherwise (its relevant_grade, its accept_llm_judgments, a question it
+    # gates that this run's judgments leave out): the run as the ref judges it, which the ref's
+    # comparison reads (None: the run itself).
     base_run: Run | None = None
     # A recording staged and not yet committed (`run_gate(defer_recording=True)`).
     recording: StagedRecording | None = None
@@ -139,6 +142,24 @@ class GateResult:
             f"{branch.ref} gates profile {branch.profile!r} and this run gates {self.profile!r}: its figures are "
             f"compared with this profile's, and the switch itself is a drop. If it is intended, accept it with "
             f'`pytest --update-baseline --allow-regression "REASON" --retrieval-baseline-ref {branch.ref}`.'
+        )
+
+    @property
+    def questions_dropped(self) -> str | None:
+        """Why questions the ref gates are gone from this run with no acceptance naming them, or None:
+        a question removed is a drop like a figure that fell (the figures compared on the questions
+        both hold cannot see it: removing the questions a change got wrong would keep them)."""
+        base = self.base
+        if base is None or base.reference is None or base.changes is None or not base.changes.removed:
+            return None
+        recorded = (self.acceptance or {}).get("figures") or {}
+        gone = [q for q in base.changes.removed if removed_question(q) not in recorded]
+        if not gone:
+            return None
+        return (
+            f"{base.reference} gates {len(gone)} question(s) this run no longer holds ({', '.join(gone)}): a "
+            "question removed is a drop. If it is intended, accept it with "
+            f'`pytest --update-baseline --allow-regression "REASON" --retrieval-baseline-ref {base.reference}`.'
         )
 
     @property
@@ -275,24 +296,22 @@ def run_gate(
     dataset = load_dataset(
         settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
     )
+    # A pull request cannot let pass what its base branch fails: against the base branch, the run
+    # is judged as the base branch's own settings and judgments judge it (retrieval.gate.base_judging).
+    sides = judging(settings, dataset, branch)
     staged: list[StagedRecording] = []
     with importable(settings.root):
         # Replaying takes seconds; live and recording runs embed the corpus: show how far they are.
         progress = None if mode == "replay" else terminal_progress
         run = evaluate(
-            dataset,
+            sides.evaluated,
             settings,
             mode=mode,
             progress=progress,
             on_staged=staged.append if defer_recording else None,
             baseline_inputs=_recorded_digests(settings),
         )
-    base_run = None
-    if branch is not None and dataset.llm_graded and not branch.accept_llm_judgments:
-        # A pull request cannot let pass what its base branch fails: against the base branch, LLM
-        # grades count only if it accepts them too (turning accept_llm_judgments on is not enough).
-        refused = load_dataset(settings.dataset, settings.split, settings.relevant_grade, accept_llm=False)
-        base_run = without_llm_judgments(run, refused)
+    run, base_run = sides.views(run, branch)
     try:
         return _compared(settings, dataset, run, staged[0] if staged else None, branch, base_run)
     except BaseException:
@@ -402,7 +421,7 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
         base_run = result.base_run or result.run
         base = against(
             base_run,
-            result.scores if result.base_run is None else score_run(base_run, settings.k),
+            result.scores if result.base_run is None else None,
             branch.entry,
             branch.snapshots,
             settings.k,
@@ -413,7 +432,7 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
             source=branch.baseline,
             # A pull request cannot let pass what its base branch fails: the base's own setting.
             unjudged=branch.unjudged,
-            relevant_grade=settings.relevant_grade,
+            relevant_grade=branch.relevant_grade,
         )
     return replace(result, entry=entry, snapshots=snapshots, own=own, base=base, problem=problem)
 

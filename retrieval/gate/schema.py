@@ -189,9 +189,9 @@ def _acceptance_problem(record: Any) -> str | None:
         bare = name.removesuffix(" (removed)")
         if not isinstance(change, dict) or set(change) != {"from", "to"}:
             return f'"{ACCEPTED}" figure {name!r} must be {{"from": value, "to": value}}'
-        whole = bare.startswith("profile ") and change == {"from": None, "to": None}
+        whole = bare.startswith(("profile ", "question ")) and name != bare and change == {"from": None, "to": None}
         if whole:
-            continue  # a profile the base branch gates, dropped as a whole
+            continue  # a profile or a question the base branch gates, dropped as a whole
         if not _is_number(change["from"]) or not (_is_number(change["to"]) or (change["to"] is None and bare != name)):
             return f'"{ACCEPTED}" figure {name!r}: "from" and "to" must be numbers ("to": null for a removed one)'
     return None

@@ -13,7 +13,7 @@ import errno
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from retrieval.files.atomic import AtomicSetError, commit_files, recover_files
 from retrieval.gate.compare import at_k
@@ -22,7 +22,26 @@ from retrieval.gate.schema import ACCEPTED, BaselineError, flat_figures, load_ba
 from retrieval.measures.figures import is_worse
 from retrieval.report.verdict import figure_text
 
-__all__ = ["ACCEPTED", "accepted_drop", "baseline_lock", "recover_baseline", "try_update", "update_baseline"]
+__all__ = [
+    "ACCEPTED",
+    "JudgedAs",
+    "accepted_drop",
+    "baseline_lock",
+    "recover_baseline",
+    "try_update",
+    "update_baseline",
+]
+
+
+class JudgedAs(NamedTuple):
+    """A run's entry as a base branch judges it (its relevant_grade, its accept_llm_judgments,
+    the questions it gates): what a drop against it is measured on; `types` and `rescored` as
+    `update_baseline` takes them."""
+
+    entry: Mapping[str, Any]
+    types: Mapping[str, str] | None
+    rescored: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
+
 
 # How long an update waits for another one (of another profile) to finish writing.
 LOCK_SECONDS = 120
@@ -139,7 +158,16 @@ def _lowered_against(
             f"{name} (removed)": {"from": value, "to": None}
             for name, value in flat_figures(reference.get("methods", {})).items()
         }
-    return _diff(reference, new, types, rescored)[1]
+    lowered = _diff(reference, new, types, rescored)[1]
+    changes = data_changes(reference, new.get("questions", {}), new.get("corpus", ""))
+    # A question the base branch gates and the update no longer holds is lowered to nothing.
+    gone = {removed_question(q): {"from": None, "to": None} for q in (changes.removed if changes else ())}
+    return {**lowered, **gone}
+
+
+def removed_question(question: str) -> str:
+    """How an acceptance names a question the base branch gates that a pull request removed."""
+    return f"question {question} (removed)"
 
 
 def _lowered_line(name: str, change: Mapping[str, Any]) -> str:
@@ -231,6 +259,7 @@ def update_baseline(
     lock: Path | None = None,
     reference: Mapping[str, Any] | None = None,
     reference_profile: str | None = None,
+    judged_as_reference: JudgedAs | None = None,
 ) -> str:
     """Write `entry` as the profile's baseline (with the files of `also`, its ranking snapshots,
     as one set) and return the diff; refuse to lower a figure unless `allow_regression` is the
@@ -242,7 +271,9 @@ def update_baseline(
     file's own and is recorded from the reference's value: how a pull request records the
     acceptance its base branch's gate asks for; a reference of another dataset (no question id
     shared) is dropped whole, each of its figures "removed", and one of another profile
-    (`reference_profile`) is a drop of that profile. Read, compared and written under one lock
+    (`reference_profile`) is a drop of that profile; `judged_as_reference` is the run's entry as
+    the reference judges it (its relevant_grade, its accept_llm_judgments), when it judges
+    otherwise: what its drops are measured on. Read, compared and written under one lock
     (`lock`, default beside the file): concurrent updates of other profiles lose nothing."""
     diff, _ = _update(
         Path(path),
@@ -255,6 +286,7 @@ def update_baseline(
         lock,
         reference,
         reference_profile,
+        judged_as_reference,
         write=True,
     )
     return diff
@@ -271,6 +303,7 @@ def try_update(
     lock: Path | None = None,
     reference: Mapping[str, Any] | None = None,
     reference_profile: str | None = None,
+    judged_as_reference: JudgedAs | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """What `update_baseline` would do, without writing: its diff and the profile's entry as it
     would be written (checked as a loaded one is), or its BaselineError. The pytest gate tries an
@@ -286,6 +319,7 @@ def try_update(
         lock,
         reference,
         reference_profile,
+        judged_as_reference,
         write=False,
     )
 
@@ -301,6 +335,7 @@ def _update(
     lock: Path | None,
     reference: Mapping[str, Any] | None,
     reference_profile: str | None,
+    judged_as_reference: JudgedAs | None,
     *,
     write: bool,
 ) -> tuple[str, dict[str, Any]]:
@@ -317,7 +352,8 @@ def _update(
             entry = {key: value for key, value in entry.items() if key not in ("tolerance", ACCEPTED)}
             lines, lowered = _diff(old, entry, types, rescored)
             if reference is not None:
-                against = _lowered_against(reference, entry, types, rescored)
+                seen = judged_as_reference or JudgedAs(entry, types, rescored)
+                against = _lowered_against(reference, seen.entry, seen.types, seen.rescored)
                 if reference_profile is not None and reference_profile != profile:
                     against[f"profile {reference_profile} (removed)"] = {"from": None, "to": None}
                 # What the base branch gates and this update lowers, shown whatever the file's own diff says.

@@ -146,6 +146,8 @@ def _base_item(result: GateResult) -> ItemVerdict | None:
         )
     if result.profile_dropped:
         failures.append(result.profile_dropped)
+    if result.questions_dropped:
+        failures.append(result.questions_dropped)
     note = result.reference_note
     if branch.moved_from:
         note = f"the project moved: {branch.ref} held it at {branch.moved_from}"
@@ -190,11 +192,18 @@ def _notes(result: GateResult) -> tuple[str, ...]:
     if result.reference:
         note = result.reference_note
         notes.append(f"; compared with {result.reference}'s baseline too" + (f" ({note})" if note else ""))
-    if result.base_run is not None and result.base is not None:
-        notes.append(
-            f"; {result.reference} refuses LLM judgments (its accept_llm_judgments): compared with it, the "
-            f"{len(result.dataset.llm_graded)} pair(s) only an LLM graded are unjudged"
-        )
+    branch = result.branch
+    if branch is not None and result.base is not None:
+        if result.dataset.llm_graded and not branch.accept_llm_judgments:
+            notes.append(
+                f"; {result.reference} refuses LLM judgments (its accept_llm_judgments): compared with it, the "
+                f"{len(result.dataset.llm_graded)} pair(s) only an LLM graded are unjudged"
+            )
+        if branch.relevant_grade != result.settings.relevant_grade:
+            notes.append(
+                f"; {result.reference} counts a document relevant from grade {branch.relevant_grade} (its "
+                f"relevant_grade; this run's: {result.settings.relevant_grade}): compared with it at that grade"
+            )
     warned = [c for c in result.checks if c.undecided and c.warned]
     if warned:
         documents = len({d for c in warned for d in c.unjudged})
@@ -257,7 +266,10 @@ def _edited(result: GateResult) -> tuple[EditedQuestion, ...]:
         return ()
     kept = against.entry.get("judgments", {})
     texts = result.branch.texts if result.base is not None and result.branch is not None else {}
-    now = {r.question.id: r.question for r in result.run.results}
+    # The run as the comparison read it: against the ref, as the ref judges it (a question it
+    # gates that this run's judgments leave out is one of its edits).
+    compared = result.base_run if result.base is not None and result.base_run is not None else result.run
+    now = {r.question.id: r.question for r in compared.results}
     edited = []
     for q in against.changes.edited:
         old = kept.get(q, {})

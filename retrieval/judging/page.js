@@ -159,8 +159,17 @@ function describeJudgments(i) {
   }
 }
 
+// The grade being saved: an undo typed meanwhile waits for it and undoes it, rather than being
+// dropped because the page is busy (a judge who types 0 then u at once means that grade).
+let saving = Promise.resolve();
+
 async function grade(value) {
   if (busy || shown < 0) return;
+  saving = saveGrade(value);
+  await saving;
+}
+
+async function saveGrade(value) {
   const pair = state.pairs[shown];
   busy = true;
   describeJudgments(shown);
@@ -182,6 +191,7 @@ async function grade(value) {
 }
 
 async function undoLast() {
+  if (busy) await saving;
   if (busy || !undo.length) return;
   const last = undo[undo.length - 1];
   busy = true;

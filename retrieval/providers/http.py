@@ -19,9 +19,11 @@ import httpx
 
 from retrieval.config import Profile
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError, cause_of
+from retrieval.run.cost import Usage
 from retrieval.text.redaction import credential_name, redacted
 
 __all__ = [
+    "HTTPProvider",
     "RetryPolicy",
     "bearer_header",
     "dumps",
@@ -88,6 +90,40 @@ def bearer_header(variable: str, who: str, replay: bool) -> dict[str, str]:
     if not key:
         raise MissingKeyError([variable], who)
     return {"authorization": f"Bearer {key}"}
+
+
+class HTTPProvider:
+    """A provider that calls one JSON API over HTTP, keyed by a Bearer token: its usage, its retry
+    policy (one attempt in replay), its Authorization header (none in replay, where no key is
+    needed or sent) and its httpx.Client, which `client` lets callers share (its own timeout then
+    applies instead of the profile's; `close` leaves a shared one open).
+
+    A subclass reads its settings in `_configure`, raising on a profile that does not name its
+    API before any key is looked for, and returns the key's variable ("" for none) and who needs
+    it, as MissingKeyError names them."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        replay: bool = False,
+        retry: RetryPolicy | None = None,
+        client: httpx.Client | None = None,
+    ) -> None:
+        variable, who = self._configure(profile)
+        self.usage = Usage()
+        self._retry = RetryPolicy.for_mode(profile, replay, retry)
+        self._headers = bearer_header(variable, who, replay)
+        self._owns_client = client is None
+        self._client = client or new_client(profile.retries.timeout)
+
+    def _configure(self, profile: Profile) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the HTTP client if this object created it."""
+        if self._owns_client:
+            self._client.close()
 
 
 def dumps(body: Any) -> bytes:

@@ -12,20 +12,17 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from retrieval.config.profile_checks import openai_llm as check
 from retrieval.config.settings import Profile
 from retrieval.providers.base import ProviderError, ShortAnswer
-from retrieval.providers.http import RetryPolicy, bearer_header, new_client, post_json
-from retrieval.run.cost import Usage
+from retrieval.providers.http import HTTPProvider, post_json
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChat", "check"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class OpenAIChat:
+class OpenAIChat(HTTPProvider):
     """GenerationProvider for OpenAI-compatible chat completions, temperature 0.
 
     The API key comes from the environment variable named by `profile.api_key_env`
@@ -36,25 +33,14 @@ class OpenAIChat:
 
     provider = "openai"
 
-    def __init__(
-        self,
-        profile: Profile,
-        *,
-        replay: bool = False,
-        retry: RetryPolicy | None = None,
-        client: httpx.Client | None = None,
-    ) -> None:
+    def _configure(self, profile: Profile) -> tuple[str, str]:
         llm = profile.llm
         if not llm.model:
             raise ValueError(f"profile {profile.name!r}: rerank_model is empty")
         self.model = llm.model
         self.url = (llm.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         self.json_schema = llm.json_schema
-        self.usage = Usage()
-        self._retry = RetryPolicy.for_mode(profile, replay, retry)
-        self._headers = bearer_header(profile.api_key_env, "openai", replay)
-        self._owns_client = client is None
-        self._client = client or new_client(profile.retries.timeout)
+        return profile.api_key_env, "openai"
 
     def _response_format(self, schema: Mapping[str, Any], schema_name: str) -> dict[str, Any]:
         if self.json_schema:
@@ -126,11 +112,6 @@ class OpenAIChat:
         if not isinstance(content, str) or not content.strip():
             raise ProviderError(f"{what}: empty answer (finish reason {choice.get('finish_reason')})", "empty")
         return content, choice
-
-    def close(self) -> None:
-        """Close the HTTP client if this object created it."""
-        if self._owns_client:
-            self._client.close()
 
 
 def _int(value: Any) -> int:

@@ -16,14 +16,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
 from retrieval.config.profile_checks import rerank_api as check
 from retrieval.config.rerank_services import SERVICES, RerankService
 from retrieval.config.settings import Profile
 from retrieval.providers.base import ProviderError
-from retrieval.providers.http import RetryPolicy, bearer_header, new_client, post_json_value
-from retrieval.run.cost import Usage
+from retrieval.providers.http import HTTPProvider, post_json_value
 
 __all__ = ["RerankAPI", "check", "key_variable", "read_results"]
 
@@ -67,7 +64,7 @@ def read_results(data: Any, service: RerankService, count: int, what: str) -> li
     return sorted(pairs.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
-class RerankAPI:
+class RerankAPI(HTTPProvider):
     """A rerank API as the profile's `rerank_api` group names it: `rerank(query, texts)`.
 
     Live, the key comes from the service's variable (COHERE_API_KEY, JINA_API_KEY, VOYAGE_API_KEY,
@@ -78,14 +75,7 @@ class RerankAPI:
 
     provider = "rerank_api"
 
-    def __init__(
-        self,
-        profile: Profile,
-        *,
-        replay: bool = False,
-        retry: RetryPolicy | None = None,
-        client: httpx.Client | None = None,
-    ) -> None:
+    def _configure(self, profile: Profile) -> tuple[str, str]:
         settings = profile.rerank_api
         if not settings.configured or settings.service not in SERVICES:
             raise ValueError(f"profile {profile.name!r}: no rerank API (rerank_api_service, rerank_api_model)")
@@ -93,11 +83,7 @@ class RerankAPI:
         self.model = str(settings.model)
         self.url = settings.url or self.service.url
         self.key_variable = key_variable(profile)
-        self.usage = Usage()
-        self._retry = RetryPolicy.for_mode(profile, replay, retry)
-        self._headers = bearer_header(self.key_variable, f"{self.service.name} rerank", replay)
-        self._owns_client = client is None
-        self._client = client or new_client(profile.retries.timeout)
+        return self.key_variable, f"{self.service.name} rerank"
 
     def body(self, query: str, texts: Sequence[str]) -> dict[str, Any]:
         """The request for one query: every text scored (top_n, or Voyage's top_k, is their count)."""
@@ -129,8 +115,3 @@ class RerankAPI:
             seconds=time.perf_counter() - started,
         )
         return read_results(data, self.service, len(texts), what)
-
-    def close(self) -> None:
-        """Close the HTTP client if this object created it."""
-        if self._owns_client:
-            self._client.close()

@@ -126,6 +126,17 @@ class PullRequest:
         git(self.top, "checkout", "-q", "pr")
         git(self.top, "reset", "-q", "--hard", "main")
 
+    def configure(self, text: str) -> None:
+        """Lines added to the project file (retrieval.toml), as the pull request edits it."""
+        with (self.root / "retrieval.toml").open("a") as f:
+            f.write(text)
+
+    def fresh_baseline(self) -> None:
+        """The pull request's own baseline made again from nothing: what it does to get around its own gate."""
+        shutil.rmtree(self.root / "baselines")
+        done = self.gate("--update-baseline")
+        assert done.returncode == 0, done.stdout + done.stderr
+
     def commit(self, message: str) -> None:
         git(self.top, "add", "-A")
         git(self.top, "commit", "-qm", message, "--allow-empty")

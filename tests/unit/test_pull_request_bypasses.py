@@ -33,15 +33,11 @@ def pr(tmp_path: Path) -> PullRequest:
 
 
 def _edit_toml(pr: PullRequest, text: str) -> None:
-    with (pr.root / "retrieval.toml").open("a") as f:
-        f.write(text)
+    pr.configure(text)
 
 
 def _fresh_baseline(pr: PullRequest) -> None:
-    """The pull request's own baseline made again from nothing: what it does to get around its own gate."""
-    shutil.rmtree(pr.root / "baselines")
-    done = pr.gate("--update-baseline")
-    assert done.returncode == 0, done.stdout + done.stderr
+    pr.fresh_baseline()
 
 
 def _passes_once_accepted(pr: PullRequest, *shown: str) -> None:
@@ -130,6 +126,22 @@ def test_a_question_reworded_and_easy_ones_added_cannot_lift_the_mean_over_a_dro
     )
     assert "- `q2`: «mot de passe oublié» -> «mot de passe oublié, s'il vous plaît»" in check.summary
     _passes_once_accepted(pr, "table mrr: 0.8750 -> 0.7500")
+
+
+def test_a_question_the_base_branch_gates_removed_is_a_drop_until_accepted(pr: PullRequest) -> None:
+    # The figures on the questions both hold cannot see a removal: removing the questions a change
+    # got wrong would keep every one of them. The removal itself is the drop.
+    write_questions(pr.root, [q for q in QUESTIONS if q[0] != "q2"])
+    _fresh_baseline(pr)  # its own gate passes: a new file, nothing to lower
+    pr.commit("q2 removed")
+    check = pr.required_check()
+    assert (check.status, set(check.printed)) == (1, {"against-origin-main"}), check.stdout
+    assert check.printed["against-origin-main"] == (
+        "origin/main gates 1 question(s) this run no longer holds (q2): a question removed is a drop. If it is "
+        'intended, accept it with `pytest --update-baseline --allow-regression "REASON" --retrieval-baseline-ref '
+        "origin/main`."
+    )
+    _passes_once_accepted(pr, "question q2: removed")
 
 
 @pytest.mark.parametrize(

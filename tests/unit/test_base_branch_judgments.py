@@ -1,0 +1,143 @@
+"""The base branch's judgments and its judging settings decide what is compared against it:
+`relevant_grade`, the grades of judgments.jsonl, `unjudged`. Each way a pull request could lower
+what its base branch gates through them is made as a pull request makes it (the PullRequest
+fixture of test_pull_request_bypasses.py: a real git repository, `main` holding the gate, checked
+by the workflow's required step), and fails that check unless an acceptance with a reason is
+recorded.
+
+The base: q2's answer d2 is of grade 1 (the default `relevant_grade`), q1's and q3's (d1) of
+grade 2; q4 has two relevant documents, d4 of grade 2 and d1 of grade 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pull_request import PullRequest
+from trust_project import GOOD, QUESTIONS, write_questions, write_ranks
+
+REASON = "q2 is out of scope for this release"
+GRADES = {"q1": {"d1": 2}, "q2": {"d2": 1}, "q3": {"d1": 2}, "q4": {"d4": 2, "d1": 1}}
+GRADED = [(i, t, y, GRADES[i]) for i, t, y, _ in QUESTIONS]
+WORSE = {**GOOD, "q2": ["d5", "d3"]}  # q2's answer (d2) out of the top 2 and the top 10
+
+
+@pytest.fixture
+def pr(tmp_path: Path) -> PullRequest:
+    made = PullRequest(tmp_path)
+    with made.on_main("graded judgments"):
+        write_questions(made.root, GRADED)  # type: ignore[arg-type]  # relevant as id -> grade
+    return made
+
+
+def _judge(pr: PullRequest, question: str, document: str, grade: int) -> None:
+    line = {"question": question, "document": document, "grade": grade, "source": "human:ana"}
+    with (pr.root / "data" / "qa" / "judgments.jsonl").open("a") as f:
+        f.write(json.dumps({**line, "date": "2026-12-01T09:00:00Z"}) + "\n")
+
+
+def _fails(pr: PullRequest, item: str, words: str) -> None:
+    """The required check fails, `item` among its failures, said in `words` (its opening)."""
+    check = pr.required_check()
+    assert check.status == 1, check.stdout + check.stderr
+    assert item in check.printed, check.stdout + check.stderr
+    assert check.printed[item].startswith(words), check.printed[item]
+
+
+def _passes_once_accepted(pr: PullRequest, shown: str) -> None:
+    """With the drop recorded with its reason, the required check passes and the summary shows it."""
+    accepted = pr.accept(REASON)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    check = pr.required_check()
+    assert (check.status, check.printed) == (0, {}), check.stdout + check.stderr
+    assert f"{shown} (against `origin/main`): {REASON}" in check.summary
+
+
+MAIN_MRR = "table mrr fell below the baseline of origin/main: baseline 1.0000, current 0.8125, delta -0.1875"
+
+
+def test_a_relevant_grade_raised_by_the_pull_request_does_not_take_a_question_out_of_the_base_branchs_gate(
+    pr: PullRequest,
+) -> None:
+    # relevant_grade 2: q2 (its answer of grade 1) is left out of the pull request's own run.
+    pr.configure("relevant_grade = 2\n")
+    write_ranks(pr.root, WORSE)
+    pr.fresh_baseline()
+    pr.commit("relevant_grade 2")
+    assert pr.gate().returncode == 0  # its own gate: q2 is no longer measured
+    _fails(pr, "table-mrr", MAIN_MRR)  # q2 measured as main judges it: d2 relevant, now at rank 4
+    check = pr.required_check()
+    assert "main counts a document relevant from grade 1 (its relevant_grade; this run's: 2)" in check.stdout
+    _passes_once_accepted(pr, "table mrr: 1.0000 -> 0.8125")
+
+
+def test_a_relevant_grade_raised_on_a_question_that_keeps_a_relevant_document_is_measured_as_the_base_judges_it(
+    pr: PullRequest,
+) -> None:
+    # q4 keeps d4 (grade 2) under relevant_grade 2; d1 (grade 1) is no longer relevant to the pull request.
+    pr.configure("relevant_grade = 2\n")
+    write_ranks(pr.root, {**GOOD, "q4": ["d4", "d3", "d2", "d5", "d1"]})  # d1 out of q4's top 2
+    pr.fresh_baseline()
+    pr.commit("relevant_grade 2, d1 lower")
+    assert pr.gate().returncode == 0
+    _fails(
+        pr,
+        "table-recall@2",
+        "table recall@2 fell below the baseline of origin/main: baseline 1.0000, current 0.8750, delta -0.1250",
+    )
+    _passes_once_accepted(pr, "table recall@2: 1.0000 -> 0.8750")
+
+
+def test_a_grade_lowered_in_the_judgments_file_does_not_take_a_question_out_of_the_base_branchs_gate(
+    pr: PullRequest,
+) -> None:
+    # q2's only relevant document judged not relevant in judgments.jsonl: q2 leaves the pull request's run.
+    _judge(pr, "q2", "d2", 0)
+    write_ranks(pr.root, WORSE)
+    pr.fresh_baseline()
+    pr.commit("d2 judged not relevant to q2")
+    assert pr.gate().returncode == 0
+    _fails(pr, "table-mrr", MAIN_MRR)  # scored under main's judgments of q2
+    # Shown as an edit of q2 (its relevant document gone), not as a question removed.
+    assert "- `q2`: «mot de passe oublié»; relevant d2 -> none" in pr.required_check().summary
+    _passes_once_accepted(pr, "table mrr: 1.0000 -> 0.8125")
+
+
+def test_a_relevant_grade_lowered_with_a_hole_filled_is_measured_at_the_base_branchs_grade(pr: PullRequest) -> None:
+    # main counts from grade 2: q4's d1 (grade 1) is not relevant there. The pull request counts
+    # from grade 1 and judges one more document of q4, so q4's judgments only grew; d4, q4's
+    # answer on main, falls to rank 4 behind d1: its MRR falls on main's judgments, not on its own.
+    with pr.on_main("relevant_grade 2"):
+        pr.configure("relevant_grade = 2\n")
+    config = pr.root / "retrieval.toml"
+    config.write_text(config.read_text().replace("relevant_grade = 2\n", ""))
+    _judge(pr, "q4", "d5", 0)
+    write_ranks(pr.root, {**GOOD, "q4": ["d1", "d3"]})
+    pr.fresh_baseline()
+    pr.commit("relevant_grade 1, d5 judged for q4")
+    _fails(
+        pr,
+        "table-mrr",
+        "table mrr fell below the baseline of origin/main: baseline 1.0000, current 0.7500, delta -0.2500",
+    )
+    _passes_once_accepted(pr, "table mrr: 1.0000 -> 0.7500")
+
+
+def test_unjudged_warn_set_by_the_pull_request_alone_does_not_let_an_undecided_drop_pass_against_the_base(
+    pr: PullRequest,
+) -> None:
+    # d5 enters q2's top 2 and nobody judged it: the drop is undecided; "warn" is the pull request's alone.
+    pr.configure('unjudged = "warn"\n')
+    write_ranks(pr.root, {**GOOD, "q2": ["d5", "d2"]})
+    pr.fresh_baseline()
+    pr.commit('unjudged = "warn"')
+    assert pr.gate().returncode == 0
+    _fails(
+        pr,
+        "table-mrr",
+        "table mrr fell below the baseline of origin/main: baseline 1.0000, current 0.8750, delta -0.1250",
+    )
+    assert "Undecided: judge 1 document(s)" in pr.required_check().printed["table-mrr"]
+    _passes_once_accepted(pr, "table mrr: 1.0000 -> 0.8750")
