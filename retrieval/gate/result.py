@@ -33,7 +33,6 @@ from retrieval.gate.questions import DataChanges
 from retrieval.gate.reference import BaseBranch, base_branch
 from retrieval.gate.schema import ACCEPTED, BaselineError, load_baseline
 from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path, snapshot_problem
-from retrieval.gate.update import removed_question
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.recording.cassette_files import (
     cassette_digest,
@@ -142,24 +141,6 @@ class GateResult:
             f"{branch.ref} gates profile {branch.profile!r} and this run gates {self.profile!r}: its figures are "
             f"compared with this profile's, and the switch itself is a drop. If it is intended, accept it with "
             f'`pytest --update-baseline --allow-regression "REASON" --retrieval-baseline-ref {branch.ref}`.'
-        )
-
-    @property
-    def questions_dropped(self) -> str | None:
-        """Why questions the ref gates are gone from this run with no acceptance naming them, or None:
-        a question removed is a drop like a figure that fell (the figures compared on the questions
-        both hold cannot see it: removing the questions a change got wrong would keep them)."""
-        base = self.base
-        if base is None or base.reference is None or base.changes is None or not base.changes.removed:
-            return None
-        recorded = (self.acceptance or {}).get("figures") or {}
-        gone = [q for q in base.changes.removed if removed_question(q) not in recorded]
-        if not gone:
-            return None
-        return (
-            f"{base.reference} gates {len(gone)} question(s) this run no longer holds ({', '.join(gone)}): a "
-            "question removed is a drop. If it is intended, accept it with "
-            f'`pytest --update-baseline --allow-regression "REASON" --retrieval-baseline-ref {base.reference}`.'
         )
 
     @property

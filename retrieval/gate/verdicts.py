@@ -19,6 +19,7 @@ from retrieval.config import shown_path
 from retrieval.gate.compare import Check, figure_words, unproduced_words
 from retrieval.gate.schema import judged_ids, relevant_ids
 from retrieval.gate.snapshots import TOP, top_changed, top_rankings
+from retrieval.gate.update import removed_question
 from retrieval.report.verdict import AcceptedDrop, Dropped, EditedQuestion, GateVerdict, ItemVerdict
 
 if TYPE_CHECKING:  # annotations only: the plugin loads this module in every pytest run
@@ -134,6 +135,24 @@ def _snapshot_items(result: GateResult) -> list[ItemVerdict]:
     return items
 
 
+def _questions_dropped(result: GateResult) -> str | None:
+    """Why questions the ref gates are gone from this run with no acceptance naming them, or None:
+    a question removed is a drop like a figure that fell (the figures compared on the questions
+    both hold cannot see it: removing the questions a change got wrong would keep them)."""
+    base = result.base
+    if base is None or base.reference is None or base.changes is None or not base.changes.removed:
+        return None
+    recorded = (result.acceptance or {}).get("figures") or {}
+    gone = [q for q in base.changes.removed if removed_question(q) not in recorded]
+    if not gone:
+        return None
+    return (
+        f"{base.reference} gates {len(gone)} question(s) this run no longer holds ({', '.join(gone)}): a "
+        "question removed is a drop. If it is intended, accept it with "
+        f'`pytest --update-baseline --allow-regression "REASON" --retrieval-baseline-ref {base.reference}`.'
+    )
+
+
 def _base_item(result: GateResult) -> ItemVerdict | None:
     branch = result.branch
     if branch is None:
@@ -146,8 +165,9 @@ def _base_item(result: GateResult) -> ItemVerdict | None:
         )
     if result.profile_dropped:
         failures.append(result.profile_dropped)
-    if result.questions_dropped:
-        failures.append(result.questions_dropped)
+    dropped = _questions_dropped(result)
+    if dropped:
+        failures.append(dropped)
     note = result.reference_note
     if branch.moved_from:
         note = f"the project moved: {branch.ref} held it at {branch.moved_from}"
