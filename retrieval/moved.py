@@ -17,7 +17,7 @@ import importlib.machinery
 import sys
 import types
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,26 +183,16 @@ def _outcome_frame() -> Any:
     return outcome_frame
 
 
-RENAMED: dict[tuple[str, str], tuple[str, Any]] = {
-    ("retrieval.baseline", "rejudged"): (
-        "retrieval.gate.questions.under_judgments",
-        lambda: _new("retrieval.gate.questions.under_judgments"),
-    ),
-    ("retrieval.baseline_questions", "rejudged"): (
-        "retrieval.gate.questions.under_judgments",
-        lambda: _new("retrieval.gate.questions.under_judgments"),
-    ),
-    ("retrieval.verdicts", "Verdict"): (
-        "retrieval.report.verdict.ItemVerdict",
-        lambda: _new("retrieval.report.verdict.ItemVerdict"),
-    ),
+# A renamed name's new path, and the adapter that serves it where its call or return changed
+# (None: the new name itself).
+RENAMED: dict[tuple[str, str], tuple[str, Callable[[], Any] | None]] = {
+    ("retrieval.baseline", "rejudged"): ("retrieval.gate.questions.under_judgments", None),
+    ("retrieval.baseline_questions", "rejudged"): ("retrieval.gate.questions.under_judgments", None),
+    ("retrieval.verdicts", "Verdict"): ("retrieval.report.verdict.ItemVerdict", None),
     ("retrieval.verdicts", "figure_item"): ("retrieval.gate.verdicts.item_id", _figure_item),
-    ("retrieval.verdicts", "judge"): ("retrieval.gate.verdicts.verdicts_of (its .items)", _judge),
+    ("retrieval.verdicts", "judge"): ("retrieval.gate.verdicts.verdicts_of", _judge),
     ("retrieval.plugin_session", "outcome_frame"): ("retrieval.gate.session.verdict_frame", _outcome_frame),
-    ("retrieval.gate_judge", "judge_run"): (
-        "retrieval.gate.outcome.gate_outcome",
-        lambda: _new("retrieval.gate.outcome.gate_outcome"),
-    ),
+    ("retrieval.gate_judge", "judge_run"): ("retrieval.gate.outcome.gate_outcome", None),
 }
 
 # The pytest plugin's old path, given as a plugin (`-p retrieval.pytest_plugin` with autoloading
@@ -277,9 +267,9 @@ def _alias(old: str, targets: tuple[str, ...]) -> types.ModuleType:
         if name.startswith("__"):
             raise AttributeError(name)
         if (old, name) in RENAMED:
-            new, serve = RENAMED[(old, name)]
+            new, adapter = RENAMED[(old, name)]
             _warn(f"{old}.{name}", new)
-            return serve()
+            return adapter() if adapter is not None else _new(new)
         try:
             return _lookup(targets, name)
         except AttributeError:
