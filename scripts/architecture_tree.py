@@ -11,14 +11,14 @@ added, moved or removed shows in the tree at once.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import sys
 import textwrap
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
-from generated_block import write_or_check
+from generated_block import block_main
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "retrieval"
@@ -79,11 +79,8 @@ def render_tree() -> str:
     return "\n".join([START, NOTE, "", "```text", *lines, "```", "", END])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the page's block is stale")
-    args = parser.parse_args(argv)
-    return write_or_check([PAGE], START, END, render_tree, args.check, "python scripts/architecture_tree.py")
+def main(argv: Sequence[str] | None = None) -> int:
+    return block_main(argv, __doc__, [PAGE], START, END, render_tree, "python scripts/architecture_tree.py")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,13 @@ import json
 import math
 import sys
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, Field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from generated_block import BlockError, write_or_check
+from generated_block import BlockError, block_main
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "configuration.md"
@@ -327,11 +327,8 @@ def render_reference() -> str:
     return "\n".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the page's block is stale")
-    args = parser.parse_args(argv)
-    return write_or_check([PAGE], START, END, render_reference, args.check, "python scripts/config_reference.py")
+def main(argv: Sequence[str] | None = None) -> int:
+    return block_main(argv, __doc__, [PAGE], START, END, render_reference, "python scripts/config_reference.py")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ when one is stale (what a test or CI runs), and a page without its markers refus
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -53,3 +54,19 @@ def write_or_check(
         page.write_text(updated[page], encoding="utf-8")
     print(f"updated {names}" if stale else "up to date")
     return 0
+
+
+def block_main(
+    argv: Sequence[str] | None,
+    doc: str,
+    pages: Sequence[Path],
+    start: str,
+    end: str,
+    render: Callable[[], str],
+    command: str,
+) -> int:
+    """The command line of a script that renders one generated block: write it, or `--check`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page's block is stale")
+    args = parser.parse_args(argv)
+    return write_or_check(pages, start, end, render, args.check, command)

@@ -10,14 +10,13 @@ baselines/metrics.json (profile `local`), so the README shows what the gate enfo
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from generated_block import BlockError, write_or_check
+from generated_block import BlockError, block_main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -103,10 +102,7 @@ def render_block(root: Path = ROOT, profile: str = PROFILE) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a page's table is stale")
-    args = parser.parse_args(argv)
-    return write_or_check(PAGES, START, END, render_block, args.check, "python scripts/readme_table.py")
+    return block_main(argv, __doc__, PAGES, START, END, render_block, "python scripts/readme_table.py")
 
 
 if __name__ == "__main__":
