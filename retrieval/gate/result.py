@@ -21,7 +21,7 @@ from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.evaluation.evaluate import StagedRecording, evaluate
 from retrieval.evaluation.progress import terminal_progress
 from retrieval.gate.against import Against, against
-from retrieval.gate.base_judging import judging
+from retrieval.gate.base_judging import base_cut_off, judging
 from retrieval.gate.baseline_set import baseline_lock_of, recover
 from retrieval.gate.compare import (
     Check,
@@ -86,9 +86,9 @@ class GateResult:
     # With a ref: what it gates, and the run compared with it (None: it gates nothing here).
     branch: BaseBranch | None = None
     base: Against | None = None
-    # With a ref that judges otherwise (its relevant_grade, its accept_llm_judgments, a question it
-    # gates that this run's judgments leave out): the run as the ref judges it, which the ref's
-    # comparison reads (None: the run itself).
+    # With a ref that judges or measures otherwise (its relevant_grade, its accept_llm_judgments, its
+    # k, a question it gates that this run's judgments leave out): the run as the ref judges it,
+    # which the ref's comparison reads (None: the run itself).
     base_run: Run | None = None
     # A recording staged and not yet committed (`run_gate(defer_recording=True)`).
     recording: StagedRecording | None = None
@@ -291,6 +291,9 @@ def run_gate(
             progress=progress,
             on_staged=staged.append if defer_recording else None,
             baseline_inputs=_recorded_digests(settings),
+            keep_at_least=base_cut_off(branch),
+            # What the ref measures besides this project is in the cassettes only when recorded with it.
+            baseline_ref=branch.ref if branch is not None and sides.evaluated is not sides.own else None,
         )
     run, base_run = sides.views(run, branch)
     try:
@@ -405,7 +408,7 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
             result.scores if result.base_run is None else None,
             branch.entry,
             branch.snapshots,
-            settings.k,
+            branch.k,  # its figures as it defines them: a pull request's k cannot lift its recall@k
             settings.candidates,
             branch.tolerance,
             reference=branch.ref,

@@ -219,6 +219,11 @@ def _notes(result: GateResult) -> tuple[str, ...]:
                 f"; {result.reference} refuses LLM judgments (its accept_llm_judgments): compared with it, the "
                 f"{len(result.dataset.llm_graded)} pair(s) only an LLM graded are unjudged"
             )
+        if branch.k != result.settings.k:
+            notes.append(
+                f"; {result.reference} gates recall at k = {branch.k} (its k; this run's: {result.settings.k}): "
+                "compared with it at that cut-off"
+            )
         if branch.relevant_grade != result.settings.relevant_grade:
             notes.append(
                 f"; {result.reference} counts a document relevant from grade {branch.relevant_grade} (its "
@@ -421,11 +426,13 @@ def verdicts_of(
         tuple(items),
         reference=result.reference,
         methods=len(result.run.methods),
-        k=result.settings.k,
+        k=result.branch.k if result.base is not None and result.branch is not None else result.settings.k,
         notes=_notes(result),
         dropped=_dropped(result),
         edited=_edited(result),
         accepted=_accepted(result),
-        unjudged=_unjudged(result.base or result.own, result.settings.k),
+        unjudged=_unjudged(result.base, result.branch.k)
+        if result.base is not None and result.branch is not None
+        else _unjudged(result.own, result.settings.k),
         touched=result.branch.touched if result.branch is not None else (),
     )
