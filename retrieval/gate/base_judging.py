@@ -5,8 +5,9 @@ A pull request's rankings are judged twice: as its own project file judges them 
 its own baseline) and as the base branch's does (what `--baseline-ref` compares). So raising
 `relevant_grade`, or judging a question's only answer 0 in judgments.jsonl, cannot take a question
 out of what the base gates, and raising `k` cannot lift its recall@k (its figures are computed at
-its own k, the rankings kept that deep: `base_cut_off`): the run evaluates every question either side measures, with every
-document either counts relevant (so each one's rank is known), and each side reads its own view.
+its own k, the rankings kept that deep: `base_cut_off`): the run evaluates every question either
+side measures, with every document either counts relevant (so each one's rank is known), and each
+side reads its own view.
 When the two differ, the run's usage counts the questions evaluated for the base branch too, and
 its tie summaries are of the documents either side counts.
 """
