@@ -9,6 +9,7 @@ without the retriever."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -263,7 +264,7 @@ def test_the_adapters_translation_of_hits_is_versioned() -> None:
 
     from retrieval.adapters import frameworks
 
-    parts = [
+    parts: list[Callable[..., Any]] = [
         frameworks.FrameworkRetriever._ids,
         frameworks.FrameworkRetriever.rank,
         frameworks._scores,
