@@ -421,18 +421,20 @@ def verdicts_of(
             reference=branch.ref if branch is not None else None,
             touched=branch.touched if branch is not None else (),
         )
+    # New documents in a top k are counted as the comparison that decides does: the base branch's, at its k.
+    side, k = (result.own, result.settings.k)
+    if result.base is not None and result.branch is not None:
+        side, k = (result.base, result.branch.k)
     return GateVerdict(
         _where(result, profile),
         tuple(items),
         reference=result.reference,
         methods=len(result.run.methods),
-        k=result.branch.k if result.base is not None and result.branch is not None else result.settings.k,
+        k=k,
         notes=_notes(result),
         dropped=_dropped(result),
         edited=_edited(result),
         accepted=_accepted(result),
-        unjudged=_unjudged(result.base, result.branch.k)
-        if result.base is not None and result.branch is not None
-        else _unjudged(result.own, result.settings.k),
+        unjudged=_unjudged(side, k),
         touched=result.branch.touched if result.branch is not None else (),
     )
