@@ -183,3 +183,33 @@ def test_a_replay_miss_of_a_question_only_the_base_branch_measures_names_the_rec
         assert (check.status, check.printed) == (0, {}), check.stdout + check.stderr
     finally:
         service.stop()
+
+
+def test_an_undecided_range_counts_only_the_documents_that_entered_that_methods_top_k(tmp_path: Path) -> None:
+    # Two methods. On the pull request, table's q2 answer (d2) falls to rank 3 and d5, never judged,
+    # enters its top 2; table2 holds, but d3, never judged either, enters its top 2. Table's range
+    # counts d5 alone (the document it names), not table2's d3.
+    from trust_project import RETRIEVER
+
+    pr = PullRequest(tmp_path)
+    with pr.on_main("a second retriever"):
+        (pr.root / "trust_table2.py").write_text(
+            RETRIEVER.replace("ranks.json", "ranks2.json").replace('name = "table"', 'name = "table2"')
+        )
+        (pr.root / "ranks2.json").write_text(json.dumps(GOOD))
+        _set_methods(pr, '["trust_table:factory", "trust_table2:factory"]')
+    write_ranks(pr.root, {**GOOD, "q2": ["d5", "d1", "d2"]})
+    (pr.root / "ranks2.json").write_text(json.dumps({**GOOD, "q2": ["d2", "d3", "d1"]}))
+    pr.commit("table: d5 first for q2; table2: d3 second")
+    check = pr.required_check()
+    assert check.status == 1, check.stdout + check.stderr
+    assert (
+        "Undecided: judge 1 document(s): the drop rests on the 1 unjudged document(s) that entered its top k, "
+        "counted as not relevant (1.0000 -> 0.7500); counted as relevant, 0.8750 -> 0.8750, which holds: "
+        "q2 d5 (table rank 1)."
+    ) in check.printed["table-recall@2"], check.printed["table-recall@2"]
+
+
+def _set_methods(pr: PullRequest, methods: str) -> None:
+    toml = pr.root / "retrieval.toml"
+    toml.write_text(toml.read_text().replace('["trust_table:factory"]', methods))
