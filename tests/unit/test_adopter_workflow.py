@@ -6,12 +6,11 @@ of its jobs installs the package with the `gate` extra; actionlint finds nothing
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
-from test_workflow import _actionlint
+from test_workflow import assert_actionlint_clean
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "docs" / "workflows" / "retrieval-gate.yml"
@@ -51,14 +50,7 @@ def test_each_job_of_the_adopters_workflow_installs_the_package_with_the_gate_ex
 
 
 def test_actionlint_reports_nothing_in_the_adopters_workflow() -> None:
-    result = subprocess.run(
-        [_actionlint(), "-no-color", str(TEMPLATE.relative_to(ROOT))],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert (result.returncode, result.stdout) == (0, "")
+    assert_actionlint_clean(TEMPLATE)
 
 
 def test_the_readme_and_the_adoption_page_point_to_the_adopters_workflow() -> None:
