@@ -149,7 +149,7 @@ def _recover_by(kind: str, root: Path, url: str) -> None:
 # default run, one for each kind of next run, the others are CI's slow job. What a kill at each point
 # leaves and how the next run puts it back is tested fast on the file sets themselves
 # (test_atomic_set.py: a run killed between the two renames, a failed rollback, a live process).
-KILLS = [
+KILLS: list[tuple[str, str, str, pytest.MarkDecorator | tuple[()]]] = [
     ("before swap", "old", "replay", pytest.mark.slow),
     ("after exchange", "new", "--update-baseline", ()),
     ("renamed away", "old", "replay", ()),
