@@ -270,7 +270,9 @@ def analyze_documents(
     if pending is not None and pending.language != language:  # started for another language
         pending.close()
         pending = None
-    pending = pending or start_analysis(documents, processes, language=language)
+    # Analysed now, this process takes part: one process keeps two cores busy (its cut runs in
+    # a thread, corpus_terms), so processes are forked only for the cores beyond two.
+    pending = pending or start_analysis(documents, processes or max(1, _cpus() // 2), language=language)
     corpus = (
         pending.result() if pending is not None else analyze_corpus((d.content for d in documents), language=language)
     )
