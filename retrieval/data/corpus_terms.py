@@ -224,8 +224,11 @@ def _cut_batch(texts: list[str]) -> tuple[list[str], chunk_keys.BatchChunks]:
     return normalized, chunk_keys.cut(normalized)
 
 
+_Cut = tuple[list[str], chunk_keys.BatchChunks]  # a batch's normalized texts and chunks (_cut_batch)
+
+
 def _analyse_batch(
-    texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks, cut: tuple[list[str], chunk_keys.BatchChunks] | None = None
+    texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks, cut: _Cut | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(ids, lengths) of a batch of documents, with provisional ids; `cut` is _cut_batch(texts)
     when already done.
