@@ -93,6 +93,14 @@ class BatchChunks:
         """Chunk i as a string (lower-cased as in `text`)."""
         return self.text[self.starts[i] : self.ends[i]].decode("utf-8", "surrogatepass")
 
+    def chunks(self, indices: np.ndarray) -> list[str]:
+        """`[self.chunk(i) for i in indices]`, decoded at once: no chunk holds a newline (whitespace
+        separates chunks), so the chunks' bytes joined by newlines decode and split back into them."""
+        if not len(indices):
+            return []
+        pieces = map(slice, self.starts[indices].tolist(), self.ends[indices].tolist())
+        return b"\n".join(map(self.text.__getitem__, pieces)).decode("utf-8", "surrogatepass").split("\n")
+
 
 def cut(texts: list[str]) -> BatchChunks:
     """The chunks of `texts` (each already NFKC-normalized), as BatchChunks."""

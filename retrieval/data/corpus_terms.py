@@ -208,7 +208,7 @@ class _IdChunks(dict[str, int]):
         codes[found] = self.codes[at[found]]
         new = np.flatnonzero(~known & exact_group)
         if len(new):
-            codes[new] = self.codes_of([batch.chunk(i) for i in heads[new].tolist()])
+            codes[new] = self.codes_of(batch.chunks(heads[new]))
             merged = np.concatenate([self.hashes, unique[new]])
             keep = np.argsort(merged, kind="stable")
             self.hashes = merged[keep]
@@ -244,7 +244,7 @@ def _analyse_batch(
     codes, exact = id_chunks.keyed_codes(batch)
     loose = np.flatnonzero(~exact)
     if len(loose):
-        codes[loose] = [id_chunks[batch.chunk(i)] for i in loose.tolist()]
+        codes[loose] = [id_chunks[chunk] for chunk in batch.chunks(loose)]
     counts = (codes >= 0).astype(np.int64)
     multi = np.flatnonzero(codes <= _MULTI)
     if len(multi):
