@@ -17,6 +17,12 @@ on the result is the same float.
 Workers are forked (POSIX): they inherit the documents, so no text is copied through a pipe,
 and send back only their parts' ids. Below `START_DOCUMENTS` documents, with one CPU, or where
 fork is unavailable or unsafe (Windows, macOS), the corpus is analysed in this process.
+
+Workers pay where this process has other work meanwhile (`start_analysis` beside the vector
+search); a corpus analysed now, with nothing else to do (`analyze_documents` without a pending
+analysis: a bm25-only run), gets one process per two cores, as one process already keeps two
+busy (corpus_terms cuts the next batch in a thread): on two cores, no fork, no second analysis of
+the same chunks and no merge, about 0.8 s of CPU less at 100,000 documents for the same wall time.
 """
 
 from __future__ import annotations
