@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import warnings
 from collections import Counter
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from retrieval.config import ConfigError, Settings, load_settings
 from retrieval.data.dataset import DatasetError, load_dataset
+from retrieval.data.freed_memory import keep_freed_memory
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.method_run import raising_method
 from retrieval.evaluation.progress import stderr_progress
@@ -191,35 +191,10 @@ def _all_degraded(run: Run) -> list[str]:
     return warnings
 
 
-# glibc's mallopt parameters (malloc.h) and the values the command sets (_keep_freed_memory).
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-_MALLOC_SETTINGS = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 1 << 30), (_M_TOP_PAD, 64 << 20))
-
-
-def _keep_freed_memory() -> None:
-    """Let this process reuse the memory it frees instead of returning it to the system at once.
-
-    A large corpus's analysis and index make hundreds of temporary numpy arrays of a few MB each;
-    glibc maps each above 128 KiB anew (mmap) and unmaps it when freed, so the kernel zero-fills
-    every page of every one of them again: about 0.4 s of system CPU in a 100,000-document run.
-    With arrays up to 32 MiB taken from the heap and the heap's top kept (up to 1 GiB), the pages
-    are reused; the peak memory is the same. Only the command's own process: glibc only (no-op
-    elsewhere)."""
-    try:
-        os.confstr("CS_GNU_LIBC_VERSION")
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, ValueError, OSError):  # not glibc, or no confstr (Windows)
-        return
-    for parameter, value in _MALLOC_SETTINGS:
-        mallopt(parameter, value)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation and print the report. Bad input is one line on stderr, exit code 2; an
     exception raised by a method (or a bug) prints its redacted traceback, exit code 1."""
-    _keep_freed_memory()
+    keep_freed_memory()
     words = list(sys.argv[1:] if argv is None else argv)
     judging = words[:1] == ["judge"]
     if judging:  # `python -m retrieval judge ...`: the judging command (retrieval.judging.command)
