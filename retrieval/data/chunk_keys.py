@@ -77,9 +77,8 @@ _MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD
 class BatchChunks:
     """A batch's chunks, in order: chunk i is `text[starts[i]:ends[i]]` of `text`, the batch's
     documents lower-cased (ASCII letters) and joined by a newline (zero bytes after the last, see
-    _keys), in document `docs[i]`. Chunks
-    no longer than KEY_BYTES have their bytes and length in `keys[:, i]` (for the others, the
-    length byte is KEY_BYTES + 1), a hash of those in `hashes[i]`."""
+    _keys), in document `docs[i]`. Chunks no longer than KEY_BYTES have their bytes and length in
+    `keys[:, i]` (for the others, the length byte is KEY_BYTES + 1), a hash of those in `hashes[i]`."""
 
     text: bytes
     starts: np.ndarray  # int64
