@@ -78,9 +78,10 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int, larg
     depth-th best rounded cosine: fewer than `depth` documents have a float32 score above
     r_k + M, so the depth-th best float32 score t is at most r_k + M, and every document of
     the final top (rounded cosine >= r_k) has a float32 score >= r_k - M >= t - 2M. Each
-    question keeps the `depth` best float32 scores seen so far; the smallest is a threshold
-    that only rises, and a document is a candidate when it scores >= threshold - 2M at its
-    block's time: every document of the final top is one.
+    question keeps the `depth` best float32 scores merged so far (`_merged_best`, once some
+    question has as many new candidates as the depth, and after the last block); the smallest is
+    a threshold that only rises and never exceeds t, and a document is a candidate when it scores
+    >= threshold - 2M at its block's time: every document of the final top is one.
     """
     n_questions, n = len(batch), len(documents)
     k = min(depth, n)
