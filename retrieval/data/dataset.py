@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import count
 from json import JSONDecodeError
 from json.encoder import encode_basestring
 from operator import attrgetter
@@ -69,6 +70,7 @@ def contents_of(documents: Iterable[Document]) -> Iterator[str]:
     return (f"{title}\n{text}" if title else text for title, text in map(_TITLE_AND_TEXT, documents))
 
 
+_ID = attrgetter("id")
 _TITLE_AND_TEXT = attrgetter("title", "text")
 
 
@@ -97,12 +99,13 @@ class Dataset:
 
     @property
     def doc_ids(self) -> list[str]:
-        return [d.id for d in self.documents]
+        return list(map(_ID, self.documents))
 
     @cached_property
     def positions(self) -> Mapping[str, int]:
         """Document id -> its index in `documents`, the number a Ranking holds (built once)."""
-        return MappingProxyType({d.id: i for i, d in enumerate(self.documents)})
+        # Made in C (attrgetter, zip, count): no Python step per document of a large corpus.
+        return MappingProxyType(dict(zip(map(_ID, self.documents), count())))
 
     @property
     def question_types(self) -> list[str]:
