@@ -18,6 +18,13 @@ the flat arrays, whatever the number of questions, never a Python object per que
 shards come in corpus order and each shard's candidates in its own ranking's order (best first,
 ties to the lower index, as retrieval.run.ranking.top_k ranks), so a stable sort on the score
 alone gives that order; numpy's stable sort (timsort) merges the shards' sorted runs in one pass.
+
+The methods round their scores to CODE_DECIMALS decimals (retrieval.methods.vector,
+retrieval.methods.support.bm25_engine), so a score is also an integer, its rounded form:
+`coded` sends that integer (int32 when it fits: 6 bytes a cosine candidate instead of 10) when
+dividing it by 10**CODE_DECIMALS gives back the score bit for bit, checked on every candidate
+(else the shard sends its floats). Coded answers merge on one integer key per candidate (the
+code, then the corpus index), sorted plainly: no stable float sort, the same order.
 """
 
 from __future__ import annotations
@@ -30,13 +37,30 @@ import numpy as np
 
 from retrieval.run.ranking import Ranking
 
-__all__ = ["Candidates", "Marks", "agreed_thresholds", "cut", "mark_step", "marks", "merge", "packed"]
+__all__ = [
+    "CODE_DECIMALS",
+    "Candidates",
+    "Marks",
+    "agreed_thresholds",
+    "coded",
+    "cut",
+    "index_type",
+    "mark_step",
+    "marks",
+    "merge",
+    "packed",
+    "score_codes",
+]
 
 # Marks per shard and question, relative to the depth: each shard's count below a threshold is
 # off by less than one step, so at most about depth / MARKS more candidates cross than needed.
 MARKS = 16
 # Questions merged at once: bounds the merge's padded matrices (questions x candidates).
 MERGE_QUESTIONS = 2048
+# The decimals the built-in methods round their scores to (their SCORE_DECIMALS).
+CODE_DECIMALS = 9
+# Bits of a merge's integer key (a code above a corpus index); the largest int64 marks an empty place.
+KEY_BITS = 62
 
 
 class Placed(Protocol):
@@ -54,10 +78,19 @@ class Candidates:
     indices: np.ndarray
     scores: np.ndarray
     lengths: np.ndarray
+    # Set when `scores` holds the scores' integer codes: score = code / 10**decimals (`coded`).
+    decimals: int | None = None
 
     @property
     def starts(self) -> np.ndarray:
         return np.cumsum(self.lengths) - self.lengths
+
+    @property
+    def values(self) -> np.ndarray:
+        """The scores as floats (decoded when they cross as codes)."""
+        if self.decimals is None:
+            return self.scores
+        return self.scores / 10.0**self.decimals
 
 
 @dataclass(frozen=True)
@@ -77,13 +110,14 @@ def packed(rankings: Sequence[Ranking]) -> Candidates:
         return Candidates(np.empty(0, np.uint16), np.empty(0, np.float64), lengths)
     indices = np.concatenate([r.indices for r in rankings])
     return Candidates(
-        indices.astype(_index_type(int(indices.max()) if len(indices) else 0), copy=False),
+        indices.astype(index_type(int(indices.max()) if len(indices) else 0), copy=False),
         np.concatenate([r.scores for r in rankings]),
         lengths,
     )
 
 
-def _index_type(largest: int) -> type[np.unsignedinteger[Any]]:
+def index_type(largest: int) -> type[np.unsignedinteger[Any]]:
+    """The narrowest unsigned type that holds shard-local indices up to `largest`."""
     # What a shard sends is mostly its candidates: at depth 1,000 over a shard of thousands of
     # documents, 2-byte indices instead of 8 take 6 of a candidate's 16 bytes off what the
     # driver pulls from the shard's node.
@@ -91,6 +125,32 @@ def _index_type(largest: int) -> type[np.unsignedinteger[Any]]:
         if largest <= np.iinfo(dtype).max:
             return dtype
     return np.uint64
+
+
+def score_codes(scores: np.ndarray, decimals: int = CODE_DECIMALS) -> np.ndarray | None:
+    """The integers c (int64) with c / 10**decimals equal to `scores` bit for bit, or None when
+    a score is not such a quotient (not rounded to `decimals`, -0.0, NaN, out of range)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    scaled = scores * 10.0**decimals
+    # NaN fails the comparison; the bound keeps every code exact in float64 and inside a key.
+    if not np.all(np.abs(scaled) < 2.0**52):
+        return None
+    codes = np.rint(scaled).astype(np.int64)
+    if not np.array_equal((codes / 10.0**decimals).view(np.int64), scores.view(np.int64)):
+        return None
+    return codes
+
+
+def coded(candidates: Candidates, decimals: int = CODE_DECIMALS) -> Candidates:
+    """The candidates with their scores as integer codes (int32 when they fit), for the trip
+    to the driver; unchanged when a score does not come back exactly from its code."""
+    if candidates.decimals is not None:
+        return candidates
+    codes = score_codes(candidates.scores, decimals)
+    if codes is None:
+        return candidates
+    small = not len(codes) or (int(codes.min()) >= -(2**31) and int(codes.max()) < 2**31)
+    return Candidates(candidates.indices, codes.astype(np.int32) if small else codes, candidates.lengths, decimals)
 
 
 def mark_step(depth: int, n_shards: int) -> int:
@@ -105,7 +165,7 @@ def marks(candidates: Candidates, step: int) -> Marks:
     ranks = step * np.arange(1, columns + 1)
     reached = ranks[None, :] <= lengths[:, None]
     at = np.where(reached, starts[:, None] + ranks[None, :] - 1, 0)
-    scores = candidates.scores
+    scores = candidates.values
     marked = np.where(reached, scores[at] if len(scores) else 0.0, -np.inf)
     last = np.where(lengths > 0, scores[np.maximum(starts + lengths - 1, 0)] if len(scores) else 0.0, -np.inf)
     return Marks(
@@ -129,10 +189,11 @@ def agreed_thresholds(shard_marks: Sequence[Marks], depth: int) -> np.ndarray:
 
 def cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
     """The candidates scoring at least their question's threshold (the ranking's order kept)."""
-    keep = ~(candidates.scores < np.repeat(thresholds, candidates.lengths))
+    keep = ~(candidates.values < np.repeat(thresholds, candidates.lengths))
     kept = np.concatenate([[0], np.cumsum(keep)])
     ends = np.cumsum(candidates.lengths)
-    return Candidates(candidates.indices[keep], candidates.scores[keep], kept[ends] - kept[ends - candidates.lengths])
+    lengths = kept[ends] - kept[ends - candidates.lengths]
+    return Candidates(candidates.indices[keep], candidates.scores[keep], lengths, candidates.decimals)
 
 
 def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -> list[Ranking]:
@@ -144,8 +205,10 @@ def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -
         raise ValueError(f"{len(answers)} answers for {len(shards)} shards")
     n_questions = len(answers[0].lengths) if answers else 0
     starts = [answer.starts for answer in answers]
+    keying = _keying(shards, answers)
+    keyed = keying is not None
     # The shards' score type (NaN marks an empty place, so at least float32).
-    dtype = np.result_type(np.float32, *(answer.scores.dtype for answer in answers))
+    dtype = np.result_type(np.float32, *(answer.values.dtype for answer in answers)) if not keyed else np.float64
     merged: list[Ranking] = []
     for first in range(0, n_questions, MERGE_QUESTIONS):
         rows = slice(first, min(first + MERGE_QUESTIONS, n_questions))
@@ -153,21 +216,54 @@ def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -
         before = np.cumsum(lengths, axis=0) - lengths  # a shard's first column in each question's row
         totals = lengths.sum(axis=0)
         width = int(totals.max()) if len(totals) else 0
-        scores = np.full((len(totals), width), np.nan, dtype=dtype)
-        indices = np.zeros((len(totals), width), dtype=np.int64)
+        if keyed:
+            # One int64 per candidate: (highest code - code) above the corpus index, so that an
+            # ascending plain sort is best first, ties to the lower index; empty places last.
+            highest, index_bits, decimals = keying  # type: ignore[misc]
+            keys = np.full((len(totals), width), np.iinfo(np.int64).max, dtype=np.int64)
+        else:
+            scores = np.full((len(totals), width), np.nan, dtype=dtype)
+            indices = np.zeros((len(totals), width), dtype=np.int64)
         for s, (shard, answer) in enumerate(zip(shards, answers, strict=True)):
             counts = lengths[s]
             begin = int(starts[s][first]) if len(counts) else 0
             entries = slice(begin, begin + int(counts.sum()))
             row = np.repeat(np.arange(len(counts)), counts)
             column = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts) + before[s][row]
-            scores[row, column] = answer.scores[entries]
             # In int64 before the shard's offset is added: the shard's own type may not hold it.
-            indices[row, column] = answer.indices[entries].astype(np.int64) + shard.start
-        # NaN (no candidate) sorts last; equal scores keep their order: shard, then rank.
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
-        best_scores = np.take_along_axis(scores, order, axis=1)
-        best_indices = np.take_along_axis(indices, order, axis=1)
+            placed = answer.indices[entries].astype(np.int64) + shard.start
+            if keyed:
+                keys[row, column] = ((highest - answer.scores[entries].astype(np.int64)) << index_bits) | placed
+            else:
+                scores[row, column] = answer.values[entries]
+                indices[row, column] = placed
+        if keyed:
+            keys.sort(axis=1)
+            best = keys[:, :depth]
+            best_indices = best & ((1 << index_bits) - 1)
+            best_scores = (highest - (best >> index_bits)) / 10.0**decimals
+        else:
+            # NaN (no candidate) sorts last; equal scores keep their order: shard, then rank.
+            order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+            best_scores = np.take_along_axis(scores, order, axis=1)
+            best_indices = np.take_along_axis(indices, order, axis=1)
         for q, total in enumerate(np.minimum(totals, depth).tolist()):
             merged.append(Ranking(best_indices[q, :total], best_scores[q, :total]))
     return merged
+
+
+def _keying(shards: Sequence[Placed], answers: Sequence[Candidates]) -> tuple[int, int, int] | None:
+    """(highest code, bits of a corpus index, decimals) when every answer crossed coded with the
+    same decimals and a code's range and a corpus index fit in one key together, else None."""
+    decimals = {answer.decimals for answer in answers}
+    if len(decimals) != 1 or None in decimals:
+        return None
+    filled = [(shard, answer) for shard, answer in zip(shards, answers, strict=True) if len(answer.scores)]
+    if not filled:
+        return None
+    highest = max(int(answer.scores.max()) for _, answer in filled)
+    lowest = min(int(answer.scores.min()) for _, answer in filled)
+    index_bits = max(int(answer.indices.max()) + int(shard.start) for shard, answer in filled).bit_length()
+    if (highest - lowest).bit_length() + index_bits > KEY_BITS:
+        return None
+    return highest, index_bits, int(next(iter(decimals)))  # type: ignore[arg-type]

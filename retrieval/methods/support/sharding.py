@@ -24,10 +24,19 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from retrieval.methods.support.shard_answers import agreed_thresholds, cut, mark_step, marks, merge, packed
+from retrieval.methods.support.shard_answers import (
+    Candidates,
+    agreed_thresholds,
+    coded,
+    cut,
+    mark_step,
+    marks,
+    merge,
+    packed,
+)
 from retrieval.run.ranking import Ranking
 
-__all__ = ["Shard", "ShardedSearch", "merge", "run_in_process", "shard_bounds", "sharding_of"]
+__all__ = ["Shard", "ShardedSearch", "merge", "run_in_process", "scored", "shard_bounds", "sharding_of"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +59,9 @@ class ShardedSearch(Protocol):
     `summarize` (its contribution to the global statistics), `score` (its top `depth`
     documents per question, indices local to the shard, scores as the whole run rounds them,
     best first with ties to the lower index as retrieval.run.ranking.top_k ranks: the merge and
-    the thresholds of retrieval.methods.support.shard_answers rely on that order).
+    the thresholds of retrieval.methods.support.shard_answers rely on that order). A search may
+    also have `candidates(prepared, queries, statistics, depth)`: the same answer already packed
+    (`packed(score(...))`, equal arrays), when it can build it faster than a Ranking per question.
     """
 
     def queries(self, context: Any) -> Any: ...
@@ -74,6 +85,15 @@ def sharding_of(method: object) -> ShardedSearch | None:
     return search
 
 
+def scored(search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int) -> Candidates:
+    """A shard's answer packed: the search's own `candidates` when it has one, else its rankings packed."""
+    direct = getattr(search, "candidates", None)
+    if callable(direct):
+        answer: Candidates = direct(prepared, queries, statistics, depth)
+        return answer
+    return packed(search.score(prepared, queries, statistics, depth))
+
+
 def shard_bounds(n_documents: int, n_shards: int) -> list[Shard]:
     """`n_shards` contiguous shards of near-equal size (fewer when the corpus is smaller)."""
     count = max(1, min(n_shards, n_documents))
@@ -89,6 +109,6 @@ def run_in_process(search: ShardedSearch, context: Any, shards: Sequence[Shard])
     prepared = [search.prepare(search.documents(context, shard), queries) for shard in shards]
     statistics = search.combine([search.summarize(p, queries) for p in prepared])
     step = mark_step(context.depth, len(shards))
-    answers = [packed(search.score(p, queries, statistics, context.depth)) for p in prepared]
+    answers = [scored(search, p, queries, statistics, context.depth) for p in prepared]
     thresholds = agreed_thresholds([marks(answer, step) for answer in answers], context.depth)
-    return merge(shards, [cut(answer, thresholds) for answer in answers], context.depth)
+    return merge(shards, [coded(cut(answer, thresholds)) for answer in answers], context.depth)
