@@ -33,6 +33,7 @@ from retrieval.methods.support.shard_answers import (
     mark_step,
     marks,
     merge,
+    worth_cutting,
 )
 from retrieval.methods.support.sharding import ShardedSearch, scored, shard_bounds, sharding_of
 from retrieval.providers.base import Kind
@@ -105,7 +106,12 @@ def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None 
     step = mark_step(context.depth, len(shards))
     # Two results a task (num_returns=2): the candidates' reference, then the marks'.
     answered: list[Any] = [_score.remote(search, p, queries, shared, context.depth, step) for p in prepared]
-    thresholds = ray.put(agreed_thresholds(gather([m for _, m in answered]), context.depth))
+    shard_marks = gather([m for _, m in answered])
+    if not worth_cutting(shard_marks, context.depth):
+        # Every shard's answer fits in little more than the depth: a cut round would cost more
+        # than the entries it saves (the merge keeps the same best `depth` of a superset).
+        return merge(shards, gather([candidates for candidates, _ in answered]), context.depth)
+    thresholds = ray.put(agreed_thresholds(shard_marks, context.depth))
     # Each cut runs where its candidates are (Ray schedules a task by its arguments' location).
     answers = gather([_cut.remote(candidates, thresholds) for candidates, _ in answered])
     return merge(shards, answers, context.depth)

@@ -50,6 +50,7 @@ __all__ = [
     "merge",
     "packed",
     "score_codes",
+    "worth_cutting",
 ]
 
 # Marks per shard and question, relative to the depth: each shard's count below a threshold is
@@ -57,6 +58,8 @@ __all__ = [
 MARKS = 16
 # Questions merged at once: bounds the merge's padded matrices (questions x candidates).
 MERGE_QUESTIONS = 2048
+# A cut round pays when the shards hold more than this many times the depth a question.
+CUT_WORTH = 2
 # The decimals the built-in methods round their scores to (their SCORE_DECIMALS).
 CODE_DECIMALS = 9
 # Bits of a merge's integer key (a code above a corpus index); the largest int64 marks an empty place.
@@ -187,6 +190,15 @@ def agreed_thresholds(shard_marks: Sequence[Marks], depth: int) -> np.ndarray:
     return np.where(reached.any(axis=1), threshold, -np.inf)
 
 
+def worth_cutting(shard_marks: Sequence[Marks], depth: int) -> bool:
+    """Whether the shards hold more than CUT_WORTH x depth candidates a question (their marks'
+    counts): below that, sending them whole costs less than a round of cuts (on a cluster, a
+    task per shard) for the few entries it would save."""
+    questions = len(shard_marks[0].counts) if shard_marks else 0
+    held = sum(int(m.counts.sum()) for m in shard_marks)
+    return held > CUT_WORTH * depth * questions
+
+
 def cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
     """The candidates scoring at least their question's threshold (the ranking's order kept)."""
     keep = ~(candidates.values < np.repeat(thresholds, candidates.lengths))
@@ -224,19 +236,20 @@ def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -
         else:
             scores = np.full((len(totals), width), np.nan, dtype=dtype)
             indices = np.zeros((len(totals), width), dtype=np.int64)
+        columns = np.arange(width)
         for s, (shard, answer) in enumerate(zip(shards, answers, strict=True)):
             counts = lengths[s]
             begin = int(starts[s][first]) if len(counts) else 0
             entries = slice(begin, begin + int(counts.sum()))
-            row = np.repeat(np.arange(len(counts)), counts)
-            column = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts) + before[s][row]
+            # The shard's places, row after row: a mask's order is its entries' (question, then rank).
+            place = (columns >= before[s][:, None]) & (columns < (before[s] + counts)[:, None])
             # In int64 before the shard's offset is added: the shard's own type may not hold it.
             placed = answer.indices[entries].astype(np.int64) + shard.start
             if keyed:
-                keys[row, column] = ((highest - answer.scores[entries].astype(np.int64)) << index_bits) | placed
+                keys[place] = ((highest - answer.scores[entries].astype(np.int64)) << index_bits) | placed
             else:
-                scores[row, column] = answer.values[entries]
-                indices[row, column] = placed
+                scores[place] = answer.values[entries]
+                indices[place] = placed
         if keyed:
             keys.sort(axis=1)
             best = keys[:, :depth]

@@ -33,6 +33,7 @@ from retrieval.methods.support.shard_answers import (
     marks,
     merge,
     packed,
+    worth_cutting,
 )
 from retrieval.run.ranking import Ranking
 
@@ -110,5 +111,8 @@ def run_in_process(search: ShardedSearch, context: Any, shards: Sequence[Shard])
     statistics = search.combine([search.summarize(p, queries) for p in prepared])
     step = mark_step(context.depth, len(shards))
     answers = [scored(search, p, queries, statistics, context.depth) for p in prepared]
-    thresholds = agreed_thresholds([marks(answer, step) for answer in answers], context.depth)
+    shard_marks = [marks(answer, step) for answer in answers]
+    if not worth_cutting(shard_marks, context.depth):
+        return merge(shards, answers, context.depth)
+    thresholds = agreed_thresholds(shard_marks, context.depth)
     return merge(shards, [coded(cut(answer, thresholds)) for answer in answers], context.depth)
