@@ -265,9 +265,9 @@ def _whole_shard_candidates(questions: np.ndarray, documents: np.ndarray) -> Can
     dtype = index_type(width - 1)
     bits = max(width - 1, 1).bit_length()
     columns = np.arange(width, dtype=np.int64)
-    # A cosine's code is within +-10**SCORE_DECIMALS (31 bits), an index below 2**bits (at
-    # most DOCUMENT_BLOCK here): one key in 63 bits.
-    highest = 10**SCORE_DECIMALS
+    # A code that fits int32 (a cosine's is about +-10**SCORE_DECIMALS) and an index below
+    # 2**bits (at most DOCUMENT_BLOCK here): one key in 32 + 14 bits.
+    highest = 2**31 - 1
     indices: list[np.ndarray] = []
     scores: list[np.ndarray] = []  # a batch's codes (int32), or its floats when it has none
     for start in range(0, len(questions), QUESTION_BATCH):
