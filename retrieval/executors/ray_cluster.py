@@ -28,7 +28,6 @@ from retrieval.methods.support.shard_answers import (
     Candidates,
     Marks,
     agreed_thresholds,
-    coded,
     cut,
     mark_step,
     marks,
@@ -74,8 +73,7 @@ def _score(
 
 @ray.remote(max_retries=TASK_RETRIES)
 def _cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
-    # Sent as the scores' integer codes where they come back exactly (shard_answers.coded).
-    return coded(cut(candidates, thresholds))
+    return cut(candidates, thresholds)
 
 
 def shard_count(n_documents: int, cpus: int) -> int:

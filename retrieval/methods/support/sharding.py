@@ -87,12 +87,14 @@ def sharding_of(method: object) -> ShardedSearch | None:
 
 
 def scored(search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int) -> Candidates:
-    """A shard's answer packed: the search's own `candidates` when it has one, else its rankings packed."""
+    """A shard's answer packed (the search's own `candidates` when it has one, else its rankings
+    packed), its scores as their integer codes where those give them back exactly (`coded`:
+    fewer bytes to the driver, and a merge on integer keys)."""
     direct = getattr(search, "candidates", None)
     if callable(direct):
         answer: Candidates = direct(prepared, queries, statistics, depth)
-        return answer
-    return packed(search.score(prepared, queries, statistics, depth))
+        return coded(answer)
+    return coded(packed(search.score(prepared, queries, statistics, depth)))
 
 
 def shard_bounds(n_documents: int, n_shards: int) -> list[Shard]:
@@ -115,4 +117,4 @@ def run_in_process(search: ShardedSearch, context: Any, shards: Sequence[Shard])
     if not worth_cutting(shard_marks, context.depth):
         return merge(shards, answers, context.depth)
     thresholds = agreed_thresholds(shard_marks, context.depth)
-    return merge(shards, [coded(cut(answer, thresholds)) for answer in answers], context.depth)
+    return merge(shards, [cut(answer, thresholds) for answer in answers], context.depth)
