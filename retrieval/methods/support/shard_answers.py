@@ -14,6 +14,10 @@ the flat arrays, whatever the number of questions, never a Python object per que
    documents tied at `t` are sent, so the tie rule sees them all. About depth + n_shards x step
    entries a question cross instead of n_shards x depth.
 
+Step 3 is a round of tasks on a cluster: when the shards hold at most CUT_WORTH x depth
+entries a question in all (`worth_cutting`: a few thousand documents at depth 1,000), they send
+their answers whole instead, which costs less than that round for the few entries it saves.
+
 `merge` then orders each question's candidates by score, ties to the lower corpus index: the
 shards come in corpus order and each shard's candidates in its own ranking's order (best first,
 ties to the lower index, as retrieval.run.ranking.top_k ranks), so a stable sort on the score
