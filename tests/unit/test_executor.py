@@ -267,8 +267,10 @@ def test_coded_answers_cross_as_integers_and_merge_as_their_floats(scale: float,
     assert all(
         np.array_equal(c.values.view(np.int64), a.scores.view(np.int64)) for c, a in zip(crossing, answers, strict=True)
     )
+    mixed = [crossing[0], answers[1], crossing[2]]  # a shard whose scores had no exact code
     for depth in (1, 5, 200):
         assert _same(merge(shards, crossing, depth), merge(shards, answers, depth))
+        assert _same(merge(shards, mixed, depth), merge(shards, answers, depth))
     assert coded(packed([Ranking(np.array([0]), np.array([-0.0]))])).decimals is None  # sent as it is
 
 
