@@ -26,12 +26,13 @@ from retrieval.methods.support.shard_answers import (
     marks,
     merge,
     packed,
+    ranked_rows,
     score_codes,
     worth_cutting,
 )
 from retrieval.methods.support.sharding import Shard, run_in_process, shard_bounds, sharding_of
 from retrieval.methods.vector import VectorMethod, cosine_rankings
-from retrieval.run.ranking import Ranking, top_k
+from retrieval.run.ranking import Ranking, top_k, top_k_among
 
 HERE = Path(__file__).resolve().parent
 
@@ -306,3 +307,30 @@ def test_a_cut_round_is_worth_it_only_above_twice_the_depth() -> None:
     assert not worth_cutting([held([759]), held([759])], 1000)
     assert not worth_cutting([held([1000]), held([1000])], 1000)
     assert worth_cutting([held([1000]), held([1001])], 1000)
+
+
+def test_ranked_rows_order_each_row_as_top_k_among_or_decline() -> None:
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(0, 30, 50)
+    found = np.concatenate([rng.permutation(60)[:n] for n in lengths])  # any order within a row
+    scores = np.round(rng.integers(0, 5, int(lengths.sum())) / 3 * 20, 9)  # ties, bm25-sized
+    ranked = ranked_rows(lengths, found, scores)
+    assert ranked is not None and ranked.decimals == 9 and ranked.indices.dtype == np.uint16
+    ends = np.cumsum(lengths)
+    expected = packed([top_k_among(scores[e - n : e], found[e - n : e], n) for n, e in zip(lengths, ends, strict=True)])
+    assert np.array_equal(ranked.indices, expected.indices) and np.array_equal(ranked.lengths, expected.lengths)
+    assert np.array_equal(ranked.values.view(np.int64), expected.scores.view(np.int64))
+    assert ranked_rows(lengths, found, scores + 1e-12) is None  # not rounded: no codes
+
+
+def test_a_bm25_shard_answers_as_its_packed_rankings_at_every_depth(context: Context) -> None:
+    search = BM25Method().sharding()
+    shard = shard_bounds(len(context.dataset.documents), 7)[2]
+    queries = search.queries(context)
+    prepared = search.prepare(search.documents(context, shard), queries)
+    statistics = search.combine([search.summarize(prepared, queries)])
+    for depth in (3, 1000):  # rows longer than the depth ranked one by one; whole rows by keys
+        answer = search.candidates(prepared, queries, statistics, depth)  # type: ignore[attr-defined]
+        expected = packed(search.score(prepared, queries, statistics, depth))
+        assert np.array_equal(answer.indices, expected.indices) and np.array_equal(answer.lengths, expected.lengths)
+        assert np.array_equal(answer.values.view(np.int64), expected.scores.view(np.int64))

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyze
 from retrieval.data.corpus_terms import AnalysedCorpus, analyze_corpus
 from retrieval.methods.support.bm25_engine import (
@@ -22,8 +24,9 @@ from retrieval.methods.support.bm25_engine import (
     corpus_statistics,
     merge_statistics,
 )
+from retrieval.methods.support.shard_answers import Candidates, joined, packed, ranked_rows
 from retrieval.methods.support.sharding import Shard
-from retrieval.run.ranking import Ranking
+from retrieval.run.ranking import Ranking, top_k_among
 
 __all__ = ["AnalysedShard", "BM25Sharding"]
 
@@ -67,3 +70,26 @@ class BM25Sharding:
         for start in range(0, len(queries), QUESTION_BATCH):
             rankings.extend(index.rankings(queries[start : start + QUESTION_BATCH], depth))
         return rankings
+
+    def candidates(
+        self, prepared: AnalysedShard, queries: list[list[str]], statistics: BM25Statistics, depth: int
+    ) -> Candidates:
+        """`packed(score(...))`'s arrays without a Ranking per question when no question matches
+        more documents than the depth keeps (a shard of a few thousand documents at depth
+        1,000): each batch's matches ordered by one sort of integer keys (shard_answers.ranked_rows)."""
+        index = SparseBM25Index(prepared.corpus, k1=self.k1, b=self.b, statistics=statistics)
+        parts: list[Candidates] = []
+        for start in range(0, len(queries), QUESTION_BATCH):
+            batch = queries[start : start + QUESTION_BATCH]
+            lengths, found, scores = index.matches(batch)
+            ranked = ranked_rows(lengths, found, scores) if int(lengths.max(initial=0)) <= depth else None
+            if ranked is None:
+                ends = np.cumsum(lengths).tolist()
+                ranked = packed(
+                    [
+                        top_k_among(scores[end - n : end], found[end - n : end], depth)
+                        for n, end in zip(lengths.tolist(), ends, strict=True)
+                    ]
+                )
+            parts.append(ranked)
+        return joined(parts) if parts else packed([])

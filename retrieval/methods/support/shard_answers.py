@@ -49,10 +49,12 @@ __all__ = [
     "coded",
     "cut",
     "index_type",
+    "joined",
     "mark_step",
     "marks",
     "merge",
     "packed",
+    "ranked_rows",
     "score_codes",
     "worth_cutting",
 ]
@@ -158,6 +160,52 @@ def coded(candidates: Candidates, decimals: int = CODE_DECIMALS) -> Candidates:
         return candidates
     small = not len(codes) or (int(codes.min()) >= -(2**31) and int(codes.max()) < 2**31)
     return Candidates(candidates.indices, codes.astype(np.int32) if small else codes, candidates.lengths, decimals)
+
+
+def ranked_rows(
+    lengths: np.ndarray, indices: np.ndarray, scores: np.ndarray, decimals: int = CODE_DECIMALS
+) -> Candidates | None:
+    """Candidates from every row's entries (`lengths[r]` of them, row after row, in any order
+    within a row): each row whole, best first with ties to the lower index (top_k_among's order
+    when the depth takes the row), coded; None when a score has no exact code or a row, code and
+    index do not fit in one int64 key (then rank the rows one by one)."""
+    codes = score_codes(scores, decimals)
+    if codes is None:
+        return None
+    if not len(codes):
+        return Candidates(indices.astype(np.uint16), codes.astype(np.int32), lengths, decimals)
+    highest, lowest = int(codes.max()), int(codes.min())
+    index_bits = max(int(indices.max()), 1).bit_length()
+    code_bits = (highest - lowest).bit_length()
+    row_bits = max(len(lengths) - 1, 1).bit_length()
+    if row_bits + code_bits + index_bits > KEY_BITS:
+        return None
+    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    # Row first, then the code from the highest down, then the index: a plain ascending sort.
+    keys = (rows << (code_bits + index_bits)) | ((highest - codes) << index_bits) | indices.astype(np.int64)
+    keys.sort()
+    ordered = highest - ((keys >> index_bits) & ((1 << code_bits) - 1))
+    small = lowest >= -(2**31) and highest < 2**31
+    return Candidates(
+        (keys & ((1 << index_bits) - 1)).astype(index_type(int(indices.max()))),
+        ordered.astype(np.int32) if small else ordered,
+        lengths.astype(np.int64),
+        decimals,
+    )
+
+
+def joined(parts: Sequence[Candidates]) -> Candidates:
+    """Candidates of consecutive question batches as one (their codes or floats alike)."""
+    decimals = {part.decimals for part in parts}
+    if len(decimals) > 1:  # some batch kept its floats: every batch as floats
+        parts = [Candidates(p.indices, p.values, p.lengths) for p in parts]
+    dtype = index_type(max((int(p.indices.max()) for p in parts if len(p.indices)), default=0))
+    return Candidates(
+        np.concatenate([p.indices.astype(dtype, copy=False) for p in parts]),
+        np.concatenate([p.scores for p in parts]),
+        np.concatenate([p.lengths for p in parts]),
+        parts[0].decimals if parts else None,
+    )
 
 
 def mark_step(depth: int, n_shards: int) -> int:
