@@ -62,8 +62,10 @@ __all__ = [
 # Marks per shard and question, relative to the depth: each shard's count below a threshold is
 # off by less than one step, so at most about depth / MARKS more candidates cross than needed.
 MARKS = 16
-# Questions merged at once: bounds the merge's padded matrices (questions x candidates).
-MERGE_QUESTIONS = 2048
+# Questions merged at once: bounds the merge's padded matrices (questions x candidates). Small
+# enough that a block's keys stay in the cache (256 x 1,518 int64: 3 MB): at 2,048 the merge of
+# PIAF's answers took twice the time (docs/performance.md, "PIAF").
+MERGE_QUESTIONS = 256
 # A cut round pays when the shards hold more than this many times the depth a question.
 CUT_WORTH = 2
 # The decimals the built-in methods round their scores to (their SCORE_DECIMALS).
