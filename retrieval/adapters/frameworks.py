@@ -24,13 +24,16 @@ kept when every document has one, best first.
 `calls` says what the retriever reaches, as for any method (retrieval.run.declaration.Calls):
 "rankings" by default, which records each question's ranking with `--record` and replays it
 without the retriever (whatever it reaches: a hosted vector store, a database, a model), valid
-while the retriever's module and these options are unchanged; "http" when it reaches services
+while the retriever's module (and any `sources` declared), these options and the framework's
+release are unchanged (`FrameworkRetriever.ranking_code`: not this adapter's bytes, so upgrading
+this package keeps the recordings unless HITS_VERSION moved); "http" when it reaches services
 over HTTP, whose calls are then recorded and replayed through the retriever's own code; "none"
 when it runs in process (an in-memory store over a local embedding), run for real every time.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import itertools
 import os
 import sys
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
     from retrieval.data.dataset import Dataset, Question
 
 __all__ = [
+    "HITS_VERSION",
     "ID_KEY",
     "FrameworkRetriever",
     "haystack_from_spec",
@@ -64,6 +68,17 @@ _OPTIONS = ("id_key", "calls", "name")
 # A Haystack Pipeline's input the question is given as, and the component whose documents are read.
 _HAYSTACK_OPTIONS = ("input", "output")
 Hit = tuple[Mapping[str, Any], float | None, str]
+# How this adapter turns a framework's hits into a ranking (ids through id_key, a document's chunks
+# at its best rank, the scores kept when they never rise): a `calls = "rankings"` recording is keyed
+# to it, not to this file's bytes. Bump it when that translation changes (test_frameworks holds a
+# digest of the code it names, which fails until it is bumped).
+HITS_VERSION = "1"
+# The distribution whose release decides what a framework's retrievers return.
+DISTRIBUTIONS: dict[Framework, str] = {
+    "langchain": "langchain-core",
+    "llamaindex": "llama-index-core",
+    "haystack": "haystack-ai",
+}
 
 
 def _langchain_hits(method: FrameworkRetriever, retriever: Any, query: str) -> list[Hit]:
@@ -171,6 +186,19 @@ class FrameworkRetriever:
         self.output = output
 
     @property
+    def ranking_code(self) -> dict[str, str]:
+        """What decides the rankings a `calls = "rankings"` replay gives back, beside the declared
+        `sources` (the adopter's module) and the options (`config`): the framework's release and
+        this adapter's translation of hits (HITS_VERSION). A framework upgraded replays nothing of
+        the old release; this package upgraded keeps the recordings (retrieval.recording.ranking_cassettes)."""
+        distribution = DISTRIBUTIONS[self.framework]
+        try:
+            release = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            release = "not installed"
+        return {__name__: HITS_VERSION, distribution: release}
+
+    @property
     def config(self) -> dict[str, str]:
         """Recorded in the baseline configuration (and digested with a ranking cassette)."""
         config = {"framework": self.framework, "retriever": self.described, "id_key": self.id_key}
@@ -230,18 +258,34 @@ def _scores(scores: Sequence[float | None]) -> list[float] | None:
     return values if all(a >= b for a, b in itertools.pairwise(values)) else None
 
 
+def _caller() -> tuple[str, ...]:
+    """The module that called `langchain_method` & co. (the adopter's factory, where the retriever
+    is built), as a source: a recording replays only while it is unchanged. Nothing when that
+    module cannot be found again by name (a script run as __main__)."""
+    name = str(sys._getframe(2).f_globals.get("__name__", ""))
+    module = sys.modules.get(name)
+    found = module is not None and getattr(module, "__spec__", None) is not None and getattr(module, "__file__", None)
+    return (name,) if found else ()
+
+
 def langchain_method(
     retriever: Any, *, name: str, id_key: str = ID_KEY, calls: Calls = "rankings", sources: Sequence[str] = ()
 ) -> FrameworkRetriever:
-    """A LangChain retriever (or a function of the Dataset building one) as a method; see the module."""
-    return FrameworkRetriever("langchain", retriever, name=name, id_key=id_key, calls=calls, sources=sources)
+    """A LangChain retriever (or a function of the Dataset building one) as a method; see the module.
+    `sources`: the modules or project files that decide its rankings; unset, the calling module."""
+    return FrameworkRetriever(
+        "langchain", retriever, name=name, id_key=id_key, calls=calls, sources=tuple(sources) or _caller()
+    )
 
 
 def llamaindex_method(
     retriever: Any, *, name: str, id_key: str = ID_KEY, calls: Calls = "rankings", sources: Sequence[str] = ()
 ) -> FrameworkRetriever:
-    """A LlamaIndex retriever (or a function of the Dataset building one) as a method; see the module."""
-    return FrameworkRetriever("llamaindex", retriever, name=name, id_key=id_key, calls=calls, sources=sources)
+    """A LlamaIndex retriever (or a function of the Dataset building one) as a method; see the module.
+    `sources`: the modules or project files that decide its rankings; unset, the calling module."""
+    return FrameworkRetriever(
+        "llamaindex", retriever, name=name, id_key=id_key, calls=calls, sources=tuple(sources) or _caller()
+    )
 
 
 def haystack_method(
@@ -256,14 +300,15 @@ def haystack_method(
 ) -> FrameworkRetriever:
     """A Haystack retriever component or Pipeline (or a function of the Dataset building one) as a
     method; a Pipeline is given the question as its inputs `input` (comma-separated) and read at
-    `output`'s documents (unset: its one component that outputs documents); see the module."""
+    `output`'s documents (unset: its one component that outputs documents); see the module.
+    `sources`: the modules or project files that decide its rankings; unset, the calling module."""
     return FrameworkRetriever(
         "haystack",
         retriever,
         name=name,
         id_key=id_key,
         calls=calls,
-        sources=sources,
+        sources=tuple(sources) or _caller(),
         query_input=input,
         output=output,
     )

@@ -219,8 +219,9 @@ def store_command(settings: Settings, dataset: Dataset, action: str) -> str:
             embedder.close()
 
 
-def recorder_for(settings: Settings, mode: Mode) -> Recorder:
-    """The profile's cassettes, with what its providers declare about their credentials."""
+def recorder_for(settings: Settings, mode: Mode, baseline_ref: str | None = None) -> Recorder:
+    """The profile's cassettes, with what its providers declare about their credentials;
+    `baseline_ref`: the git ref whose gate they must be recorded with (`Recorder.baseline_ref`)."""
     profile = settings.profile
     declared = credentials(profile)
     return Recorder(
@@ -231,4 +232,5 @@ def recorder_for(settings: Settings, mode: Mode) -> Recorder:
         declared.needed,
         vectors=vectors_root(settings) / profile.name,
         lock=Path(settings.cache) / f"recording-{profile.name}.lock",
+        baseline_ref=baseline_ref,
     )

@@ -155,11 +155,11 @@ def _shared_embed(embedder: EmbeddingProvider, cache: EmbeddingCache | None, mod
     return embed
 
 
-def _kept(chosen: Plan, settings: Settings) -> dict[str, int]:
-    """How many ids of each ranking the run keeps: enough for every metric (recall@k, MRR@10)
-    and the candidate pool, and, for what the what-if sweeps fuse again or widen, enough for
-    their results to be exact."""
-    base = max(LOG_DEPTH, settings.candidates, settings.k, MRR_DEPTH)
+def _kept(chosen: Plan, settings: Settings, at_least: int = 0) -> dict[str, int]:
+    """How many ids of each ranking the run keeps: enough for every metric (recall@k, MRR@10, and
+    recall at `at_least`, a base branch's k) and the candidate pool, and, for what the what-if
+    sweeps fuse again or widen, enough for their results to be exact."""
+    base = max(LOG_DEPTH, settings.candidates, settings.k, MRR_DEPTH, at_least)
     deeper = keep_depths(
         {m: d.requires for m, d in chosen.declarations.items()},
         {m: d.candidate_source for m, d in chosen.declarations.items()},
@@ -268,10 +268,12 @@ def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode
         return executor.describe()
 
 
-def _collect(dataset: Dataset, settings: Settings, chosen: Plan, context: Context, mode: Mode) -> Run:
+def _collect(
+    dataset: Dataset, settings: Settings, chosen: Plan, context: Context, mode: Mode, at_least: int = 0
+) -> Run:
     """The Run: per-question results of every method, with what produced them."""
     embedding_model = settings.profile.embeddings.model or None
-    kept = _kept(chosen, settings)
+    kept = _kept(chosen, settings, at_least)
     return Run(
         dataset=dataset.name,
         fingerprint=dataset.fingerprint,
@@ -344,6 +346,8 @@ def evaluate(
     verify_code: bool = True,
     on_staged: Callable[[StagedRecording], None] | None = None,
     baseline_inputs: Mapping[str, str] | None = None,
+    keep_at_least: int = 0,
+    baseline_ref: str | None = None,
 ) -> Run:
     """Run the requested methods (and what they require) over every question.
 
@@ -359,9 +363,13 @@ def evaluate(
     `baseline_inputs` (the gate's: the digests its baseline records) makes a method that reads an
     input from a cache (bm25's analysed corpus) use only the one the baseline's figures came from
     (`Context.baseline_inputs`); the digests of the inputs used are in `Run.inputs`.
+    `keep_at_least` is a cut-off another side measures at (a base branch's k): every ranking keeps
+    at least that many ids. `baseline_ref` is the git ref whose gate the run serves when it
+    evaluates what that ref measures besides this project (`retrieval.gate.base_judging`): only a
+    recording made with that ref holds it, so a replay miss names that command.
     """
     requested = list(methods if methods is not None else settings.methods)
-    recorder = recorder_for(settings, mode)
+    recorder = recorder_for(settings, mode, baseline_ref)
     recorder.verify_code = verify_code
     if mode == "record":
         recorder.hold()  # one recording of a profile at a time, from here to its commit or discard
@@ -379,6 +387,8 @@ def evaluate(
                     extra=extra,
                     verify_code=False,
                     baseline_inputs=baseline_inputs,
+                    keep_at_least=keep_at_least,
+                    baseline_ref=baseline_ref,
                 ),
             )
             if mode == "record"
@@ -406,7 +416,7 @@ def evaluate(
     )
     try:
         ran_on = _run_pipeline(context, chosen, settings, mode, recorder)
-        run = _collect(dataset, settings, chosen, context, mode)
+        run = _collect(dataset, settings, chosen, context, mode, keep_at_least)
         run.executor = ran_on
         if mode == "record" and on_staged is not None:
             _refuse_unreplayable(context, recorder)

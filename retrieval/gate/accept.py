@@ -42,9 +42,10 @@ def _rescorer(run: Run, k: int) -> Callable[[Mapping[str, Any]], Mapping[str, An
 def _judged_as_reference(result: GateResult) -> JudgedAs | None:
     """The run's entry as the base branch judges it, when it judges otherwise (`GateResult.base_run`):
     a question it gates that this run's judgments leave out scored under the judgments it kept."""
-    view, branch, k = result.base_run, result.branch, result.settings.k
+    view, branch = result.base_run, result.branch
     if view is None or branch is None or branch.entry is None:
         return None
+    k = branch.k
     left_out = [r.question.id for r in view.results if not r.question.relevant]
     view = under_judgments(view, branch.entry, left_out) if left_out else view
     types = {r.question.id: r.question.type for r in view.results}

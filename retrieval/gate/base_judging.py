@@ -1,11 +1,13 @@
-"""The run as the base branch judges it: its own settings (relevant_grade, accept_llm_judgments)
-and the questions it gates decide what is compared against it, not the pull request's.
+"""The run as the base branch judges it: its own settings (relevant_grade, accept_llm_judgments,
+k) and the questions it gates decide what is compared against it, not the pull request's.
 
 A pull request's rankings are judged twice: as its own project file judges them (its figures,
 its own baseline) and as the base branch's does (what `--baseline-ref` compares). So raising
 `relevant_grade`, or judging a question's only answer 0 in judgments.jsonl, cannot take a question
-out of what the base gates: the run evaluates every question either side measures, with every
-document either counts relevant (so each one's rank is known), and each side reads its own view.
+out of what the base gates, and raising `k` cannot lift its recall@k (its figures are computed at
+its own k, the rankings kept that deep: `base_cut_off`): the run evaluates every question either
+side measures, with every document either counts relevant (so each one's rank is known), and each
+side reads its own view.
 When the two differ, the run's usage counts the questions evaluated for the base branch too, and
 its tie summaries are of the documents either side counts.
 """
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from retrieval.gate.reference import BaseBranch
     from retrieval.run.results import QuestionResult, Run
 
-__all__ = ["Judging", "evaluated_questions", "judged_as", "judging"]
+__all__ = ["Judging", "base_cut_off", "evaluated_questions", "judged_as", "judging"]
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,16 @@ class Judging:
     def views(self, run: Run, branch: BaseBranch | None) -> tuple[Run, Run | None]:
         """The evaluated run as this project judges it, and as the base branch does (None: the same)."""
         base = None
-        if branch is not None and (self.theirs is not self.own or self.held):
+        other_k = branch is not None and branch.entry is not None and branch.k != run.config.get("k")
+        if branch is not None and (self.theirs is not self.own or self.held or other_k):
             base = judged_as(run, self.theirs, _judged_config(run.config, branch), self.held)
         own = judged_as(run, self.own, run.config) if self.evaluated is not self.own else run
         return own, base
+
+
+def base_cut_off(branch: BaseBranch | None) -> int:
+    """The k the base branch's figures are computed at (0: it gates nothing, any k does)."""
+    return branch.k if branch is not None and branch.entry is not None else 0
 
 
 def judging(settings: Settings, own: Dataset, branch: BaseBranch | None) -> Judging:
@@ -65,10 +73,11 @@ def judging(settings: Settings, own: Dataset, branch: BaseBranch | None) -> Judg
 
 
 def _judged_config(config: Mapping[str, Any], branch: BaseBranch) -> dict[str, Any]:
-    """The run's configuration with the base branch's judging settings (as Settings.describe writes them)."""
+    """The run's configuration with the base branch's judging settings and k (as Settings.describe writes them)."""
     own = {k: v for k, v in config.items() if k not in ("relevant_grade", "accept_llm_judgments")}
     return {
         **own,
+        "k": branch.k,
         **({"relevant_grade": branch.relevant_grade} if branch.relevant_grade != 1 else {}),
         **({"accept_llm_judgments": True} if branch.accept_llm_judgments else {}),
     }

@@ -21,7 +21,8 @@ from retrieval.data.dataset import Dataset, load_dataset
 from retrieval.evaluation.evaluate import StagedRecording, evaluate
 from retrieval.evaluation.progress import terminal_progress
 from retrieval.gate.against import Against, against
-from retrieval.gate.base_judging import judging
+from retrieval.gate.base_judging import base_cut_off, judging
+from retrieval.gate.base_side import BaseSide
 from retrieval.gate.baseline_set import baseline_lock_of, recover
 from retrieval.gate.compare import (
     Check,
@@ -57,7 +58,7 @@ BASELINE_PATH = "baselines/metrics.json"
 
 
 @dataclass(frozen=True)
-class GateResult:
+class GateResult(BaseSide):
     """One profile's evaluation against its baseline entry and snapshots (and a git ref's).
 
     `problem` says why nothing could be compared (no baseline entry, a damaged file, a
@@ -86,9 +87,9 @@ class GateResult:
     # With a ref: what it gates, and the run compared with it (None: it gates nothing here).
     branch: BaseBranch | None = None
     base: Against | None = None
-    # With a ref that judges otherwise (its relevant_grade, its accept_llm_judgments, a question it
-    # gates that this run's judgments leave out): the run as the ref judges it, which the ref's
-    # comparison reads (None: the run itself).
+    # With a ref that judges or measures otherwise (its relevant_grade, its accept_llm_judgments, its
+    # k, a question it gates that this run's judgments leave out): the run as the ref judges it,
+    # which the ref's comparison reads (None: the run itself).
     base_run: Run | None = None
     # A recording staged and not yet committed (`run_gate(defer_recording=True)`).
     recording: StagedRecording | None = None
@@ -106,42 +107,6 @@ class GateResult:
     def changed_data(self) -> DataChanges | None:
         """The dataset's changes since the baseline when some questions are still compared."""
         return self.own.changes if self.own else None
-
-    @property
-    def reference(self) -> str | None:
-        return self.branch.ref if self.branch else None
-
-    @property
-    def reference_entry(self) -> Mapping[str, Any] | None:
-        return self.branch.entry if self.branch else None
-
-    @property
-    def reference_unproduced(self) -> list[str]:
-        return list(self.base.unproduced) if self.base else []
-
-    @property
-    def reference_note(self) -> str | None:
-        """Why nothing was compared with the ref's baseline (it gates nothing here), or None."""
-        branch = self.branch
-        if branch is None or branch.entry is not None:
-            return None
-        if branch.project is None:
-            return f"{branch.ref} has no retrieval project here: nothing to lower"
-        return f"{branch.ref} has no baseline for profile {branch.profile!r}: nothing to lower"
-
-    @property
-    def profile_dropped(self) -> str | None:
-        """Why the profile the ref gates is not the one this run gates and no acceptance names it."""
-        branch = self.branch
-        if branch is None or branch.entry is None or branch.profile == self.profile:
-            return None
-        if f"profile {branch.profile} (removed)" in ((self.acceptance or {}).get("figures") or {}):
-            return None
-        return (
-            f"{branch.ref} gates profile {branch.profile!r} and this run gates {self.profile!r}: its figures are "
-            f"compared with this profile's, and the switch itself is a drop. If it is intended, accept it with "
-            f'`pytest --update-baseline --allow-regression "REASON" --retrieval-baseline-ref {branch.ref}`.'
-        )
 
     @property
     def tolerance(self) -> float:
@@ -291,6 +256,9 @@ def run_gate(
             progress=progress,
             on_staged=staged.append if defer_recording else None,
             baseline_inputs=_recorded_digests(settings),
+            keep_at_least=base_cut_off(branch),
+            # What the ref measures besides this project is in the cassettes only when recorded with it.
+            baseline_ref=branch.ref if branch is not None and sides.evaluated is not sides.own else None,
         )
     run, base_run = sides.views(run, branch)
     try:
@@ -405,7 +373,7 @@ def compared_again(result: GateResult, entry: Mapping[str, Any], snapshots: Rank
             result.scores if result.base_run is None else None,
             branch.entry,
             branch.snapshots,
-            settings.k,
+            branch.k,  # its figures as it defines them: a pull request's k cannot lift its recall@k
             settings.candidates,
             branch.tolerance,
             reference=branch.ref,

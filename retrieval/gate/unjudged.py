@@ -224,14 +224,19 @@ def ranged_checks(
     compare_again: Callable[[Run, Mapping[str, Any]], Sequence[Check]],
 ) -> list[Check]:
     """The checks, each drop with its range: `compare_again` (the same comparison) of the run with
-    the `entered` documents counted relevant against the entry as if they had been judged so. A
-    drop that holds then is undecided: it carries that figure and the documents of its questions
-    (and passes with `unjudged` "warn"); one that does not is a regression either way."""
+    the documents that entered that method's top k counted relevant, against the entry as if they
+    had been judged so (another method's documents are not that figure's: its range and the
+    documents it names are the same ones). A drop that holds then is undecided: it carries that
+    figure and the documents of its questions (and passes with `unjudged` "warn"); one that does
+    not is a regression either way."""
     if not entered:
         return list(checks)
-    counted = counted_relevant(run, entered, relevant_grade)
-    rescored = as_if_judged(entry, snapshots, counted, {e.question for e in entered}, k)
-    if_relevant = {(c.method, c.metric): c for c in compare_again(counted, rescored)}
+    if_relevant: dict[tuple[str, str], Check] = {}
+    for method in dict.fromkeys(e.method for e in entered):
+        mine = [e for e in entered if e.method == method]
+        counted = counted_relevant(run, mine, relevant_grade)
+        rescored = as_if_judged(entry, snapshots, counted, {e.question for e in mine}, k)
+        if_relevant.update({(c.method, c.metric): c for c in compare_again(counted, rescored) if c.method == method})
     types = {r.question.id: r.question.type for r in run.results}
     out = []
     for check in checks:

@@ -219,6 +219,11 @@ def _notes(result: GateResult) -> tuple[str, ...]:
                 f"; {result.reference} refuses LLM judgments (its accept_llm_judgments): compared with it, the "
                 f"{len(result.dataset.llm_graded)} pair(s) only an LLM graded are unjudged"
             )
+        if branch.k != result.settings.k:
+            notes.append(
+                f"; {result.reference} gates recall at k = {branch.k} (its k; this run's: {result.settings.k}): "
+                "compared with it at that cut-off"
+            )
         if branch.relevant_grade != result.settings.relevant_grade:
             notes.append(
                 f"; {result.reference} counts a document relevant from grade {branch.relevant_grade} (its "
@@ -416,16 +421,20 @@ def verdicts_of(
             reference=branch.ref if branch is not None else None,
             touched=branch.touched if branch is not None else (),
         )
+    # New documents in a top k are counted as the comparison that decides does: the base branch's, at its k.
+    side, k = (result.own, result.settings.k)
+    if result.base is not None and result.branch is not None:
+        side, k = (result.base, result.branch.k)
     return GateVerdict(
         _where(result, profile),
         tuple(items),
         reference=result.reference,
         methods=len(result.run.methods),
-        k=result.settings.k,
+        k=k,
         notes=_notes(result),
         dropped=_dropped(result),
         edited=_edited(result),
         accepted=_accepted(result),
-        unjudged=_unjudged(result.base or result.own, result.settings.k),
+        unjudged=_unjudged(side, k),
         touched=result.branch.touched if result.branch is not None else (),
     )

@@ -69,9 +69,12 @@ def large_file_notice(name: str, size: int, tracked: str = "cassettes/**/*.json"
     )
 
 
-def record_command(profile: str, key_variables: tuple[str, ...] = ()) -> str:
-    """The command that re-records a profile's cassettes, with the key it needs, if any."""
+def record_command(profile: str, key_variables: tuple[str, ...] = (), baseline_ref: str | None = None) -> str:
+    """The command that re-records a profile's cassettes, with the key it needs, if any; with
+    `baseline_ref`, the gate's own recording against that ref (it evaluates what the ref gates too)."""
     prefix = f"{key_variables[0]}=... " if key_variables else ""
+    if baseline_ref is not None:
+        return f"{prefix}python -m retrieval --gate --record --baseline-ref {baseline_ref} --profile {profile}"
     return f"{prefix}pytest --record --retrieval-profile {profile}"
 
 

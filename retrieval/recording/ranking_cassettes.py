@@ -60,12 +60,19 @@ def method_code(
     package, or a file relative to the project `root`: the search module of the team's app, a
     SQL file), and for its declared `config` (a text search configuration given to the engine).
     Replay runs none of it, so a PR that edits the query, the tokenizer or those settings must
-    not replay the old rankings. ConfigError names a source that is neither."""
+    not replay the old rankings. A method whose class is not what ranks (an adapter of this
+    package around the adopter's retriever) says what does instead, as `ranking_code` (name ->
+    a version or digest: the framework's release, the adapter's own version), so that upgrading
+    this package does not invalidate recordings of code that did not change. ConfigError names a
+    source that is neither."""
     code: dict[str, str] = {}
     if config:
         text = json.dumps(config, sort_keys=True, default=str).encode()
         code[CONFIG_KEY] = hashlib.sha256(text).hexdigest()[:16]
-    for obj in (type(method), getattr(type(method), "rank", None)):
+    ranked_by = getattr(method, "ranking_code", None)
+    if isinstance(ranked_by, Mapping):
+        code.update({str(name): str(version) for name, version in ranked_by.items()})
+    for obj in (type(method), getattr(type(method), "rank", None)) if not isinstance(ranked_by, Mapping) else ():
         module = inspect.getmodule(obj) if obj is not None else None
         try:
             path = Path(inspect.getsourcefile(module) or "") if module is not None else None

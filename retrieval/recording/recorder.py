@@ -112,6 +112,10 @@ class Recorder:
     # folder, which is not committed, as the baseline's lock.
     lock: Path | None = None
     _held: Any = field(default=None, init=False, repr=False)
+    # The git ref whose gate this run serves when it evaluates what that ref measures besides the
+    # project (a question the ref's relevant_grade keeps): only a recording made against the ref
+    # holds those calls, so the record command names it.
+    baseline_ref: str | None = None
 
     def hold(self) -> None:
         """Take the profile's recording lock for a whole recording or compaction (released by
@@ -160,7 +164,7 @@ class Recorder:
     @property
     def record_command(self) -> str:
         """The command that re-records this profile's cassettes."""
-        return record_command(self.profile, self.needed_keys)
+        return record_command(self.profile, self.needed_keys, self.baseline_ref)
 
     def path(self, stage: str) -> Path:
         """The committed cassette of a stage."""

@@ -141,3 +141,75 @@ def test_unjudged_warn_set_by_the_pull_request_alone_does_not_let_an_undecided_d
     )
     assert "Undecided: judge 1 document(s)" in pr.required_check().printed["table-mrr"]
     _passes_once_accepted(pr, "table mrr: 1.0000 -> 0.8750")
+
+
+def test_a_replay_miss_of_a_question_only_the_base_branch_measures_names_the_recording_against_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The team's HTTP search service (docs/methods.md's searchret), recorded on main with graded
+    # judgments. The pull request raises relevant_grade: q2 leaves its own run, so `--record`
+    # alone records no answer for q2, which main still gates: the required check cannot replay it.
+    from test_pull_request_bypasses import TOKENIZER, _search_service
+    from trust_project import DOCUMENTS
+
+    methods = (Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text(encoding="utf-8")
+    pr = PullRequest(tmp_path)
+    service = _search_service(pr.root, [(d, f"{title} {text}") for d, title, text in DOCUMENTS])
+    monkeypatch.setenv("SEARCH_URL", service.url)
+    try:
+        with pr.on_main("graded judgments, the search service recorded", "--record"):
+            write_questions(pr.root, GRADED)  # type: ignore[arg-type]  # relevant as id -> grade
+            (pr.root / "searchret.py").write_text(methods.split("# searchret.py\n", 1)[1].split("```", 1)[0])
+            (pr.root / "search_service").mkdir()
+            (pr.root / "search_service" / "__init__.py").write_text("")
+            (pr.root / "search_service" / "tokenizer.py").write_text(TOKENIZER)
+            config = pr.root / "retrieval.toml"
+            config.write_text(config.read_text().replace('["trust_table:factory"]', '["searchret:factory"]'))
+        pr.configure("relevant_grade = 2\n")
+        pr.gate("--record")  # as the developer's loop records: q2 left out (its cassettes item fails, as it says)
+        pr.fresh_baseline()
+        pr.commit("relevant_grade 2, re-recorded")
+        check = pr.required_check()
+        assert check.status == 1, check.stdout + check.stderr
+        fix = "`python -m retrieval --gate --record --baseline-ref origin/main --profile local`"
+        assert check.printed["gate"].startswith("ReplayMissError: "), check.stdout
+        assert f"Re-record with {fix} (it replaces them)." in check.printed["gate"]
+        assert "pytest --record" not in check.printed["gate"]
+        # The command it names is the fix: recorded against the ref, the required check replays it.
+        pr.gate("--record", "--baseline-ref", "origin/main", "--profile", "local")
+        pr.fresh_baseline()
+        pr.commit("recorded against origin/main")
+        check = pr.required_check()
+        assert (check.status, check.printed) == (0, {}), check.stdout + check.stderr
+    finally:
+        service.stop()
+
+
+def test_an_undecided_range_counts_only_the_documents_that_entered_that_methods_top_k(tmp_path: Path) -> None:
+    # Two methods. On the pull request, table's q2 answer (d2) falls to rank 3 and d5, never judged,
+    # enters its top 2; table2 holds, but d3, never judged either, enters its top 2. Table's range
+    # counts d5 alone (the document it names), not table2's d3.
+    from trust_project import RETRIEVER
+
+    pr = PullRequest(tmp_path)
+    with pr.on_main("a second retriever"):
+        (pr.root / "trust_table2.py").write_text(
+            RETRIEVER.replace("ranks.json", "ranks2.json").replace('name = "table"', 'name = "table2"')
+        )
+        (pr.root / "ranks2.json").write_text(json.dumps(GOOD))
+        _set_methods(pr, '["trust_table:factory", "trust_table2:factory"]')
+    write_ranks(pr.root, {**GOOD, "q2": ["d5", "d1", "d2"]})
+    (pr.root / "ranks2.json").write_text(json.dumps({**GOOD, "q2": ["d2", "d3", "d1"]}))
+    pr.commit("table: d5 first for q2; table2: d3 second")
+    check = pr.required_check()
+    assert check.status == 1, check.stdout + check.stderr
+    assert (
+        "Undecided: judge 1 document(s): the drop rests on the 1 unjudged document(s) that entered its top k, "
+        "counted as not relevant (1.0000 -> 0.7500); counted as relevant, 0.8750 -> 0.8750, which holds: "
+        "q2 d5 (table rank 1)."
+    ) in check.printed["table-recall@2"], check.printed["table-recall@2"]
+
+
+def _set_methods(pr: PullRequest, methods: str) -> None:
+    toml = pr.root / "retrieval.toml"
+    toml.write_text(toml.read_text().replace('["trust_table:factory"]', methods))

@@ -9,8 +9,10 @@ without the retriever."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +28,7 @@ from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.pipeline import SCHEMES
 from retrieval.measures.metrics import score_run
 from retrieval.methods.base import Context
+from retrieval.providers.base import ReplayMissError
 
 LANGCHAIN = "langchain:framework_fixtures:langchain_retriever"
 LLAMAINDEX = "llamaindex:framework_fixtures:llamaindex_retriever"
@@ -184,6 +187,94 @@ def test_a_recorded_ranking_replays_without_the_retriever(tmp_path: Path, monkey
     assert replayed.ranked_ids("llamaindex_retriever") == recorded.ranked_ids("llamaindex_retriever")
     replayed_scores = replayed.results[0].methods["llamaindex_retriever"].scores
     assert replayed_scores == pytest.approx(recorded.results[0].methods["llamaindex_retriever"].scores, abs=1e-9)
+
+
+def _recorded(tmp_path: Path, spec: str) -> tuple[Any, Any, Any]:
+    """A recording of `spec` (calls = "rankings", the default) on four questions: (settings, dataset, run)."""
+    settings = demo_settings(cassettes=str(tmp_path / "cassettes"), cache=str(tmp_path / "cache"))
+    dataset = replace(demo_dataset(), questions=demo_dataset().questions[:4])
+    return settings, dataset, evaluate(dataset, settings, mode="record", methods=[spec])
+
+
+def test_a_recording_outlives_an_upgrade_of_this_package_that_keeps_its_translation_of_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrieval.adapters import frameworks
+    from retrieval.recording import ranking_cassettes
+
+    settings, dataset, recorded = _recorded(tmp_path, LLAMAINDEX)
+    adapter = Path(frameworks.__file__).resolve()
+    digest = ranking_cassettes._digest
+    # The package upgraded: the adapter's file has other bytes, HITS_VERSION and the framework are the same.
+    monkeypatch.setattr(
+        ranking_cassettes, "_digest", lambda path: "0" * 16 if Path(path).resolve() == adapter else digest(path)
+    )
+    replayed = evaluate(dataset, settings, mode="replay", methods=[LLAMAINDEX])
+    assert replayed.ranked_ids("llamaindex_retriever") == recorded.ranked_ids("llamaindex_retriever")
+
+
+def test_a_recording_replays_nothing_of_another_framework_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.metadata
+
+    settings, dataset, _ = _recorded(tmp_path, LLAMAINDEX)
+    release = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda d: "99.0" if d == "llama-index-core" else release(d))
+    with pytest.raises(ReplayMissError) as caught:
+        evaluate(dataset, settings, mode="replay", methods=[LLAMAINDEX])
+    assert "was recorded from another version of the method's code (llama-index-core changed since)" in str(
+        caught.value
+    )
+
+
+ADOPTER = """
+from framework_fixtures import llamaindex_retriever
+
+from retrieval import llamaindex_method
+
+
+def factory(settings):
+    return llamaindex_method(llamaindex_retriever, name="docs")
+"""
+
+
+def test_a_framework_method_built_in_code_replays_only_while_the_module_building_it_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = tmp_path / "adopter_rag.py"
+    module.write_text(ADOPTER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings, dataset, recorded = _recorded(tmp_path, "adopter_rag:factory")
+    assert recorded.declared("docs").sources == ("adopter_rag",)  # the module calling llamaindex_method
+    assert evaluate(dataset, settings, mode="replay", methods=["adopter_rag:factory"]).ranked_ids("docs") == (
+        recorded.ranked_ids("docs")
+    )
+    module.write_text(ADOPTER.replace('name="docs"', 'name="docs", id_key="id"') + "# top_k raised\n")
+    with pytest.raises(ReplayMissError) as caught:
+        evaluate(dataset, settings, mode="replay", methods=["adopter_rag:factory"])
+    assert "(adopter_rag changed since)" in str(caught.value)
+
+
+def test_the_adapters_translation_of_hits_is_versioned() -> None:
+    # A digest of the code that turns hits into a ranking: when it changes, bump HITS_VERSION (the
+    # recordings of every adopter then replay nothing of the old translation) and this digest.
+    import hashlib
+    import inspect
+
+    from retrieval.adapters import frameworks
+
+    parts: list[Callable[..., Any]] = [
+        frameworks.FrameworkRetriever._ids,
+        frameworks.FrameworkRetriever.rank,
+        frameworks._scores,
+        frameworks._langchain_hits,
+        frameworks._llamaindex_hits,
+        frameworks._haystack_hits,
+        frameworks._haystack_documents,
+    ]
+    digest = hashlib.sha256("".join(inspect.getsource(p) for p in parts).encode()).hexdigest()[:16]
+    assert (frameworks.HITS_VERSION, digest) == ("1", "ecda8bbbe392103d")
 
 
 def test_a_haystack_component_is_run_with_the_question_as_its_query() -> None:

@@ -74,6 +74,8 @@ def test_the_gate_shows_progress_when_it_calls_models(
         progress: object = None,
         on_staged: object = None,
         baseline_inputs: object = None,
+        keep_at_least: int = 0,
+        baseline_ref: str | None = None,
     ) -> None:
         seen["progress"] = progress
         raise Stop
