@@ -30,8 +30,8 @@ from retrieval.methods.support.shard_answers import (
     score_codes,
     worth_cutting,
 )
-from retrieval.methods.support.sharding import Shard, run_in_process, shard_bounds, sharding_of
-from retrieval.methods.vector import VectorMethod, cosine_rankings
+from retrieval.methods.support.sharding import Shard, run_in_process, scored, shard_bounds, sharding_of
+from retrieval.methods.vector import VectorMethod, VectorSharding, cosine_rankings
 from retrieval.run.ranking import Ranking, top_k, top_k_among
 
 HERE = Path(__file__).resolve().parent
@@ -334,3 +334,23 @@ def test_a_bm25_shard_answers_as_its_packed_rankings_at_every_depth(context: Con
         expected = packed(search.score(prepared, queries, statistics, depth))
         assert np.array_equal(answer.indices, expected.indices) and np.array_equal(answer.lengths, expected.lengths)
         assert np.array_equal(answer.values.view(np.int64), expected.scores.view(np.int64))
+
+
+class _Reversed(VectorSharding):
+    """A variant that changes `score` only: its answers must come from that `score`."""
+
+    def score(self, prepared: np.ndarray, queries: np.ndarray, statistics: None, depth: int) -> list[Ranking]:
+        return [
+            Ranking(r.indices[::-1].copy(), r.scores[::-1].copy())
+            for r in super().score(prepared, queries, None, depth)
+        ]
+
+
+def test_a_subclass_that_overrides_score_is_answered_by_its_score(context: Context) -> None:
+    search = _Reversed()
+    documents = search.documents(context, Shard(0, 0, 300))
+    queries = search.queries(context)
+    answer = scored(search, documents, queries, None, 1000)
+    expected = packed(search.score(documents, queries, None, 1000))
+    assert np.array_equal(answer.indices, expected.indices)
+    assert np.array_equal(answer.values.view(np.int64), expected.scores.view(np.int64))

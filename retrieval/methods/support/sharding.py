@@ -89,12 +89,19 @@ def sharding_of(method: object) -> ShardedSearch | None:
 def scored(search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int) -> Candidates:
     """A shard's answer packed (the search's own `candidates` when it has one, else its rankings
     packed), its scores as their integer codes where those give them back exactly (`coded`:
-    fewer bytes to the driver, and a merge on integer keys)."""
+    fewer bytes to the driver, and a merge on integer keys). A subclass that overrides `score`
+    but not `candidates` (a test's fault injection, a team's variant) is ranked by its `score`."""
     direct = getattr(search, "candidates", None)
-    if callable(direct):
+    if callable(direct) and issubclass(_defining(search, "candidates"), _defining(search, "score")):
         answer: Candidates = direct(prepared, queries, statistics, depth)
         return coded(answer)
     return coded(packed(search.score(prepared, queries, statistics, depth)))
+
+
+def _defining(search: object, name: str) -> type:
+    # The class of the search's method resolution order that defines `name` (the search's own
+    # class when an instance attribute holds it).
+    return next((klass for klass in type(search).__mro__ if name in vars(klass)), type(search))
 
 
 def shard_bounds(n_documents: int, n_shards: int) -> list[Shard]:
