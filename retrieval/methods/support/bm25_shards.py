@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from retrieval.data.analyzer import DEFAULT_LANGUAGE, analyze
 from retrieval.data.corpus_terms import AnalysedCorpus, analyze_corpus
 from retrieval.methods.support.bm25_engine import (
@@ -23,10 +21,11 @@ from retrieval.methods.support.bm25_engine import (
     SparseBM25Index,
     corpus_statistics,
     merge_statistics,
+    ranked_matches,
 )
 from retrieval.methods.support.shard_answers import Candidates, joined, packed, ranked_rows
 from retrieval.methods.support.sharding import Shard
-from retrieval.run.ranking import Ranking, top_k_among
+from retrieval.run.ranking import Ranking
 
 __all__ = ["AnalysedShard", "BM25Sharding"]
 
@@ -83,13 +82,5 @@ class BM25Sharding:
             batch = queries[start : start + QUESTION_BATCH]
             lengths, found, scores = index.matches(batch)
             ranked = ranked_rows(lengths, found, scores) if int(lengths.max(initial=0)) <= depth else None
-            if ranked is None:
-                ends = np.cumsum(lengths).tolist()
-                ranked = packed(
-                    [
-                        top_k_among(scores[end - n : end], found[end - n : end], depth)
-                        for n, end in zip(lengths.tolist(), ends, strict=True)
-                    ]
-                )
-            parts.append(ranked)
+            parts.append(ranked if ranked is not None else packed(ranked_matches(lengths, found, scores, depth)))
         return joined(parts) if parts else packed([])
