@@ -13,6 +13,7 @@ from pathlib import Path
 
 from retrieval.config import ConfigError, Settings, load_settings
 from retrieval.data.dataset import DatasetError, load_dataset
+from retrieval.data.freed_memory import keep_freed_memory
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.method_run import raising_method
 from retrieval.evaluation.progress import stderr_progress
@@ -193,6 +194,7 @@ def _all_degraded(run: Run) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation and print the report. Bad input is one line on stderr, exit code 2; an
     exception raised by a method (or a bug) prints its redacted traceback, exit code 1."""
+    keep_freed_memory()
     words = list(sys.argv[1:] if argv is None else argv)
     judging = words[:1] == ["judge"]
     if judging:  # `python -m retrieval judge ...`: the judging command (retrieval.judging.command)

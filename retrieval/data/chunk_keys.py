@@ -22,6 +22,7 @@ tests/unit/test_chunk_keys.py checks both on random text against the plain analy
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,13 +48,13 @@ def _byte_table(characters: str) -> np.ndarray:
 
 _ASCII_SPACES = "".join(chr(c) for c in range(128) if chr(c).isspace())
 _SEPARATING_BYTES = _byte_table(_ASCII_SPACES + "".join(c for c in SEPARATORS if c.isascii()))
+_SEPARATING_TRANSLATION = _SEPARATING_BYTES.astype(np.uint8).tobytes()  # for bytes.translate: 1 or 0
 # Multi-byte separators, grouped by their lead byte: {lead: [the bytes after it, ...]}.
 _WIDE_SEPARATORS: dict[int, list[bytes]] = {}
 for _wide in _WIDE_SPACES + "".join(c for c in SEPARATORS if not c.isascii()):
     _WIDE_SEPARATORS.setdefault(_wide.encode()[0], []).append(_wide.encode()[1:])
 _LOWER = np.arange(256, dtype=np.uint8)
 _LOWER[ord("A") : ord("Z") + 1] += ord("a") - ord("A")
-_UPPER = _byte_table("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _DIGIT = _byte_table("0123456789")
 _LETTER = _byte_table("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 # Bytes of a word character (\w) for sure: ASCII letters, digits, the underscore, any byte of a
@@ -75,9 +76,9 @@ _MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD
 @dataclass(frozen=True)
 class BatchChunks:
     """A batch's chunks, in order: chunk i is `text[starts[i]:ends[i]]` of `text`, the batch's
-    documents lower-cased (ASCII letters) and joined by a newline, in document `docs[i]`. Chunks
-    no longer than KEY_BYTES have their bytes and length in `keys[:, i]` (for the others, the
-    length byte is KEY_BYTES + 1), a hash of those in `hashes[i]`."""
+    documents lower-cased (ASCII letters) and joined by a newline (zero bytes after the last, see
+    _keys), in document `docs[i]`. Chunks no longer than KEY_BYTES have their bytes and length in
+    `keys[:, i]` (for the others, the length byte is KEY_BYTES + 1), a hash of those in `hashes[i]`."""
 
     text: bytes
     starts: np.ndarray  # int64
@@ -91,6 +92,14 @@ class BatchChunks:
         """Chunk i as a string (lower-cased as in `text`)."""
         return self.text[self.starts[i] : self.ends[i]].decode("utf-8", "surrogatepass")
 
+    def chunks(self, indices: np.ndarray) -> list[str]:
+        """`[self.chunk(i) for i in indices]`, decoded at once: no chunk holds a newline (whitespace
+        separates chunks), so the chunks' bytes joined by newlines decode and split back into them."""
+        if not len(indices):
+            return []
+        pieces = map(slice, self.starts[indices].tolist(), self.ends[indices].tolist())
+        return b"\n".join(map(self.text.__getitem__, pieces)).decode("utf-8", "surrogatepass").split("\n")
+
 
 def cut(texts: list[str]) -> BatchChunks:
     """The chunks of `texts` (each already NFKC-normalized), as BatchChunks."""
@@ -100,7 +109,8 @@ def cut(texts: list[str]) -> BatchChunks:
     data = b"\n" + b"\n".join(encoded) + b"\n"
     doc_starts = np.cumsum(sizes + 1) - sizes
     raw = np.frombuffer(data, dtype=np.uint8)
-    separating = _SEPARATING_BYTES[raw]
+    # Byte tables applied by bytes.translate and bytes.lower (C loops over the bytes, no index array).
+    separating = np.frombuffer(bytearray(data.translate(_SEPARATING_TRANSLATION)), dtype=bool)
     for lead, tails in _WIDE_SEPARATORS.items():
         leads = np.flatnonzero(raw == lead)  # never the last byte: the text ends with a newline
         for tail in tails:
@@ -113,10 +123,14 @@ def cut(texts: list[str]) -> BatchChunks:
     separating[_splitting_hyphens(raw)] = True
     separating[_splitting_underscores(raw, separating)] = True
     starts, ends = _spans(separating)
-    docs = np.searchsorted(doc_starts, starts, side="right") - 1
-    lowered = _LOWER[raw]
-    keys, hashes = _keys(lowered, starts, ends - starts)
-    return BatchChunks(lowered.tobytes(), starts, ends, docs, keys, hashes, _spaced(raw, doc_starts))
+    # Each chunk's document: document d's chunks are those from its first one (a search per document).
+    firsts = np.searchsorted(starts, doc_starts)
+    docs = np.repeat(np.arange(len(texts), dtype=np.int64), np.diff(np.append(firsts, len(starts))))
+    # Lower-cased (ASCII letters only, as bytes.lower does), with a key's worth of zeros after the
+    # last byte so that every chunk's key words can be read (_keys).
+    lowered = (data + bytes(8 * KEY_WORDS)).lower()
+    keys, hashes = _keys(np.frombuffer(lowered, dtype=np.uint8), starts, ends - starts)
+    return BatchChunks(lowered, starts, ends, docs, keys, hashes, _spaced(data, doc_starts))
 
 
 def _spans(separating: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -188,9 +202,11 @@ def _splitting_underscores(raw: np.ndarray, separating: np.ndarray) -> np.ndarra
 
 
 def _keys(lowered: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, hashes): each chunk's bytes as three little-endian words, zero-padded, the length
-    in the last word's top byte (exact for chunks up to KEY_BYTES), and a hash of those words."""
-    padded = np.concatenate([lowered, np.zeros(8 * KEY_WORDS, dtype=np.uint8)])
+    """(keys, hashes) of the chunks of `lowered` (the batch's bytes, then 8 * KEY_WORDS zeros, so
+    that a key's last word is read within it): each chunk's bytes as three little-endian words,
+    zero-padded, the length in the last word's top byte (exact for chunks up to KEY_BYTES), and
+    a hash of those words."""
+    padded = lowered
     # Every byte offset as the start of a little-endian 64-bit word (unaligned reads, no copy).
     words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
     keys = np.zeros((KEY_WORDS, len(starts)), dtype=np.uint64)
@@ -210,11 +226,24 @@ def _keys(lowered: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple
     return keys, hashes
 
 
-def _spaced(raw: np.ndarray, doc_starts: np.ndarray) -> list[int]:
+def _spaced(data: bytes, doc_starts: np.ndarray) -> list[int]:
     """The documents with a space between two ASCII capitals and a digit (an ASCII one, or a byte
-    of a multi-byte character: Unicode digits count too): those that may hold "HEL 4040"."""
-    space = np.flatnonzero(raw[2:-1] == 0x20) + 2
-    space = space[_UPPER[raw[space - 1]] & _UPPER[raw[space - 2]]]
-    after = raw[space + 1]
-    space = space[_DIGIT[after] | (after >= 0x80)]
-    return np.unique(np.searchsorted(doc_starts, space, side="right") - 1).tolist()
+    of a multi-byte character: Unicode digits count too): those that may hold "HEL 4040". The
+    bytes are mapped to classes (capital "A", possible digit "0", space, other ".") by one
+    bytes.translate, in which the shape is a plain substring ("AA 0", which cannot overlap itself)."""
+    classes = data.translate(_SPACED_CLASSES)
+    at = [found.start() + 2 for found in _SPACED_SHAPE.finditer(classes)]  # the spaces' positions
+    return np.unique(np.searchsorted(doc_starts, np.array(at, dtype=np.int64), side="right") - 1).tolist()
+
+
+def _classes() -> bytes:
+    table = bytearray(b"." * 256)
+    table[ord("A") : ord("Z") + 1] = b"A" * 26
+    table[ord("0") : ord("9") + 1] = b"0" * 10
+    table[0x80:] = b"0" * 128
+    table[ord(" ")] = ord(" ")
+    return bytes(table)
+
+
+_SPACED_CLASSES = _classes()
+_SPACED_SHAPE = re.compile(b"AA 0")

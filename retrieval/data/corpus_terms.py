@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Hashable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, islice
 
@@ -207,7 +208,7 @@ class _IdChunks(dict[str, int]):
         codes[found] = self.codes[at[found]]
         new = np.flatnonzero(~known & exact_group)
         if len(new):
-            codes[new] = self.codes_of([batch.chunk(i) for i in heads[new].tolist()])
+            codes[new] = self.codes_of(batch.chunks(heads[new]))
             merged = np.concatenate([self.hashes, unique[new]])
             keep = np.argsort(merged, kind="stable")
             self.hashes = merged[keep]
@@ -216,8 +217,21 @@ class _IdChunks(dict[str, int]):
         return codes[group], exact_group[group]
 
 
-def _analyse_batch(texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, lengths) of a batch of documents, with provisional ids.
+def _cut_batch(texts: list[str]) -> tuple[list[str], chunk_keys.BatchChunks]:
+    """A batch's texts NFKC-normalized, and its chunks (chunk_keys.cut): the part of a batch's
+    analysis that needs no state, numpy passes that mostly run without the GIL."""
+    normalized = [unicodedata.normalize("NFKC", text) for text in texts]
+    return normalized, chunk_keys.cut(normalized)
+
+
+_Cut = tuple[list[str], chunk_keys.BatchChunks]  # a batch's normalized texts and chunks (_cut_batch)
+
+
+def _analyse_batch(
+    texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks, cut: _Cut | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, lengths) of a batch of documents, with provisional ids; `cut` is _cut_batch(texts)
+    when already done.
 
     The batch is cut into chunks with numpy (retrieval.data.chunk_keys: no Python object per
     chunk); each distinct chunk's code comes from the chunks seen before or, for a new one, from
@@ -226,12 +240,11 @@ def _analyse_batch(texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks) -
     identifiers inside chunks, so its terms are its chunks' terms, as in analyze_with; any other
     is analysed by analyze_with itself, and its terms replace its span.
     """
-    normalized = [unicodedata.normalize("NFKC", text) for text in texts]
-    batch = chunk_keys.cut(normalized)
+    normalized, batch = cut or _cut_batch(texts)
     codes, exact = id_chunks.keyed_codes(batch)
     loose = np.flatnonzero(~exact)
     if len(loose):
-        codes[loose] = [id_chunks[batch.chunk(i)] for i in loose.tolist()]
+        codes[loose] = [id_chunks[chunk] for chunk in batch.chunks(loose)]
     counts = (codes >= 0).astype(np.int64)
     multi = np.flatnonzero(codes <= _MULTI)
     if len(multi):
@@ -321,18 +334,29 @@ def analyze_corpus(
     position = 0
     stream = chain(head, iterator)
     del head
-    while batch := list(islice(stream, _CORPUS_BATCH)):
-        if len(chunks) > _CHUNKS_LIMIT:
-            chunks.clear()
-        if len(id_chunks) > _CHUNKS_LIMIT:
-            id_chunks.reset()
-        ids, lengths = _analyse_batch(batch, chunks, id_chunks)
-        if len(numbering) > len(first):
-            first = np.concatenate([first, np.full(len(numbering) - len(first), _UNSEEN, dtype=np.int64)])
-        np.minimum.at(first, ids, np.arange(position, position + len(ids), dtype=np.int64))
-        position += len(ids)
-        batches.append(ids)
-        all_lengths.append(lengths)
+    # The next batch is cut in a thread while this one is analysed: the cut is numpy passes over
+    # the batch's bytes that release the GIL, the analysis Python that holds it, so a single
+    # process keeps two cores busy for most of the run (no fork, no second analysis of the
+    # chunks, no merge: what workers in processes cost, corpus_parts).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus-cut") as cutter:
+        batch = list(islice(stream, _CORPUS_BATCH))
+        pending = cutter.submit(_cut_batch, batch) if batch else None
+        while pending is not None:
+            current, cut = batch, pending.result()
+            batch = list(islice(stream, _CORPUS_BATCH))
+            pending = cutter.submit(_cut_batch, batch) if batch else None
+            if len(chunks) > _CHUNKS_LIMIT:
+                chunks.clear()
+            if len(id_chunks) > _CHUNKS_LIMIT:
+                id_chunks.reset()
+            ids, lengths = _analyse_batch(current, chunks, id_chunks, cut)
+            del current, cut
+            if len(numbering) > len(first):
+                first = np.concatenate([first, np.full(len(numbering) - len(first), _UNSEEN, dtype=np.int64)])
+            np.minimum.at(first, ids, np.arange(position, position + len(ids), dtype=np.int64))
+            position += len(ids)
+            batches.append(ids)
+            all_lengths.append(lengths)
     # Renumbered in order of first appearance; ids that no kept term uses are dropped.
     used = np.flatnonzero(first != _UNSEEN)
     order = used[np.argsort(first[used], kind="stable")]

@@ -111,7 +111,8 @@ def load_dataset(
         raise DatasetError(f"{corpus_path}: missing. A dataset folder needs corpus.jsonl.")
     documents = _load_corpus(corpus_path)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
-    documents = dict(sorted(documents.items()))
+    # Sorting the ids alone takes list.sort's path for strings: several times faster than the items.
+    documents = {doc_id: documents[doc_id] for doc_id in sorted(documents)}
     records = read_judgments(root / JUDGMENTS_FILE)
     lines = {
         q: {d: found for d, found in judged.items() if d in documents} for q, judged in by_question(records).items()

@@ -253,15 +253,18 @@ def _run_pipeline(context: Context, chosen: Plan, settings: Settings, mode: Mode
         ExitStack() as stack,
     ):
         # Work a method can do while the others rank starts first (bm25's corpus analysis),
-        # and that method ranks when nothing else can.
+        # and that method ranks when nothing else can. With nothing else to do meanwhile (one
+        # method ranks here, no shared embeddings), nothing is started early: the method's own
+        # rank does that work, at no cost of starting it elsewhere (bm25: no worker forked).
+        here = [m for m in chosen.methods if ranks_here(chosen.declarations[m.name], mode)]
+        embeds = any(d.needs_vectors for d in chosen.declarations.values())
         prepared: list[str] = []
-        for method in chosen.methods:
-            if ranks_here(chosen.declarations[method.name], mode):
-                stop = executor.prepare(method, context)
-                if stop is not None:
-                    stack.callback(stop)
-                    prepared.append(method.name)
-        if any(d.needs_vectors for d in chosen.declarations.values()):
+        for method in here if embeds or len(here) > 1 else ():
+            stop = executor.prepare(method, context)
+            if stop is not None:
+                stack.callback(stop)
+                prepared.append(method.name)
+        if embeds:
             _embed(context, settings, mode, recorder, stack, executor)
         for method in chosen.order(late=prepared):
             run_method(method, chosen.declarations[method.name], context, recorder, mode, settings.root, executor)

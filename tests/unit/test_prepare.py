@@ -33,6 +33,11 @@ def test_a_prepared_method_ranks_after_the_others_and_is_stopped_at_the_end() ->
     assert EVENTS == ["prepare early", "rank plain", "rank early", "stop early"]
 
 
+def test_alone_a_method_is_not_prepared_as_nothing_would_overlap_its_work() -> None:
+    _evaluate(["prepared_methods:Early"])
+    assert EVENTS == ["rank early"]
+
+
 def test_a_method_requiring_a_prepared_one_still_ranks_after_it() -> None:
     _evaluate(["prepared_methods:AfterEarly", "prepared_methods:Plain"])
     assert EVENTS == ["prepare early", "rank plain", "rank early", "rank after-early", "stop early"]
