@@ -18,6 +18,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+# The pytest runs the tests start (in process with pytester, or in their own) leave them out too
+# (pyproject.toml's addopts): an adopter's repository has neither, and langsmith's cost a second
+# each time a run imported it again.
+_UNUSED_PLUGINS = "-p no:langsmith_plugin -p no:platformdirs"
+if _UNUSED_PLUGINS not in os.environ.get("PYTEST_ADDOPTS", ""):
+    os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {_UNUSED_PLUGINS}".strip()
+
+
 # The Ray module's tests share one 2-node cluster (a module fixture, 8-25 s to start): under
 # `-n auto` they all go to one worker, where it starts once, the other tests spreading as usual.
 ONE_WORKER = ("tests/unit/test_ray_executor.py",)

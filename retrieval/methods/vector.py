@@ -18,6 +18,7 @@ import numpy as np
 
 from retrieval.config import Settings
 from retrieval.methods.base import Context
+from retrieval.methods.support.shard_answers import Candidates, index_type, packed, score_codes
 from retrieval.methods.support.sharding import Shard, ShardedSearch
 from retrieval.run.ranking import Ranking, top_k
 
@@ -78,49 +79,65 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int, larg
     depth-th best rounded cosine: fewer than `depth` documents have a float32 score above
     r_k + M, so the depth-th best float32 score t is at most r_k + M, and every document of
     the final top (rounded cosine >= r_k) has a float32 score >= r_k - M >= t - 2M. Each
-    question keeps the `depth` best float32 scores seen so far; the smallest is a threshold
-    that only rises, and a document is a candidate when it scores >= threshold - 2M at its
-    block's time: every document of the final top is one.
+    question keeps the `depth` best float32 scores merged so far (`_merged_best`, once some
+    question has as many new candidates as the depth, and after the last block); the smallest is
+    a threshold that only rises and never exceeds t, and a document is a candidate when it scores
+    >= threshold - 2M at its block's time: every document of the final top is one.
     """
     n_questions, n = len(batch), len(documents)
     k = min(depth, n)
     questions32 = batch.astype(np.float32)
     margin = 2 * _float32_error(batch, largest)
     best = np.full((n_questions, k), -np.inf, dtype=np.float32)
+    threshold = np.full((n_questions, 1), -np.inf, dtype=np.float32)
+    # One score buffer and one mask for every full block: a fresh 64 MB array per block costs its
+    # page faults each time.
+    width = min(DOCUMENT_BLOCK, n)
+    scores_buffer = np.empty((n_questions, width), dtype=np.float32)
+    mask_buffer = np.empty((n_questions, width), dtype=bool)
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     values: list[np.ndarray] = []
+    pending: list[tuple[np.ndarray, np.ndarray]] = []  # candidates not yet merged into `best`
+    pending_counts = np.zeros(n_questions, dtype=np.int64)
     for start in range(0, n, DOCUMENT_BLOCK):
-        scores = questions32 @ np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float32).T
+        block = np.asarray(documents[start : start + DOCUMENT_BLOCK], dtype=np.float32)
+        full = len(block) == width
+        scores = scores_buffer if full else np.empty((n_questions, len(block)), dtype=np.float32)
+        np.matmul(questions32, block.T, out=scores)
         filled = start == 0 and scores.shape[1] >= k
         if filled:
             # The first block fills each question's best at once.
             best = -np.partition(-scores, k - 1, axis=1)[:, :k]
+            threshold = _below(best.min(axis=1), margin)[:, None]
+        mask = mask_buffer if full else np.empty(scores.shape, dtype=bool)
+        np.greater_equal(scores, threshold, out=mask)
         # flatnonzero then divmod: the same (row, col) pairs in the same order as np.nonzero,
         # which costs three to four times more on a 2-D mask (a fifth of the search at a million).
-        flat = np.flatnonzero(scores >= _below(best.min(axis=1), margin)[:, None])
+        flat = np.flatnonzero(mask)
         row, col = np.divmod(flat, scores.shape[1])
         found = scores.reshape(-1)[flat]
-        del scores
         rows.append(row)
         cols.append(col + start)
         values.append(found)
         if filled:
             continue
-        # The new values of each question, padded with -inf to a rectangle, join its best.
-        counts = np.bincount(row, minlength=n_questions)
-        width = int(counts.max()) if len(row) else 0
-        if width:
-            padded = np.full((n_questions, width), -np.inf, dtype=np.float32)
-            offsets = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
-            padded[row, offsets] = found
-            merged = np.concatenate([best, padded], axis=1)
-            best = -np.partition(-merged, k - 1, axis=1)[:, :k]
-    threshold = _below(best.min(axis=1), margin)
+        # The threshold may lag behind each question's best: it stays a lower bound, and merging
+        # the new values only once they could fill a question's depth again makes a partition
+        # every few blocks (a handful over a million documents) instead of one per block.
+        pending.append((row, found))
+        pending_counts += np.bincount(row, minlength=n_questions)
+        if pending_counts.max() >= k or start + DOCUMENT_BLOCK >= n:
+            best = _merged_best(best, pending, pending_counts, k)
+            threshold = _below(best.min(axis=1), margin)[:, None]
+            pending, pending_counts = [], np.zeros(n_questions, dtype=np.int64)
+    threshold = threshold[:, 0]
     row, col, found = np.concatenate(rows), np.concatenate(cols), np.concatenate(values)
     keep = found >= threshold[row]
-    row, col = row[keep], col[keep].astype(np.int64)
-    order = np.lexsort((col, row))
+    # Blocks come in document order and each block's pairs by question, then document: a stable
+    # sort by question (a radix sort on 16-bit rows) orders them by (question, document).
+    row, col = row[keep].astype(np.int16 if n_questions < 2**15 else np.int64), col[keep]
+    order = np.argsort(row, kind="stable")
     row, col = row[order], col[order]
     starts = np.searchsorted(row, np.arange(n_questions + 1))
     rankings: list[Ranking] = []
@@ -130,6 +147,22 @@ def _blocked_rankings(batch: np.ndarray, documents: np.ndarray, depth: int, larg
         best_of = top_k(exact, k)
         rankings.append(Ranking(candidates[best_of.indices], best_of.scores))
     return rankings
+
+
+def _merged_best(
+    best: np.ndarray, pending: list[tuple[np.ndarray, np.ndarray]], counts: np.ndarray, k: int
+) -> np.ndarray:
+    """Each question's k best of `best` and of the pending (row, value) pairs, whose rows come in
+    ascending order within each pair: the new values, padded with -inf to a rectangle, join best."""
+    padded = np.full((len(best), int(counts.max())), -np.inf, dtype=np.float32)
+    filled = np.zeros(len(best), dtype=np.int64)
+    for row, found in pending:
+        here = np.bincount(row, minlength=len(best))
+        offsets = np.arange(len(row)) - np.repeat(np.cumsum(here) - here, here) + filled[row]
+        padded[row, offsets] = found
+        filled += here
+    merged = np.concatenate([best, padded], axis=1)
+    return -np.partition(-merged, k - 1, axis=1)[:, :k]
 
 
 # The largest norm of each read-only corpus searched (a vector store's memory map), by the array's
@@ -241,3 +274,50 @@ class VectorSharding:
 
     def score(self, prepared: np.ndarray, queries: np.ndarray, statistics: None, depth: int) -> list[Ranking]:
         return cosine_rankings(queries, prepared, depth)
+
+    def candidates(self, prepared: np.ndarray, queries: np.ndarray, statistics: None, depth: int) -> Candidates:
+        """`packed(score(...))`, the same arrays, built without a Ranking per question when the
+        depth takes the whole shard (a cluster's shards at a run's usual depth of 1,000 over a
+        corpus of a few thousand documents): one stable sort per batch of questions instead of a
+        `top_k` per question."""
+        if len(prepared) > DOCUMENT_BLOCK or depth < len(prepared) or not len(queries):
+            return packed(self.score(prepared, queries, statistics, depth))
+        return _whole_shard_candidates(queries, prepared)
+
+
+def _whole_shard_candidates(questions: np.ndarray, documents: np.ndarray) -> Candidates:
+    # The one-block path of cosine_rankings (the same batches, product and rounding), then each
+    # row ordered whole: top_k's order when the depth takes every document (score descending,
+    # ties to the lower index, NaN last), for a batch of questions at once. A rounded cosine is
+    # its integer code (shard_answers.score_codes), so the order is a plain sort of one int64
+    # key per score, the code above the index; a batch whose scores have no exact code (NaN,
+    # -0.0) takes a stable sort of the negated floats instead, the same order, slower.
+    corpus = np.asarray(documents, dtype=np.float64)
+    width = len(corpus)
+    dtype = index_type(width - 1)
+    bits = max(width - 1, 1).bit_length()
+    columns = np.arange(width, dtype=np.int64)
+    # A code that fits int32 (a cosine's is about +-10**SCORE_DECIMALS) and an index below
+    # 2**bits (at most DOCUMENT_BLOCK here): one key in 32 + 14 bits.
+    highest = 2**31 - 1
+    indices: list[np.ndarray] = []
+    scores: list[np.ndarray] = []  # a batch's codes (int32), or its floats when it has none
+    for start in range(0, len(questions), QUESTION_BATCH):
+        batch = np.asarray(questions[start : start + QUESTION_BATCH], dtype=np.float64)
+        block = np.round(batch @ corpus.T, SCORE_DECIMALS)
+        codes = score_codes(block, SCORE_DECIMALS)
+        if codes is None or np.abs(codes).max(initial=0) > highest:
+            order = np.argsort(-block, axis=1, kind="stable")
+            scores.append(np.take_along_axis(block, order, axis=1).ravel())
+            indices.append(order.astype(dtype).ravel())
+            continue
+        keys = ((highest - codes) << bits) | columns
+        keys.sort(axis=1)
+        scores.append((highest - (keys >> bits)).astype(np.int32).ravel())
+        indices.append((keys & ((1 << bits) - 1)).astype(dtype).ravel())
+    lengths = np.full(len(questions), width, dtype=np.int64)
+    if all(part.dtype == np.int32 for part in scores):
+        # The shard's answer stays coded: marks and the cut read it decoded, it crosses coded.
+        return Candidates(np.concatenate(indices), np.concatenate(scores), lengths, SCORE_DECIMALS)
+    floats = [part / 10.0**SCORE_DECIMALS if part.dtype == np.int32 else part for part in scores]
+    return Candidates(np.concatenate(indices), np.concatenate(floats), lengths)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
 import pkgutil
 import tempfile
@@ -31,13 +32,19 @@ if TYPE_CHECKING:
 
 @cache
 def _package_loaded() -> None:
-    """Import every module of the package, and vcrpy, once in this process.
+    """Import every module of the package, vcrpy and the installed pytest plugins, once in this
+    process.
 
     pytester's in-process runs (the gate on temporary projects) drop from sys.modules every
     module first imported during a run, so the next run imports it again: vcrpy and what it
-    patches, and the package's lazily imported modules, cost about 25 ms a run that way, and
-    scipy's C extensions do not survive a second import. A real session imports each once;
-    importing them before the first run does the same for the runs."""
+    patches, and the package's lazily imported modules, cost about 25 ms a run that way; a plugin
+    this session leaves out (pyproject.toml's addopts: langsmith's) about a second; and scipy's C
+    extensions do not survive a second import: a gate run that first called the paired bootstrap
+    dropped scipy.stats, and the next test's import of it failed ("cannot load module more than
+    once per process"), test_baseline_trust.py after test_gate_reference.py. A real session
+    imports each once; importing them before the first run does the same for the runs."""
+    import scipy.stats  # noqa: F401  (retrieval.measures.paired imports it when first called)
+    import Stemmer  # noqa: F401  (retrieval.data.snowball, likewise)
     import vcr  # noqa: F401
 
     import retrieval
@@ -45,12 +52,20 @@ def _package_loaded() -> None:
     for module in pkgutil.walk_packages(retrieval.__path__, "retrieval."):
         if module.name != "retrieval.__main__":
             importlib.import_module(module.name)
+    for plugin in importlib.metadata.entry_points(group="pytest11"):
+        importlib.import_module(plugin.module)
+
+
+@pytest.fixture(scope="session")
+def _package_imported() -> None:
+    _package_loaded()
 
 
 @pytest.fixture
-def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
-    """pytest's own, once the package is loaded (see _package_loaded)."""
-    _package_loaded()
+def pytester(_package_imported: None, pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytest's own, once the package is loaded (see _package_loaded). Loaded before pytest's
+    fixture is made: it takes a snapshot of sys.modules and puts it back when the test ends, which
+    dropped what the first test loaded."""
     return pytester
 
 

@@ -68,11 +68,18 @@ __all__ = [
     "with_fixture_key",
 ]
 
-# Tiny backoff and timeouts keep fault tests fast; two attempts show the retry.
+# Tiny backoff keeps fault tests fast; two attempts show the retry.
 FAST_RETRY = RetryPolicy(attempts=2, backoff=0.01, max_wait=0.05)
-TIMEOUT = 0.3
-# Only for calls meant to time out: a shorter wait keeps the suite fast.
-SHORT_TIMEOUT = 0.05
+# The timeout of calls meant to be answered: generous, since no test waits for it. At 0.3 s a
+# loaded machine (two xdist workers beside other runs) made the first call of a module time out
+# while the fake server had already taken its scripted act: the retry then got the default answer
+# and test_gemini.py's first generation test failed about once in five full runs.
+TIMEOUT = 10.0
+# For the timeout cases (answers scripted to come after 2 s): a shorter wait keeps the suite fast.
+# Not shorter than this: the other questions of a rerank or rewrite timeout case go through the
+# same client and must be answered in time, and at 0.05 s a loaded machine made one of them time
+# out too (test_rerank.py's [timeout] case failed at random).
+SHORT_TIMEOUT = 1.0
 FIXTURE_KEY = "fixture-gemini-key"
 # Environment switches that would send the SDK elsewhere (Vertex AI, another URL or version).
 SDK_ENV = (

@@ -6,7 +6,10 @@ it on `main`, pushes it to a bare `origin`, and checks out a pull request's bran
 `required_check()` runs the script of the workflow's "Gate against the base branch" step as it is
 written in .github/workflows/eval.yml (bash -e, `BASE_REF=main`, `GITHUB_STEP_SUMMARY`), with
 a `.venv/bin/activate` that puts this interpreter first on PATH: the same `git fetch`, the same
-`python -m retrieval --gate` command line.
+`python -m retrieval --gate` command line. That command runs in this process (`in_process`, the
+default: the script's `python` is a shell function that hands its arguments over and returns the
+exit status, so a check costs no interpreter start and import of the package), or as the script's
+own process (`in_process=False`, which a few tests keep, for the step as GitHub runs it).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,8 +84,9 @@ def publish(top: Path, origin: Path) -> None:
     git(top, "checkout", "-qb", "pr")
 
 
-def required_check(folder: Path, top: Path) -> Check:
-    """The workflow's required step, run in `folder` as GitHub runs a `run:` script of a pull request."""
+def required_check(folder: Path, top: Path, in_process: bool = True) -> Check:
+    """The workflow's required step, run in `folder` as GitHub runs a `run:` script of a pull
+    request; its `python -m retrieval` in this process unless `in_process` is False."""
     step = workflow_step()
     if not (folder / ".venv").exists():  # a monorepo's job installs in the project's folder
         shutil.copytree(top / ".venv", folder / ".venv")
@@ -88,16 +94,90 @@ def required_check(folder: Path, top: Path) -> Check:
     summary.write_text("")
     env = {**os.environ, **step["env"], "BASE_REF": "main", "GITHUB_STEP_SUMMARY": str(summary)}
     env.pop("RETRIEVAL_PROFILE", None)
-    done = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    return Check(done.returncode, done.stdout, done.stderr, summary.read_text())
+    command = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]]
+    if not in_process:
+        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, check=False, timeout=600)
+        return Check(done.returncode, done.stdout, done.stderr, summary.read_text())
+    with tempfile.TemporaryDirectory(prefix="required-check-") as fifos:
+        status, stdout, stderr = _served_in_process(command, folder, env, Path(fifos))
+    return Check(status, stdout, stderr, summary.read_text())
+
+
+# The script's `python`, a function: its arguments to the `call` FIFO, its status from `done`.
+_PYTHON = 'python() {{ printf "%s\\0" "$@" > "{call}"; read -r status < "{done}"; return "$status"; }}\n'
+
+
+def _served_in_process(command: list[str], folder: Path, env: Mapping[str, str], fifos: Path) -> tuple[int, str, str]:
+    """Run the step's script with its `python` served in this process; its status and output."""
+    call, done = fifos / "call", fifos / "done"
+    os.mkfifo(call)
+    os.mkfifo(done)
+    script = _PYTHON.format(call=call, done=done) + command[-1]
+    out_file, err_file = fifos / "stdout", fifos / "stderr"
+    with out_file.open("w+") as out, err_file.open("w+") as err:
+        shell = subprocess.Popen([*command[:-1], script], cwd=folder, env=dict(env), stdout=out, stderr=err, text=True)
+        try:
+            words = _called(call, shell)
+            if words is not None:
+                assert words[:2] == ["-m", "retrieval"], words  # the step's one command
+                status, printed, said = _retrieval_here(words[2:], folder, env)
+                out.flush()
+                before = out_file.read_text()
+                with done.open("w") as answer:
+                    answer.write(f"{status}\n")
+            shell.wait(timeout=600)
+        finally:
+            if shell.poll() is None:
+                shell.kill()
+                shell.wait()
+    stdout, stderr = out_file.read_text(), err_file.read_text()
+    if words is not None:  # the command's output where the script printed it
+        stdout = before + printed + stdout[len(before) :]
+        stderr += said
+    return shell.returncode, stdout, stderr
+
+
+def _called(call: Path, shell: subprocess.Popen[str]) -> list[str] | None:
+    """The arguments the script's `python` was called with, or None if the script ended first."""
+    reader = os.open(call, os.O_RDONLY | os.O_NONBLOCK)
+    data = b""
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(reader, 65536)
+            except BlockingIOError:  # the script is writing: the rest is coming
+                time.sleep(0.001)
+                continue
+            if chunk:
+                data += chunk
+            elif data:  # the writer closed the FIFO: every argument is in
+                return data.decode().split("\0")[:-1]
+            elif shell.poll() is not None:
+                return None
+            else:
+                time.sleep(0.001)
+    finally:
+        os.close(reader)
+    raise TimeoutError("the required step never called python")
+
+
+def _retrieval_here(args: list[str], folder: Path, env: Mapping[str, str]) -> tuple[int, str, str]:
+    """`python -m retrieval ARGS` in `folder` with the step's environment, in this process."""
+    saved = dict(os.environ)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        with contextlib.chdir(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(args)
+            except SystemExit as exc:  # argparse's refusal
+                status = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return status, out.getvalue(), err.getvalue()
 
 
 class PullRequest:
@@ -163,6 +243,7 @@ class PullRequest:
         self.commit(f"accept: {reason}")
         return done
 
-    def required_check(self, where: Path | None = None) -> Check:
-        """The workflow's required step, run as GitHub runs a `run:` script of a pull request."""
-        return required_check(where or self.root, self.top)
+    def required_check(self, where: Path | None = None, in_process: bool = True) -> Check:
+        """The workflow's required step, run as GitHub runs a `run:` script of a pull request
+        (its `python -m retrieval` in this process unless `in_process` is False)."""
+        return required_check(where or self.root, self.top, in_process)

@@ -12,12 +12,12 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 from demo_fixture import demo_dataset, demo_settings
-from framework_fixtures import TOP_K, fixture_embedding, haystack_bm25, langchain_retriever
 
 from retrieval import haystack_method  # the public API's name
 from retrieval.adapters.frameworks import langchain_method
@@ -36,17 +36,25 @@ LLAMAINDEX = "llamaindex:framework_fixtures:llamaindex_retriever"
 HAYSTACK = "haystack:framework_fixtures:haystack_retriever?input=text"
 
 
+def fixtures() -> ModuleType:
+    """framework_fixtures.py, imported at first use: LangChain, LlamaIndex and Haystack take a second
+    or more to import, which collecting the suite (in each pytest-xdist worker) need not pay."""
+    import framework_fixtures
+
+    return framework_fixtures
+
+
 def with_options(spec: str, options: str) -> str:
     return f"{spec}{'&' if '?' in spec else '?'}{options}"
 
 
 def cosines(dataset: Dataset) -> dict[str, dict[str, float]]:
     """Each question's cosine with every document over the fixture vectors, computed here."""
-    docs = np.array([fixture_embedding(d.content) for d in dataset.documents])
+    docs = np.array([fixtures().fixture_embedding(d.content) for d in dataset.documents])
     docs /= np.linalg.norm(docs, axis=1, keepdims=True)
     found = {}
     for question in dataset.questions:
-        query = np.array(fixture_embedding(question.text))
+        query = np.array(fixtures().fixture_embedding(question.text))
         scores = docs @ (query / np.linalg.norm(query))
         found[question.id] = {d.id: float(s) for d, s in zip(dataset.documents, scores, strict=True)}
     return found
@@ -56,8 +64,8 @@ def assert_cosine_top(ranked: dict[str, list[str]], dataset: Dataset) -> None:
     """Each question's ranking is TOP_K of the dataset's documents best first by cosine (documents
     of equal cosine in any order: each store breaks such ties its own way)."""
     for qid, scores in cosines(dataset).items():
-        best = sorted(scores.values(), reverse=True)[:TOP_K]
-        assert len(set(ranked[qid])) == TOP_K
+        best = sorted(scores.values(), reverse=True)[: fixtures().TOP_K]
+        assert len(set(ranked[qid])) == fixtures().TOP_K
         assert [scores[d] for d in ranked[qid]] == pytest.approx(best, abs=1e-9), qid
 
 
@@ -82,9 +90,9 @@ def test_a_framework_retriever_ranks_the_datasets_documents(spec: str) -> None:
     # LlamaIndex's and Haystack's scores are kept (best first); LangChain gives none, so the order is scored.
     scores = run.results[0].methods["framework"].scores
     if framework != "langchain":
-        assert scores != list(range(TOP_K, 0, -1)) and scores == sorted(scores, reverse=True)
+        assert scores != list(range(fixtures().TOP_K, 0, -1)) and scores == sorted(scores, reverse=True)
     else:
-        assert scores == [float(s) for s in range(TOP_K, 0, -1)]
+        assert scores == [float(s) for s in range(fixtures().TOP_K, 0, -1)]
     assert 0 < score_run(run)["framework"].overall["recall@5"] < 1
 
 
@@ -102,17 +110,20 @@ def test_the_frameworks_give_the_same_figures_over_the_same_vectors() -> None:
 def test_chunks_of_one_document_count_once_at_their_best_rank() -> None:
     dataset = demo_dataset()
     method = langchain_method(
-        lambda d: langchain_retriever(d, parts=3), name="chunked", calls="none", sources=("framework_fixtures",)
+        lambda d: fixtures().langchain_retriever(d, parts=3),
+        name="chunked",
+        calls="none",
+        sources=("framework_fixtures",),
     )
     context = Context(dataset=dataset, depth=1000)
     rankings = method.rank(context)
-    retriever = langchain_retriever(dataset, parts=3)
+    retriever = fixtures().langchain_retriever(dataset, parts=3)
     for question, ranking in zip(dataset.questions, rankings, strict=True):
         hits = [doc.metadata["id"] for doc in retriever.invoke(question.text)]
         expected = list(dict.fromkeys(hits))
         assert [dataset.documents[i].id for i in ranking.indices] == expected
         assert len(expected) < len(hits) or len(set(hits)) == len(hits)
-    assert any(len(r) < TOP_K for r in rankings)  # some questions met one document's chunks twice
+    assert any(len(r) < fixtures().TOP_K for r in rankings)  # some questions met one document's chunks twice
 
 
 def test_a_returned_document_without_an_id_fails_in_one_line() -> None:
@@ -145,7 +156,7 @@ def test_a_returned_document_without_an_id_fails_in_one_line() -> None:
 def test_an_id_the_dataset_does_not_hold_is_refused() -> None:
     demo = demo_dataset()
     fewer = replace(demo, documents=demo.documents[1:])  # the retriever still indexes the first one
-    method = langchain_method(lambda d: langchain_retriever(demo), name="stale", calls="none")
+    method = langchain_method(lambda d: fixtures().langchain_retriever(demo), name="stale", calls="none")
     with pytest.raises(ConfigError, match=r"method 'stale': the engine returned 1 id\(s\) that dataset"):
         evaluate(fewer, demo_settings(), mode="replay", extra=[method], methods=[])
 
@@ -282,10 +293,10 @@ def test_a_haystack_component_is_run_with_the_question_as_its_query() -> None:
     run = evaluate(
         dataset, demo_settings(), mode="replay", methods=["haystack:framework_fixtures:haystack_bm25?calls=none"]
     )
-    retriever = haystack_bm25(dataset)
+    retriever = fixtures().haystack_bm25(dataset)
     for result in run.results:
         found = retriever.run(query=result.question.text)["documents"]
-        assert result.methods["haystack_bm25"].ids[:TOP_K] == [doc.id for doc in found]
+        assert result.methods["haystack_bm25"].ids[: fixtures().TOP_K] == [doc.id for doc in found]
         assert result.methods["haystack_bm25"].scores[: len(found)] == pytest.approx([doc.score for doc in found])
     assert 0 < score_run(run)["haystack_bm25"].overall["recall@5"] < 1
 
@@ -299,7 +310,7 @@ def test_haystack_chunks_name_their_document_through_source_id() -> None:
     run = evaluate(dataset, demo_settings(), mode="replay", methods=[f"{chunked}&id_key=source_id"])
     ranked = run.ranked_ids("haystack_chunked")
     assert all(len(set(ids)) == len(ids) for ids in ranked.values())
-    assert any(len(ids) < TOP_K for ids in ranked.values())  # some questions met one document's chunks twice
+    assert any(len(ids) < fixtures().TOP_K for ids in ranked.values())  # some questions met one document's chunks twice
 
 
 def test_a_pipeline_with_two_document_outputs_must_name_its_retriever() -> None:
@@ -325,7 +336,7 @@ def test_a_haystack_method_turns_haystack_telemetry_off(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(telemetry, "telemetry", object())  # as imported without the variable
     monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "true")
-    haystack_method(haystack_bm25, name="keyword", calls="none")
+    haystack_method(fixtures().haystack_bm25, name="keyword", calls="none")
     assert telemetry.telemetry is None
     assert os.environ["HAYSTACK_TELEMETRY_ENABLED"] == "False"
 

@@ -1,12 +1,15 @@
 """`python -m retrieval --gate`, its Markdown job summary and the pytest plugin give the same
 verdicts, in the same words, on each case of the plugin's tests: all three render the verdict
 model retrieval.gate.verdicts.verdicts_of makes of retrieval.gate.result's evaluation. Run on the
-FIXTURE adopter project (test_gate_runs.py): the plugin in-process, the CLI as a user runs it, in
-a subprocess from the project's folder.
+FIXTURE adopter project (test_gate_runs.py): the plugin in-process, the CLI with a user's command
+line from the project's folder, in this process too (the bad-input case in its own, for its exit
+status and its one line on stderr).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +19,7 @@ import pytest
 from test_gate_runs import _retriever, project  # noqa: F401  (project: a fixture)
 from test_pytest_plugin import PYPROJECT, QUESTIONS, _run, _write_dataset
 
+from retrieval.cli import main
 from retrieval.report.gate_summary import summary_failures
 
 
@@ -69,6 +73,22 @@ CASES: dict[str, Callable[[Path], None]] = {
 }
 
 
+def _cli_here(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m retrieval ARGS` from the project's folder, in this process; the project's own
+    modules (myret.py) forgotten after it, as the next process would not know them."""
+    known, path = set(sys.modules), list(sys.path)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.chdir(root), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(list(args))
+    finally:
+        sys.path[:] = path
+        for name in set(sys.modules) - known:
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(root)):
+                del sys.modules[name]
+    return subprocess.CompletedProcess(["python", "-m", "retrieval", *args], status, out.getvalue(), err.getvalue())
+
+
 def _plugin(result: pytest.RunResult) -> dict[str, str]:
     prefix = "FAILED pyproject.toml::test_gate["
     found = {}
@@ -94,13 +114,7 @@ def test_the_cli_gives_the_plugins_verdicts_in_its_words(
     CASES[case](project)
     plugin = _run(pytester)
     summary = project.parent / "summary.md"
-    done = subprocess.run(
-        [sys.executable, "-m", "retrieval", "--gate", "--summary-output", str(summary)],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _cli_here(project, "--gate", "--summary-output", str(summary))
     assert done.stderr == ""
     assert _cli(done.stdout) == _plugin(plugin)
     assert done.returncode == plugin.ret == (0 if case == "holds" else 1)

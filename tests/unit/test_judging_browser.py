@@ -15,7 +15,9 @@ from judging_fixture import JudgeProcess, copy_demo
 from retrieval.data.analyzer import analyze
 from retrieval.data.judgment_file import JUDGMENTS_FILE, Judgment, read_judgments
 
-pytestmark = pytest.mark.usefixtures("browser_available")
+# A real browser and server process (8-12 s): CI's slow job. The session and server they drive are
+# tested without a browser in test_judging_page.py (grades on disk, undo, another tab's grade).
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("browser_available")]
 
 
 @pytest.fixture

@@ -9,9 +9,15 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from judging_fixture import JudgeProcess, copy_demo, get, post
 
 from retrieval.data.judgment_file import JUDGMENTS_FILE, Judgment, read_judgments, render_judgments
+
+# A server process killed with SIGKILL mid-write (10-17 s): CI's slow job. Its logic is tested
+# fast: the atomic write in test_atomic.py, leftovers in test_atomic_set.py, and a killed writer's
+# temporary file removed by the page's next grade in test_judging_page.py.
+pytestmark = pytest.mark.slow
 
 # Judgments of another dataset's questions, kept in the file (not used here): enough lines that a
 # write takes long enough to be caught in the middle (about 7 MB, then fsync).

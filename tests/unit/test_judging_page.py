@@ -130,6 +130,24 @@ def test_a_grade_is_on_disk_before_it_is_answered_and_undo_puts_back_what_it_rep
     assert read_judgments(session.path) == []
 
 
+def test_a_killed_writers_half_file_is_removed_by_the_next_grade_and_the_file_kept_whole(
+    session: JudgingSession,
+) -> None:
+    # What a server killed mid-write leaves (test_judging_crash.py, slow, kills a real one): its
+    # temporary file, named for its dead process, beside a whole judgments file.
+    first, second = session.pool[0], session.pool[1]
+    session.judge({"question": first.question, "document": first.document, "grade": 3})
+    before = session.path.read_bytes()
+    half = session.path.parent / f".{JUDGMENTS_FILE}.999999999-deadbeef.tmp"
+    half.write_bytes(before[: len(before) // 2])
+    session.judge({"question": second.question, "document": second.document, "grade": 1})
+    assert not half.exists()
+    assert {(j.question, j.document, j.grade) for j in read_judgments(session.path)} == {
+        (first.question, first.document, 3),
+        (second.question, second.document, 1),
+    }
+
+
 def test_an_undo_never_takes_back_another_tab_s_grade(session: JudgingSession) -> None:
     pair = session.pool[0]
     body = {"question": pair.question, "document": pair.document}

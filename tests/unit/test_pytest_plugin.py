@@ -103,6 +103,8 @@ UNREAD = tuple(
         "threadexception",
         "benchmark",
         "anyio",
+        "langsmith_plugin",
+        "platformdirs",
     )
     for arg in ("-p", f"no:{name}")
 )

@@ -135,3 +135,47 @@ def test_a_read_only_memory_map_s_norm_is_computed_once(tmp_path: object, monkey
         cosine_rankings(questions, array, 20)
         cosine_rankings(questions, array, 20)
         assert passes == [len(documents)] * 2
+
+
+def test_merged_best_keeps_each_question_s_k_best_of_every_pending_block() -> None:
+    # Pending pairs from three blocks (rows ascending within each), some rows absent from some
+    # blocks: the merge must keep every value, whatever block it came from.
+    rng = np.random.default_rng(3)
+    n_questions, k = 7, 5
+    best = np.sort(rng.standard_normal((n_questions, k)).astype(np.float32), axis=1)[:, ::-1]
+    pending, everything = [], [list(row) for row in best]
+    for _ in range(3):
+        row = np.sort(rng.integers(0, n_questions, int(rng.integers(0, 20))))
+        found = rng.standard_normal(len(row)).astype(np.float32) + 1
+        pending.append((row, found))
+        for r, v in zip(row.tolist(), found.tolist(), strict=True):
+            everything[r].append(v)
+    counts = np.bincount(np.concatenate([row for row, _ in pending]), minlength=n_questions)
+    merged = vector._merged_best(best, pending, counts, k)
+    for question in range(n_questions):
+        expected = np.sort(np.asarray(everything[question], dtype=np.float32))[::-1][:k]
+        np.testing.assert_array_equal(np.sort(merged[question])[::-1], expected)
+
+
+def test_the_best_scores_are_merged_a_few_times_not_once_per_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The threshold may lag (it stays a lower bound): the depth's best are merged only once the new
+    # candidates could fill a question's depth, and at the last block; the rankings do not change.
+    rng = np.random.default_rng(4)
+    documents = rng.standard_normal((4096, 16)).astype(np.float32)
+    documents /= np.linalg.norm(documents, axis=1, keepdims=True)
+    questions = documents[:20] + 0.1 * rng.standard_normal((20, 16)).astype(np.float32)
+    expected = cosine_rankings(questions, documents, 10)
+    merges: list[int] = []
+    merged_best = vector._merged_best
+
+    def counted(best: np.ndarray, *args: object) -> np.ndarray:
+        merges.append(len(best))
+        return merged_best(best, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(vector, "_merged_best", counted)
+    monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 64)
+    got = cosine_rankings(questions, documents, 10)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.scores, b.scores)
+    assert 1 <= len(merges) <= 12  # 64 blocks
