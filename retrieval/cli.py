@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import sys
 import warnings
 from collections import Counter
@@ -234,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # leads into the code at fault, cut of what could hold a key (it reaches CI logs).
         print(f"error: {failure_text(exc)}", file=sys.stderr)
         return 1
+    finally:
+        gc.unfreeze()  # what _main froze is the collector's again: main() may run in a longer process
     return 2
 
 
@@ -341,6 +344,10 @@ def _main(args: argparse.Namespace) -> int:
     dataset = load_dataset(
         settings.dataset, settings.split, settings.relevant_grade, accept_llm=settings.accept_llm_judgments
     )
+    # The dataset (and every module) lives as long as the command: the cycle collector's full
+    # passes need not walk its hundreds of thousands of objects again and again. Frozen objects are
+    # still freed by their reference counts; a cycle among them waits for main's unfreeze.
+    gc.freeze()
     if args.compact_store or args.convert_corpus_cassette:
         from retrieval.evaluation.corpus_vectors import store_command
 

@@ -49,7 +49,7 @@ from retrieval.data.corpus_terms import (
     remember_corpus,
     remembered_corpus,
 )
-from retrieval.data.dataset import Document
+from retrieval.data.dataset import Document, contents_of
 
 __all__ = [
     "PART_DOCUMENTS",
@@ -94,7 +94,7 @@ def part_bounds(count: int, processes: int) -> list[int]:
 def _analyse_part(
     documents: Sequence[Document], bounds: Sequence[int], part: int, state: AnalysisState
 ) -> AnalysedCorpus:
-    return analyze_corpus((documents[i].content for i in range(bounds[part], bounds[part + 1])), state)
+    return analyze_corpus(contents_of(documents[bounds[part] : bounds[part + 1]]), state)
 
 
 def _take_parts(
@@ -279,9 +279,7 @@ def analyze_documents(
     # Analysed now, this process takes part: one process keeps two cores busy (its cut runs in
     # a thread, corpus_terms), so processes are forked only for the cores beyond two.
     pending = pending or start_analysis(documents, processes or max(1, _cpus() // 2), language=language)
-    corpus = (
-        pending.result() if pending is not None else analyze_corpus((d.content for d in documents), language=language)
-    )
+    corpus = pending.result() if pending is not None else analyze_corpus(contents_of(documents), language=language)
     fingerprint = _fingerprint(documents)
     if fingerprint is not None:
         remember_corpus(_memory_key(fingerprint, language), corpus)

@@ -17,10 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import count
+from json import JSONDecodeError
 from json.encoder import encode_basestring
+from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -28,7 +31,15 @@ from typing import Any
 from retrieval.data.judgment_file import JUDGMENTS_FILE, Judgment, read_judgments
 from retrieval.data.judgment_merge import LLMCheck, by_question, llm_checks, merged_grades
 from retrieval.data.judgments import Question, load_beir_questions, load_native_questions
-from retrieval.data.records import DatasetError, _jsonl, _read_text, _record_id_and_text, _text_field
+from retrieval.data.records import (
+    _RAW_DECODE,
+    DatasetError,
+    _no_cycle_collection,
+    _read_text,
+    _record,
+    _record_id_and_text,
+    _text_field,
+)
 
 __all__ = ["Dataset", "DatasetError", "Document", "Question", "content_of", "load_dataset"]
 
@@ -51,6 +62,16 @@ class Document:
 def content_of(title: str, text: str) -> str:
     """A document's indexed content from its title and text (`Document.content`)."""
     return f"{title}\n{text}" if title else text
+
+
+def contents_of(documents: Iterable[Document]) -> Iterator[str]:
+    """The documents' `content`, in order: content_of inlined, without the property's and the
+    function's calls per document (the analysis reads every document of a large corpus)."""
+    return (f"{title}\n{text}" if title else text for title, text in map(_TITLE_AND_TEXT, documents))
+
+
+_ID = attrgetter("id")
+_TITLE_AND_TEXT = attrgetter("title", "text")
 
 
 @dataclass(frozen=True)
@@ -78,12 +99,13 @@ class Dataset:
 
     @property
     def doc_ids(self) -> list[str]:
-        return [d.id for d in self.documents]
+        return list(map(_ID, self.documents))
 
     @cached_property
     def positions(self) -> Mapping[str, int]:
         """Document id -> its index in `documents`, the number a Ranking holds (built once)."""
-        return MappingProxyType({d.id: i for i, d in enumerate(self.documents)})
+        # Made in C (attrgetter, zip, count): no Python step per document of a large corpus.
+        return MappingProxyType(dict(zip(map(_ID, self.documents), count())))
 
     @property
     def question_types(self) -> list[str]:
@@ -109,7 +131,8 @@ def load_dataset(
     corpus_path = root / "corpus.jsonl"
     if not corpus_path.is_file():
         raise DatasetError(f"{corpus_path}: missing. A dataset folder needs corpus.jsonl.")
-    documents = _load_corpus(corpus_path)
+    with _no_cycle_collection():
+        documents = _load_corpus(corpus_path)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
     # Sorting the ids alone takes list.sort's path for strings: several times faster than the items.
     documents = {doc_id: documents[doc_id] for doc_id in sorted(documents)}
@@ -164,20 +187,29 @@ def _load_corpus(path: Path) -> dict[str, Document]:
     content = _read_text(path)
     # Only a \\uD8xx-\\uDFxx escape makes a lone surrogate (the file itself is valid UTF-8): without one
     # in the file, no field needs the per-field check (a valid escaped pair merely takes the slow path).
-    surrogates_possible = _SURROGATE_ESCAPE.search(content) is not None
-    for number, record in _jsonl(path, content):
-        if not surrogates_possible:
-            # The common record (string id, text and title, new id, metadata an object) is accepted here
-            # without the checks' function calls; anything else goes through them for the exact error.
-            key = "_id" if "_id" in record else "id"
-            raw_id, text, title = record.get(key), record.get("text"), record.get("title")
-            if type(raw_id) is str and type(text) is str and (title is None or type(title) is str):
-                doc_id = raw_id.strip()
-                metadata = record.get("metadata") or {}
-                if doc_id and doc_id not in first_line and text.strip() and type(metadata) is dict:
-                    first_line[doc_id] = number
-                    documents[doc_id] = Document(doc_id, title or "", text, metadata)
-                    continue
+    fast = _SURROGATE_ESCAPE.search(content) is None
+    for number, line in enumerate(content.splitlines(), start=1):
+        if fast:
+            # The common line (one JSON object and nothing around it; string id, text and title, a new
+            # id, metadata an object) is accepted here, decoded by the decoder's own step, without
+            # _jsonl's and the checks' function calls; anything else takes their path for the exact error.
+            try:
+                record, end = _RAW_DECODE(line)
+            except JSONDecodeError:
+                end = -1
+            if end == len(line) and type(record) is dict:
+                key = "_id" if "_id" in record else "id"
+                raw_id, text, title = record.get(key), record.get("text"), record.get("title")
+                if type(raw_id) is str and type(text) is str and (title is None or type(title) is str):
+                    doc_id = raw_id.strip()
+                    metadata = record.get("metadata") or {}
+                    if doc_id and doc_id not in first_line and text.strip() and type(metadata) is dict:
+                        first_line[doc_id] = number
+                        documents[doc_id] = Document(doc_id, title or "", text, metadata)
+                        continue
+        if not line.strip():
+            continue
+        record = _record(line, path, number)
         where = f"{path}:{number}"
         doc_id, text = _record_id_and_text(record, where, number, "document", first_line)
         metadata = record.get("metadata") or {}
@@ -225,27 +257,23 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _HASH_BLOCK = 4096
 
 
-def _needs_no_escape(text: str) -> bool:
-    """Whether json's string encoder would write `text` as is between quotes: it escapes only
-    `"`, backslash and the control characters below U+0020 (which are not printable; a text with
-    another unprintable character merely takes the encoder's path). C scans, no copy."""
-    return text.isprintable() and '"' not in text and "\\" not in text
-
-
 def _hash_documents(digest: Any, documents: Iterable[Document]) -> None:
     """Feed `digest` what `json.dumps([id, title, text], ensure_ascii=False).encode()` gives for each
     document, in order: the same bytes (a digest of the concatenation is the digest of the updates),
     built with the C string encoder json.dumps itself uses, a block of documents at a time."""
     block: list[str] = []
     for doc in documents:
-        if type(doc.id) is str and type(doc.title) is str and type(doc.text) is str:
-            fields = (doc.id, doc.title, doc.text)
-            if all(map(_needs_no_escape, fields)):
-                block.append(f'["{doc.id}", "{doc.title}", "{doc.text}"]')
+        doc_id, title, text = doc.id, doc.title, doc.text
+        if type(doc_id) is str and type(title) is str and type(text) is str:
+            line = f'["{doc_id}", "{title}", "{text}"]'
+            # json's string encoder writes a field as is between quotes unless it holds `"`, a
+            # backslash or a control character below U+0020 (not printable; a text with another
+            # unprintable character merely takes the encoder's path): three C scans of the line,
+            # whose own six quotes and separators are printable, and no function call per field.
+            if line.isprintable() and "\\" not in line and line.count('"') == 6:
+                block.append(line)
             else:
-                block.append(
-                    f"[{encode_basestring(doc.id)}, {encode_basestring(doc.title)}, {encode_basestring(doc.text)}]"
-                )
+                block.append(f"[{encode_basestring(doc_id)}, {encode_basestring(title)}, {encode_basestring(text)}]")
         else:  # not strings (a Document built by hand): json.dumps decides how they are written
             block.append(json.dumps([doc.id, doc.title, doc.text], ensure_ascii=False))
         if len(block) == _HASH_BLOCK:

@@ -32,9 +32,9 @@ from retrieval.methods.support.shard_answers import (
     mark_step,
     marks,
     merge,
-    packed,
+    worth_cutting,
 )
-from retrieval.methods.support.sharding import ShardedSearch, shard_bounds, sharding_of
+from retrieval.methods.support.sharding import ShardedSearch, scored, shard_bounds, sharding_of
 from retrieval.providers.base import Kind
 from retrieval.run.ranking import Ranking
 
@@ -54,14 +54,12 @@ SHARD_DOCUMENTS = 1_000_000
 TASK_RETRIES = 3
 
 
-@ray.remote(max_retries=TASK_RETRIES)
-def _prepare(search: ShardedSearch, documents: Any, queries: Any) -> Any:
-    return search.prepare(documents, queries)
-
-
-@ray.remote(max_retries=TASK_RETRIES)
-def _summarize(search: ShardedSearch, prepared: Any, queries: Any) -> Any:
-    return search.summarize(prepared, queries)
+@ray.remote(max_retries=TASK_RETRIES, num_returns=2)
+def _prepare(search: ShardedSearch, documents: Any, queries: Any) -> tuple[Any, Any]:
+    # One task round for both: the prepared shard stays in its node's object store, only its
+    # summary goes to the driver.
+    prepared = search.prepare(documents, queries)
+    return prepared, search.summarize(prepared, queries)
 
 
 @ray.remote(max_retries=TASK_RETRIES, num_returns=2)
@@ -69,7 +67,7 @@ def _score(
     search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int, step: int
 ) -> tuple[Candidates, Marks]:
     # The candidates stay in the node's object store; only their marks go to the driver.
-    candidates = packed(search.score(prepared, queries, statistics, depth))
+    candidates = scored(search, prepared, queries, statistics, depth)
     return candidates, marks(candidates, step)
 
 
@@ -98,15 +96,22 @@ def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None 
     shards = shard_bounds(n_documents, n_shards)
     queries = ray.put(search.queries(context))
     spread = _prepare.options(scheduling_strategy="SPREAD")
-    prepared = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
-    statistics = search.combine(gather([_summarize.remote(search, p, queries) for p in prepared]))
+    # Two results a task (num_returns=2): the prepared shard's reference, then its summary's.
+    started: list[Any] = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
+    prepared = [p for p, _ in started]
+    statistics = search.combine(gather([summary for _, summary in started]))
     shared = ray.put(statistics)
     step = mark_step(context.depth, len(shards))
     # Two results a task (num_returns=2): the candidates' reference, then the marks'.
-    scored: list[Any] = [_score.remote(search, p, queries, shared, context.depth, step) for p in prepared]
-    thresholds = ray.put(agreed_thresholds(gather([m for _, m in scored]), context.depth))
+    answered: list[Any] = [_score.remote(search, p, queries, shared, context.depth, step) for p in prepared]
+    shard_marks = gather([m for _, m in answered])
+    if not worth_cutting(shard_marks, context.depth):
+        # Every shard's answer fits in little more than the depth: a cut round would cost more
+        # than the entries it saves (the merge keeps the same best `depth` of a superset).
+        return merge(shards, gather([candidates for candidates, _ in answered]), context.depth)
+    thresholds = ray.put(agreed_thresholds(shard_marks, context.depth))
     # Each cut runs where its candidates are (Ray schedules a task by its arguments' location).
-    answers = gather([_cut.remote(candidates, thresholds) for candidates, _ in scored])
+    answers = gather([_cut.remote(candidates, thresholds) for candidates, _ in answered])
     return merge(shards, answers, context.depth)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from retrieval.config import Settings
 from retrieval.methods.base import Context
+from retrieval.methods.support.shard_answers import Candidates, index_type, packed, score_codes
 from retrieval.methods.support.sharding import Shard, ShardedSearch
 from retrieval.run.ranking import Ranking, top_k
 
@@ -273,3 +274,50 @@ class VectorSharding:
 
     def score(self, prepared: np.ndarray, queries: np.ndarray, statistics: None, depth: int) -> list[Ranking]:
         return cosine_rankings(queries, prepared, depth)
+
+    def candidates(self, prepared: np.ndarray, queries: np.ndarray, statistics: None, depth: int) -> Candidates:
+        """`packed(score(...))`, the same arrays, built without a Ranking per question when the
+        depth takes the whole shard (a cluster's shards at a run's usual depth of 1,000 over a
+        corpus of a few thousand documents): one stable sort per batch of questions instead of a
+        `top_k` per question."""
+        if len(prepared) > DOCUMENT_BLOCK or depth < len(prepared) or not len(queries):
+            return packed(self.score(prepared, queries, statistics, depth))
+        return _whole_shard_candidates(queries, prepared)
+
+
+def _whole_shard_candidates(questions: np.ndarray, documents: np.ndarray) -> Candidates:
+    # The one-block path of cosine_rankings (the same batches, product and rounding), then each
+    # row ordered whole: top_k's order when the depth takes every document (score descending,
+    # ties to the lower index, NaN last), for a batch of questions at once. A rounded cosine is
+    # its integer code (shard_answers.score_codes), so the order is a plain sort of one int64
+    # key per score, the code above the index; a batch whose scores have no exact code (NaN,
+    # -0.0) takes a stable sort of the negated floats instead, the same order, slower.
+    corpus = np.asarray(documents, dtype=np.float64)
+    width = len(corpus)
+    dtype = index_type(width - 1)
+    bits = max(width - 1, 1).bit_length()
+    columns = np.arange(width, dtype=np.int64)
+    # A code that fits int32 (a cosine's is about +-10**SCORE_DECIMALS) and an index below
+    # 2**bits (at most DOCUMENT_BLOCK here): one key in 32 + 14 bits.
+    highest = 2**31 - 1
+    indices: list[np.ndarray] = []
+    scores: list[np.ndarray] = []  # a batch's codes (int32), or its floats when it has none
+    for start in range(0, len(questions), QUESTION_BATCH):
+        batch = np.asarray(questions[start : start + QUESTION_BATCH], dtype=np.float64)
+        block = np.round(batch @ corpus.T, SCORE_DECIMALS)
+        codes = score_codes(block, SCORE_DECIMALS)
+        if codes is None or np.abs(codes).max(initial=0) > highest:
+            order = np.argsort(-block, axis=1, kind="stable")
+            scores.append(np.take_along_axis(block, order, axis=1).ravel())
+            indices.append(order.astype(dtype).ravel())
+            continue
+        keys = ((highest - codes) << bits) | columns
+        keys.sort(axis=1)
+        scores.append((highest - (keys >> bits)).astype(np.int32).ravel())
+        indices.append((keys & ((1 << bits) - 1)).astype(dtype).ravel())
+    lengths = np.full(len(questions), width, dtype=np.int64)
+    if all(part.dtype == np.int32 for part in scores):
+        # The shard's answer stays coded: marks and the cut read it decoded, it crosses coded.
+        return Candidates(np.concatenate(indices), np.concatenate(scores), lengths, SCORE_DECIMALS)
+    floats = [part / 10.0**SCORE_DECIMALS if part.dtype == np.int32 else part for part in scores]
+    return Candidates(np.concatenate(indices), np.concatenate(floats), lengths)

@@ -6,9 +6,10 @@ retrieval.report.sections renders it as Markdown.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from retrieval.data.dataset import Document, content_of
@@ -277,4 +278,29 @@ class _Contents(Mapping[str, str]):
 def render_json(report: Report, notice: str | None = None) -> str:
     """The same content as the Markdown, for machines; `notice` as the Markdown says it first
     (a baseline of another configuration or dataset), null when there is none."""
-    return json.dumps({**asdict(report), "notice": notice}, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    return json.dumps({**_plain(report), "notice": notice}, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """`dataclasses.asdict` of the report, the same values: its plain types (most of a report of
+    a thousand questions: their figures, ids and texts) are taken as they are, where asdict sends
+    each one through its recursion and copy.deepcopy."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind is list:
+        return [_plain(v) for v in value]
+    if kind is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple, as asdict makes it
+        return kind(*[_plain(v) for v in value])
+    if isinstance(value, list | tuple):
+        return kind(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return kind((_plain(k), _plain(v)) for k, v in value.items())
+    return copy.deepcopy(value)

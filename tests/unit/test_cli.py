@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 from pathlib import Path
@@ -242,3 +243,19 @@ def test_an_acceptance_is_refused_without_the_update_it_belongs_to(
         main(argv)
     assert caught.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"python -m retrieval: error: {said}"
+
+
+def test_the_command_leaves_the_cycle_collector_as_it_found_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # The command loads without the collector and freezes its loaded dataset out of the collector's
+    # passes (retrieval.data.records, retrieval.cli): a longer process calling main() gets both back.
+    args = ["--dataset", str(FIXTURES / "fixture_beir"), "--methods", "bm25", "--format", "json"]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert main(args) == 0
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert json.loads(capsys.readouterr().out)["questions"] == 2
+    gc.disable()
+    try:
+        assert main(args) == 0
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()

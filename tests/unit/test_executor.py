@@ -17,10 +17,22 @@ from retrieval.executors.executor import LocalExecutor, open_executor
 from retrieval.methods.base import Context
 from retrieval.methods.bm25 import BM25Method
 from retrieval.methods.hybrid import HybridMethod
-from retrieval.methods.support.shard_answers import agreed_thresholds, cut, mark_step, marks, merge, packed
-from retrieval.methods.support.sharding import Shard, run_in_process, shard_bounds, sharding_of
-from retrieval.methods.vector import VectorMethod
-from retrieval.run.ranking import Ranking, top_k
+from retrieval.methods.support.shard_answers import (
+    Marks,
+    agreed_thresholds,
+    coded,
+    cut,
+    mark_step,
+    marks,
+    merge,
+    packed,
+    ranked_rows,
+    score_codes,
+    worth_cutting,
+)
+from retrieval.methods.support.sharding import Shard, run_in_process, scored, shard_bounds, sharding_of
+from retrieval.methods.vector import VectorMethod, VectorSharding, cosine_rankings
+from retrieval.run.ranking import Ranking, top_k, top_k_among
 
 HERE = Path(__file__).resolve().parent
 
@@ -225,3 +237,120 @@ def test_only_the_candidates_above_the_agreed_thresholds_cross(context: Context)
         document_vectors=context.document_vectors,
     )
     assert _same(merge(bounds, crossing, depth), VectorMethod().rank(context))
+
+
+def test_score_codes_give_back_each_score_bit_for_bit_or_nothing() -> None:
+    rng = np.random.default_rng(3)
+    rounded = np.round(rng.uniform(-1, 1, 50_000), 9)
+    codes = score_codes(rounded)
+    assert codes is not None and codes.dtype == np.int64
+    assert np.array_equal((codes / 1e9).view(np.int64), rounded.view(np.int64))
+    # Not a quotient of 10**9, -0.0 (its code 0 comes back +0.0), NaN, beyond float64's exact integers.
+    for value in (0.1234567891234, -0.0, np.nan, 1e7):
+        assert score_codes(np.array([0.5, value])) is None, value
+
+
+@pytest.mark.parametrize(("scale", "dtype"), [(1.0, np.int32), (40.0, np.int64)], ids=["cosines", "bm25-sized"])
+def test_coded_answers_cross_as_integers_and_merge_as_their_floats(scale: float, dtype: type) -> None:
+    # Scores with ties inside and across three shards, some questions empty on a shard.
+    rng = np.random.default_rng(5)
+    shards = shard_bounds(90, 3)
+    answers = []
+    for shard in shards:
+        rankings = []
+        for _ in range(20):
+            size = int(rng.integers(0, shard.stop - shard.start))
+            scores = np.round(rng.integers(0, 8, size) / 7 * scale, 9)
+            rankings.append(top_k(np.pad(scores, (0, shard.stop - shard.start - size), constant_values=-1.0), size))
+        answers.append(packed(rankings))
+    crossing = [coded(answer) for answer in answers]
+    assert all(c.decimals == 9 and c.scores.dtype == dtype for c in crossing)
+    assert all(
+        np.array_equal(c.values.view(np.int64), a.scores.view(np.int64)) for c, a in zip(crossing, answers, strict=True)
+    )
+    mixed = [crossing[0], answers[1], crossing[2]]  # a shard whose scores had no exact code
+    for depth in (1, 5, 200):
+        assert _same(merge(shards, crossing, depth), merge(shards, answers, depth))
+        assert _same(merge(shards, mixed, depth), merge(shards, answers, depth))
+    assert coded(packed([Ranking(np.array([0]), np.array([-0.0]))])).decimals is None  # sent as it is
+
+
+def test_a_whole_shard_of_vectors_is_answered_as_its_packed_rankings() -> None:
+    rng = np.random.default_rng(7)
+    documents = rng.standard_normal((300, 16)).astype(np.float32)
+    documents /= np.linalg.norm(documents, axis=1)[:, None]
+    documents[10:20] = documents[3]  # exact ties, to the lower index
+    questions = np.vstack([documents[:40], rng.standard_normal((300, 16)).astype(np.float32)])
+    questions /= np.linalg.norm(questions, axis=1)[:, None]
+    search = VectorMethod().sharding()
+    for depth in (300, 1000):
+        answer = search.candidates(documents, questions, None, depth)  # type: ignore[attr-defined]
+        expected = packed(cosine_rankings(questions, documents, depth))
+        assert answer.decimals == 9 and answer.scores.dtype == np.int32 and answer.indices.dtype == np.uint16
+        assert np.array_equal(answer.indices, expected.indices) and np.array_equal(answer.lengths, expected.lengths)
+        assert np.array_equal(answer.values.view(np.int64), expected.scores.view(np.int64))
+    with_nan = documents.copy()
+    with_nan[5] = np.nan  # no code for NaN: the floats, NaN last, as top_k puts it
+    answer = search.candidates(with_nan, questions, None, 1000)  # type: ignore[attr-defined]
+    expected = packed(cosine_rankings(questions, with_nan, 1000))
+    assert answer.decimals is None
+    assert np.array_equal(answer.indices, expected.indices)
+    assert np.array_equal(answer.scores, expected.scores, equal_nan=True)
+    shallow = search.candidates(documents, questions, None, 10)  # type: ignore[attr-defined]
+    assert shallow.decimals is None and shallow.lengths.tolist() == [10] * len(questions)
+
+
+def test_a_cut_round_is_worth_it_only_above_twice_the_depth() -> None:
+    def held(counts: list[int]) -> Marks:
+        return Marks(np.zeros((1, 1)), np.array([[c] for c in counts]).reshape(1, -1))
+
+    assert not worth_cutting([held([759]), held([759])], 1000)
+    assert not worth_cutting([held([1000]), held([1000])], 1000)
+    assert worth_cutting([held([1000]), held([1001])], 1000)
+
+
+def test_ranked_rows_order_each_row_as_top_k_among_or_decline() -> None:
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(0, 30, 50)
+    found = np.concatenate([rng.permutation(60)[:n] for n in lengths])  # any order within a row
+    scores = np.round(rng.integers(0, 5, int(lengths.sum())) / 3 * 20, 9)  # ties, bm25-sized
+    ranked = ranked_rows(lengths, found, scores)
+    assert ranked is not None and ranked.decimals == 9 and ranked.indices.dtype == np.uint16
+    ends = np.cumsum(lengths)
+    expected = packed([top_k_among(scores[e - n : e], found[e - n : e], n) for n, e in zip(lengths, ends, strict=True)])
+    assert np.array_equal(ranked.indices, expected.indices) and np.array_equal(ranked.lengths, expected.lengths)
+    assert np.array_equal(ranked.values.view(np.int64), expected.scores.view(np.int64))
+    assert ranked_rows(lengths, found, scores + 1e-12) is None  # not rounded: no codes
+
+
+def test_a_bm25_shard_answers_as_its_packed_rankings_at_every_depth(context: Context) -> None:
+    search = BM25Method().sharding()
+    shard = shard_bounds(len(context.dataset.documents), 7)[2]
+    queries = search.queries(context)
+    prepared = search.prepare(search.documents(context, shard), queries)
+    statistics = search.combine([search.summarize(prepared, queries)])
+    for depth in (3, 1000):  # rows longer than the depth ranked one by one; whole rows by keys
+        answer = search.candidates(prepared, queries, statistics, depth)  # type: ignore[attr-defined]
+        expected = packed(search.score(prepared, queries, statistics, depth))
+        assert np.array_equal(answer.indices, expected.indices) and np.array_equal(answer.lengths, expected.lengths)
+        assert np.array_equal(answer.values.view(np.int64), expected.scores.view(np.int64))
+
+
+class _Reversed(VectorSharding):
+    """A variant that changes `score` only: its answers must come from that `score`."""
+
+    def score(self, prepared: np.ndarray, queries: np.ndarray, statistics: None, depth: int) -> list[Ranking]:
+        return [
+            Ranking(r.indices[::-1].copy(), r.scores[::-1].copy())
+            for r in super().score(prepared, queries, None, depth)
+        ]
+
+
+def test_a_subclass_that_overrides_score_is_answered_by_its_score(context: Context) -> None:
+    search = _Reversed()
+    documents = search.documents(context, Shard(0, 0, 300))
+    queries = search.queries(context)
+    answer = scored(search, documents, queries, None, 1000)
+    expected = packed(search.score(documents, queries, None, 1000))
+    assert np.array_equal(answer.indices, expected.indices)
+    assert np.array_equal(answer.values.view(np.int64), expected.scores.view(np.int64))

@@ -64,6 +64,7 @@ __all__ = [
     "Tokens",
     "corpus_statistics",
     "merge_statistics",
+    "ranked_matches",
     "round_scores",
 ]
 
@@ -275,17 +276,29 @@ class SparseBM25Index:
         """Each query's ranking of the documents holding one of its terms, as BM25Method ranks
         them, from the sparse product alone: no dense question x document block (at a
         million documents, 128 questions would take a GiB)."""
+        return ranked_matches(*self.matches(queries), depth)
+
+    def matches(self, queries: Sequence[Tokens]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per query, the documents holding one of its terms and their rounded scores, flat:
+        (counts per query, document indices, scores), each query's in the product's order."""
         counts, constants = self._query_matrix(queries)
-        # Columns stay in the product's order (sorting them cost as much as the product):
-        # top_k_among breaks ties by document index whatever the order.
         product = (counts @ self.weights).tocsr()
-        rankings: list[Ranking] = []
-        for row in range(len(queries)):
-            lo, hi = product.indptr[row], product.indptr[row + 1]
-            values, found = product.data[lo:hi], product.indices[lo:hi]
-            keep = values > 0
-            rankings.append(top_k_among(round_scores(values[keep] + constants[row]), found[keep], depth))
-        return rankings
+        keep = product.data > 0
+        rows = np.repeat(np.arange(len(queries)), np.diff(product.indptr))[keep]
+        # Elementwise, so each score is the float the per-query sum gives.
+        scores = round_scores(product.data[keep] + constants[rows])
+        return np.bincount(rows, minlength=len(queries)), product.indices[keep].astype(np.int64), scores
+
+
+def ranked_matches(lengths: np.ndarray, found: np.ndarray, scores: np.ndarray, depth: int) -> list[Ranking]:
+    """Each query's ranking from its matches (SparseBM25Index.matches), one top_k_among a query."""
+    # Columns stay in the product's order (sorting them cost as much as the product):
+    # top_k_among breaks ties by document index whatever the order.
+    ends = np.cumsum(lengths)
+    return [
+        top_k_among(scores[end - length : end], found[end - length : end], depth)
+        for length, end in zip(lengths.tolist(), ends.tolist(), strict=True)
+    ]
 
 
 class RankBM25Index:

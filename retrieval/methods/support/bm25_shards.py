@@ -21,7 +21,9 @@ from retrieval.methods.support.bm25_engine import (
     SparseBM25Index,
     corpus_statistics,
     merge_statistics,
+    ranked_matches,
 )
+from retrieval.methods.support.shard_answers import Candidates, joined, packed, ranked_rows
 from retrieval.methods.support.sharding import Shard
 from retrieval.run.ranking import Ranking
 
@@ -67,3 +69,18 @@ class BM25Sharding:
         for start in range(0, len(queries), QUESTION_BATCH):
             rankings.extend(index.rankings(queries[start : start + QUESTION_BATCH], depth))
         return rankings
+
+    def candidates(
+        self, prepared: AnalysedShard, queries: list[list[str]], statistics: BM25Statistics, depth: int
+    ) -> Candidates:
+        """`packed(score(...))`'s arrays without a Ranking per question when no question matches
+        more documents than the depth keeps (a shard of a few thousand documents at depth
+        1,000): each batch's matches ordered by one sort of integer keys (shard_answers.ranked_rows)."""
+        index = SparseBM25Index(prepared.corpus, k1=self.k1, b=self.b, statistics=statistics)
+        parts: list[Candidates] = []
+        for start in range(0, len(queries), QUESTION_BATCH):
+            batch = queries[start : start + QUESTION_BATCH]
+            lengths, found, scores = index.matches(batch)
+            ranked = ranked_rows(lengths, found, scores) if int(lengths.max(initial=0)) <= depth else None
+            parts.append(ranked if ranked is not None else packed(ranked_matches(lengths, found, scores, depth)))
+        return joined(parts) if parts else packed([])

@@ -14,10 +14,21 @@ the flat arrays, whatever the number of questions, never a Python object per que
    documents tied at `t` are sent, so the tie rule sees them all. About depth + n_shards x step
    entries a question cross instead of n_shards x depth.
 
+Step 3 is a round of tasks on a cluster: when the shards hold at most CUT_WORTH x depth
+entries a question in all (`worth_cutting`: a few thousand documents at depth 1,000), they send
+their answers whole instead, which costs less than that round for the few entries it saves.
+
 `merge` then orders each question's candidates by score, ties to the lower corpus index: the
 shards come in corpus order and each shard's candidates in its own ranking's order (best first,
 ties to the lower index, as retrieval.run.ranking.top_k ranks), so a stable sort on the score
 alone gives that order; numpy's stable sort (timsort) merges the shards' sorted runs in one pass.
+
+The methods round their scores to CODE_DECIMALS decimals (retrieval.methods.vector,
+retrieval.methods.support.bm25_engine), so a score is also an integer, its rounded form:
+`coded` sends that integer (int32 when it fits: 6 bytes a cosine candidate instead of 10) when
+dividing it by 10**CODE_DECIMALS gives back the score bit for bit, checked on every candidate
+(else the shard sends its floats). Coded answers merge on one integer key per candidate (the
+code, then the corpus index), sorted plainly: no stable float sort, the same order.
 """
 
 from __future__ import annotations
@@ -30,13 +41,37 @@ import numpy as np
 
 from retrieval.run.ranking import Ranking
 
-__all__ = ["Candidates", "Marks", "agreed_thresholds", "cut", "mark_step", "marks", "merge", "packed"]
+__all__ = [
+    "CODE_DECIMALS",
+    "Candidates",
+    "Marks",
+    "agreed_thresholds",
+    "coded",
+    "cut",
+    "index_type",
+    "joined",
+    "mark_step",
+    "marks",
+    "merge",
+    "packed",
+    "ranked_rows",
+    "score_codes",
+    "worth_cutting",
+]
 
 # Marks per shard and question, relative to the depth: each shard's count below a threshold is
 # off by less than one step, so at most about depth / MARKS more candidates cross than needed.
 MARKS = 16
-# Questions merged at once: bounds the merge's padded matrices (questions x candidates).
-MERGE_QUESTIONS = 2048
+# Questions merged at once: bounds the merge's padded matrices (questions x candidates). Small
+# enough that a block's keys stay in the cache (256 x 1,518 int64: 3 MB): at 2,048 the merge of
+# PIAF's answers took twice the time (docs/performance.md, "PIAF").
+MERGE_QUESTIONS = 256
+# A cut round pays when the shards hold more than this many times the depth a question.
+CUT_WORTH = 2
+# The decimals the built-in methods round their scores to (their SCORE_DECIMALS).
+CODE_DECIMALS = 9
+# Bits of a merge's integer key (a code above a corpus index); the largest int64 marks an empty place.
+KEY_BITS = 62
 
 
 class Placed(Protocol):
@@ -54,10 +89,19 @@ class Candidates:
     indices: np.ndarray
     scores: np.ndarray
     lengths: np.ndarray
+    # Set when `scores` holds the scores' integer codes: score = code / 10**decimals (`coded`).
+    decimals: int | None = None
 
     @property
     def starts(self) -> np.ndarray:
         return np.cumsum(self.lengths) - self.lengths
+
+    @property
+    def values(self) -> np.ndarray:
+        """The scores as floats (decoded when they cross as codes)."""
+        if self.decimals is None:
+            return self.scores
+        return self.scores / 10.0**self.decimals
 
 
 @dataclass(frozen=True)
@@ -77,13 +121,14 @@ def packed(rankings: Sequence[Ranking]) -> Candidates:
         return Candidates(np.empty(0, np.uint16), np.empty(0, np.float64), lengths)
     indices = np.concatenate([r.indices for r in rankings])
     return Candidates(
-        indices.astype(_index_type(int(indices.max()) if len(indices) else 0), copy=False),
+        indices.astype(index_type(int(indices.max()) if len(indices) else 0), copy=False),
         np.concatenate([r.scores for r in rankings]),
         lengths,
     )
 
 
-def _index_type(largest: int) -> type[np.unsignedinteger[Any]]:
+def index_type(largest: int) -> type[np.unsignedinteger[Any]]:
+    """The narrowest unsigned type that holds shard-local indices up to `largest`."""
     # What a shard sends is mostly its candidates: at depth 1,000 over a shard of thousands of
     # documents, 2-byte indices instead of 8 take 6 of a candidate's 16 bytes off what the
     # driver pulls from the shard's node.
@@ -91,6 +136,78 @@ def _index_type(largest: int) -> type[np.unsignedinteger[Any]]:
         if largest <= np.iinfo(dtype).max:
             return dtype
     return np.uint64
+
+
+def score_codes(scores: np.ndarray, decimals: int = CODE_DECIMALS) -> np.ndarray | None:
+    """The integers c (int64) with c / 10**decimals equal to `scores` bit for bit, or None when
+    a score is not such a quotient (not rounded to `decimals`, -0.0, NaN, out of range)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    scaled = scores * 10.0**decimals
+    # NaN fails the comparison; the bound keeps every code exact in float64 and inside a key.
+    if not np.all(np.abs(scaled) < 2.0**52):
+        return None
+    codes = np.rint(scaled).astype(np.int64)
+    if not np.array_equal((codes / 10.0**decimals).view(np.int64), scores.view(np.int64)):
+        return None
+    return codes
+
+
+def coded(candidates: Candidates, decimals: int = CODE_DECIMALS) -> Candidates:
+    """The candidates with their scores as integer codes (int32 when they fit), for the trip
+    to the driver; unchanged when a score does not come back exactly from its code."""
+    if candidates.decimals is not None:
+        return candidates
+    codes = score_codes(candidates.scores, decimals)
+    if codes is None:
+        return candidates
+    small = not len(codes) or (int(codes.min()) >= -(2**31) and int(codes.max()) < 2**31)
+    return Candidates(candidates.indices, codes.astype(np.int32) if small else codes, candidates.lengths, decimals)
+
+
+def ranked_rows(
+    lengths: np.ndarray, indices: np.ndarray, scores: np.ndarray, decimals: int = CODE_DECIMALS
+) -> Candidates | None:
+    """Candidates from every row's entries (`lengths[r]` of them, row after row, in any order
+    within a row): each row whole, best first with ties to the lower index (top_k_among's order
+    when the depth takes the row), coded; None when a score has no exact code or a row, code and
+    index do not fit in one int64 key (then rank the rows one by one)."""
+    codes = score_codes(scores, decimals)
+    if codes is None:
+        return None
+    if not len(codes):
+        return Candidates(indices.astype(np.uint16), codes.astype(np.int32), lengths, decimals)
+    highest, lowest = int(codes.max()), int(codes.min())
+    index_bits = max(int(indices.max()), 1).bit_length()
+    code_bits = (highest - lowest).bit_length()
+    row_bits = max(len(lengths) - 1, 1).bit_length()
+    if row_bits + code_bits + index_bits > KEY_BITS:
+        return None
+    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    # Row first, then the code from the highest down, then the index: a plain ascending sort.
+    keys = (rows << (code_bits + index_bits)) | ((highest - codes) << index_bits) | indices.astype(np.int64)
+    keys.sort()
+    ordered = highest - ((keys >> index_bits) & ((1 << code_bits) - 1))
+    small = lowest >= -(2**31) and highest < 2**31
+    return Candidates(
+        (keys & ((1 << index_bits) - 1)).astype(index_type(int(indices.max()))),
+        ordered.astype(np.int32) if small else ordered,
+        lengths.astype(np.int64),
+        decimals,
+    )
+
+
+def joined(parts: Sequence[Candidates]) -> Candidates:
+    """Candidates of consecutive question batches as one (their codes or floats alike)."""
+    decimals = {part.decimals for part in parts}
+    if len(decimals) > 1:  # some batch kept its floats: every batch as floats
+        parts = [Candidates(p.indices, p.values, p.lengths) for p in parts]
+    dtype = index_type(max((int(p.indices.max()) for p in parts if len(p.indices)), default=0))
+    return Candidates(
+        np.concatenate([p.indices.astype(dtype, copy=False) for p in parts]),
+        np.concatenate([p.scores for p in parts]),
+        np.concatenate([p.lengths for p in parts]),
+        parts[0].decimals if parts else None,
+    )
 
 
 def mark_step(depth: int, n_shards: int) -> int:
@@ -105,7 +222,7 @@ def marks(candidates: Candidates, step: int) -> Marks:
     ranks = step * np.arange(1, columns + 1)
     reached = ranks[None, :] <= lengths[:, None]
     at = np.where(reached, starts[:, None] + ranks[None, :] - 1, 0)
-    scores = candidates.scores
+    scores = candidates.values
     marked = np.where(reached, scores[at] if len(scores) else 0.0, -np.inf)
     last = np.where(lengths > 0, scores[np.maximum(starts + lengths - 1, 0)] if len(scores) else 0.0, -np.inf)
     return Marks(
@@ -127,12 +244,22 @@ def agreed_thresholds(shard_marks: Sequence[Marks], depth: int) -> np.ndarray:
     return np.where(reached.any(axis=1), threshold, -np.inf)
 
 
+def worth_cutting(shard_marks: Sequence[Marks], depth: int) -> bool:
+    """Whether the shards hold more than CUT_WORTH x depth candidates a question (their marks'
+    counts): below that, sending them whole costs less than a round of cuts (on a cluster, a
+    task per shard) for the few entries it would save."""
+    questions = len(shard_marks[0].counts) if shard_marks else 0
+    held = sum(int(m.counts.sum()) for m in shard_marks)
+    return held > CUT_WORTH * depth * questions
+
+
 def cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
     """The candidates scoring at least their question's threshold (the ranking's order kept)."""
-    keep = ~(candidates.scores < np.repeat(thresholds, candidates.lengths))
+    keep = ~(candidates.values < np.repeat(thresholds, candidates.lengths))
     kept = np.concatenate([[0], np.cumsum(keep)])
     ends = np.cumsum(candidates.lengths)
-    return Candidates(candidates.indices[keep], candidates.scores[keep], kept[ends] - kept[ends - candidates.lengths])
+    lengths = kept[ends] - kept[ends - candidates.lengths]
+    return Candidates(candidates.indices[keep], candidates.scores[keep], lengths, candidates.decimals)
 
 
 def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -> list[Ranking]:
@@ -144,8 +271,10 @@ def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -
         raise ValueError(f"{len(answers)} answers for {len(shards)} shards")
     n_questions = len(answers[0].lengths) if answers else 0
     starts = [answer.starts for answer in answers]
+    keying = _keying(shards, answers)
+    keyed = keying is not None
     # The shards' score type (NaN marks an empty place, so at least float32).
-    dtype = np.result_type(np.float32, *(answer.scores.dtype for answer in answers))
+    dtype = np.result_type(np.float32, *(answer.values.dtype for answer in answers)) if not keyed else np.float64
     merged: list[Ranking] = []
     for first in range(0, n_questions, MERGE_QUESTIONS):
         rows = slice(first, min(first + MERGE_QUESTIONS, n_questions))
@@ -153,21 +282,55 @@ def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -
         before = np.cumsum(lengths, axis=0) - lengths  # a shard's first column in each question's row
         totals = lengths.sum(axis=0)
         width = int(totals.max()) if len(totals) else 0
-        scores = np.full((len(totals), width), np.nan, dtype=dtype)
-        indices = np.zeros((len(totals), width), dtype=np.int64)
+        if keyed:
+            # One int64 per candidate: (highest code - code) above the corpus index, so that an
+            # ascending plain sort is best first, ties to the lower index; empty places last.
+            highest, index_bits, decimals = keying  # type: ignore[misc]
+            keys = np.full((len(totals), width), np.iinfo(np.int64).max, dtype=np.int64)
+        else:
+            scores = np.full((len(totals), width), np.nan, dtype=dtype)
+            indices = np.zeros((len(totals), width), dtype=np.int64)
+        columns = np.arange(width)
         for s, (shard, answer) in enumerate(zip(shards, answers, strict=True)):
             counts = lengths[s]
             begin = int(starts[s][first]) if len(counts) else 0
             entries = slice(begin, begin + int(counts.sum()))
-            row = np.repeat(np.arange(len(counts)), counts)
-            column = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts) + before[s][row]
-            scores[row, column] = answer.scores[entries]
+            # The shard's places, row after row: a mask's order is its entries' (question, then rank).
+            place = (columns >= before[s][:, None]) & (columns < (before[s] + counts)[:, None])
             # In int64 before the shard's offset is added: the shard's own type may not hold it.
-            indices[row, column] = answer.indices[entries].astype(np.int64) + shard.start
-        # NaN (no candidate) sorts last; equal scores keep their order: shard, then rank.
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
-        best_scores = np.take_along_axis(scores, order, axis=1)
-        best_indices = np.take_along_axis(indices, order, axis=1)
+            placed = answer.indices[entries].astype(np.int64) + shard.start
+            if keyed:
+                keys[place] = ((highest - answer.scores[entries].astype(np.int64)) << index_bits) | placed
+            else:
+                scores[place] = answer.values[entries]
+                indices[place] = placed
+        if keyed:
+            keys.sort(axis=1)
+            best = keys[:, :depth]
+            best_indices = best & ((1 << index_bits) - 1)
+            best_scores = (highest - (best >> index_bits)) / 10.0**decimals
+        else:
+            # NaN (no candidate) sorts last; equal scores keep their order: shard, then rank.
+            order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+            best_scores = np.take_along_axis(scores, order, axis=1)
+            best_indices = np.take_along_axis(indices, order, axis=1)
         for q, total in enumerate(np.minimum(totals, depth).tolist()):
             merged.append(Ranking(best_indices[q, :total], best_scores[q, :total]))
     return merged
+
+
+def _keying(shards: Sequence[Placed], answers: Sequence[Candidates]) -> tuple[int, int, int] | None:
+    """(highest code, bits of a corpus index, decimals) when every answer crossed coded with the
+    same decimals and a code's range and a corpus index fit in one key together, else None."""
+    decimals = {answer.decimals for answer in answers}
+    if len(decimals) != 1 or None in decimals:
+        return None
+    filled = [(shard, answer) for shard, answer in zip(shards, answers, strict=True) if len(answer.scores)]
+    if not filled:
+        return None
+    highest = max(int(answer.scores.max()) for _, answer in filled)
+    lowest = min(int(answer.scores.min()) for _, answer in filled)
+    index_bits = max(int(answer.indices.max()) + int(shard.start) for shard, answer in filled).bit_length()
+    if (highest - lowest).bit_length() + index_bits > KEY_BITS:
+        return None
+    return highest, index_bits, int(next(iter(decimals)))  # type: ignore[arg-type]

@@ -24,10 +24,20 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from retrieval.methods.support.shard_answers import agreed_thresholds, cut, mark_step, marks, merge, packed
+from retrieval.methods.support.shard_answers import (
+    Candidates,
+    agreed_thresholds,
+    coded,
+    cut,
+    mark_step,
+    marks,
+    merge,
+    packed,
+    worth_cutting,
+)
 from retrieval.run.ranking import Ranking
 
-__all__ = ["Shard", "ShardedSearch", "merge", "run_in_process", "shard_bounds", "sharding_of"]
+__all__ = ["Shard", "ShardedSearch", "merge", "run_in_process", "scored", "shard_bounds", "sharding_of"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,9 @@ class ShardedSearch(Protocol):
     `summarize` (its contribution to the global statistics), `score` (its top `depth`
     documents per question, indices local to the shard, scores as the whole run rounds them,
     best first with ties to the lower index as retrieval.run.ranking.top_k ranks: the merge and
-    the thresholds of retrieval.methods.support.shard_answers rely on that order).
+    the thresholds of retrieval.methods.support.shard_answers rely on that order). A search may
+    also have `candidates(prepared, queries, statistics, depth)`: the same answer already packed
+    (`packed(score(...))`, equal arrays), when it can build it faster than a Ranking per question.
     """
 
     def queries(self, context: Any) -> Any: ...
@@ -74,6 +86,24 @@ def sharding_of(method: object) -> ShardedSearch | None:
     return search
 
 
+def scored(search: ShardedSearch, prepared: Any, queries: Any, statistics: Any, depth: int) -> Candidates:
+    """A shard's answer packed (the search's own `candidates` when it has one, else its rankings
+    packed), its scores as their integer codes where those give them back exactly (`coded`:
+    fewer bytes to the driver, and a merge on integer keys). A subclass that overrides `score`
+    but not `candidates` (a test's fault injection, a team's variant) is ranked by its `score`."""
+    direct = getattr(search, "candidates", None)
+    if callable(direct) and issubclass(_defining(search, "candidates"), _defining(search, "score")):
+        answer: Candidates = direct(prepared, queries, statistics, depth)
+        return coded(answer)
+    return coded(packed(search.score(prepared, queries, statistics, depth)))
+
+
+def _defining(search: object, name: str) -> type:
+    # The class of the search's method resolution order that defines `name` (the search's own
+    # class when an instance attribute holds it).
+    return next((klass for klass in type(search).__mro__ if name in vars(klass)), type(search))
+
+
 def shard_bounds(n_documents: int, n_shards: int) -> list[Shard]:
     """`n_shards` contiguous shards of near-equal size (fewer when the corpus is smaller)."""
     count = max(1, min(n_shards, n_documents))
@@ -89,6 +119,9 @@ def run_in_process(search: ShardedSearch, context: Any, shards: Sequence[Shard])
     prepared = [search.prepare(search.documents(context, shard), queries) for shard in shards]
     statistics = search.combine([search.summarize(p, queries) for p in prepared])
     step = mark_step(context.depth, len(shards))
-    answers = [packed(search.score(p, queries, statistics, context.depth)) for p in prepared]
-    thresholds = agreed_thresholds([marks(answer, step) for answer in answers], context.depth)
+    answers = [scored(search, p, queries, statistics, context.depth) for p in prepared]
+    shard_marks = [marks(answer, step) for answer in answers]
+    if not worth_cutting(shard_marks, context.depth):
+        return merge(shards, answers, context.depth)
+    thresholds = agreed_thresholds(shard_marks, context.depth)
     return merge(shards, [cut(answer, thresholds) for answer in answers], context.depth)
