@@ -64,7 +64,7 @@ def _package_imported() -> None:
 # The installed plugins no test reads (langsmith's, platformdirs'), off in this session (pyproject.toml's
 # addopts) and in the runs the tests start: the root conftest.py puts them in PYTEST_ADDOPTS, which
 # pytester deletes ("outer options"), so the fixture below sets them again. Without that, every
-# pytester run loaded both, and each worker imported langsmith (about 1.5 s of CPU) to keep it loaded.
+# pytester run loaded both, and each worker imported langsmith (about 0.6 s of CPU) to keep it loaded.
 UNUSED_PLUGINS = ("langsmith_plugin", "platformdirs")
 
 
