@@ -28,7 +28,9 @@ if _UNUSED_PLUGINS not in os.environ.get("PYTEST_ADDOPTS", ""):
 
 # The Ray module's tests share one 2-node cluster (a module fixture, 8-25 s to start): under
 # `-n auto` they all go to one worker, where it starts once, the other tests spreading as usual.
-ONE_WORKER = ("tests/unit/test_ray_executor.py",)
+# The frameworks' tests likewise: importing LangChain, LlamaIndex and Haystack cost about 3 s of CPU
+# in each worker that ran one of them (the default run's CPU: see the CHANGELOG).
+ONE_WORKER = ("tests/unit/test_ray_executor.py", "tests/unit/test_frameworks.py")
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)

@@ -37,8 +37,7 @@ def _package_loaded() -> None:
 
     pytester's in-process runs (the gate on temporary projects) drop from sys.modules every
     module first imported during a run, so the next run imports it again: vcrpy and what it
-    patches, and the package's lazily imported modules, cost about 25 ms a run that way; a plugin
-    this session leaves out (pyproject.toml's addopts: langsmith's) about a second; and scipy's C
+    patches, and the package's lazily imported modules, cost about 25 ms a run that way; and scipy's C
     extensions do not survive a second import: a gate run that first called the paired bootstrap
     dropped scipy.stats, and the next test's import of it failed ("cannot load module more than
     once per process"), test_baseline_trust.py after test_gate_reference.py. A real session
@@ -53,7 +52,8 @@ def _package_loaded() -> None:
         if module.name != "retrieval.__main__":
             importlib.import_module(module.name)
     for plugin in importlib.metadata.entry_points(group="pytest11"):
-        importlib.import_module(plugin.module)
+        if plugin.name not in UNUSED_PLUGINS:  # off in the runs too (the pytester fixture below)
+            importlib.import_module(plugin.module)
 
 
 @pytest.fixture(scope="session")
@@ -61,11 +61,19 @@ def _package_imported() -> None:
     _package_loaded()
 
 
+# The installed plugins no test reads (langsmith's, platformdirs'), off in this session (pyproject.toml's
+# addopts) and in the runs the tests start: the root conftest.py puts them in PYTEST_ADDOPTS, which
+# pytester deletes ("outer options"), so the fixture below sets them again. Without that, every
+# pytester run loaded both, and each worker imported langsmith (about 0.6 s of CPU) to keep it loaded.
+UNUSED_PLUGINS = ("langsmith_plugin", "platformdirs")
+
+
 @pytest.fixture
-def pytester(_package_imported: None, pytester: pytest.Pytester) -> pytest.Pytester:
-    """pytest's own, once the package is loaded (see _package_loaded). Loaded before pytest's
-    fixture is made: it takes a snapshot of sys.modules and puts it back when the test ends, which
-    dropped what the first test loaded."""
+def pytester(_package_imported: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's own, once the package is loaded (see _package_loaded), its runs without UNUSED_PLUGINS.
+    Loaded before pytest's fixture is made: it takes a snapshot of sys.modules and puts it back when
+    the test ends, which dropped what the first test loaded."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS))
     return pytester
 
 
