@@ -291,19 +291,31 @@ def merge(shards: Sequence[Placed], answers: Sequence[Candidates], depth: int) -
             scores = np.full((len(totals), width), np.nan, dtype=dtype)
             indices = np.zeros((len(totals), width), dtype=np.int64)
         columns = np.arange(width)
+        # Every shard with as many candidates for each question of the block (whole shards at a
+        # depth that takes them): its places are a band of columns, filled by a reshape, which
+        # costs a fraction of the mask's scattered writes.
+        uniform = bool(len(totals)) and bool((lengths == lengths[:, :1]).all())
         for s, (shard, answer) in enumerate(zip(shards, answers, strict=True)):
             counts = lengths[s]
             begin = int(starts[s][first]) if len(counts) else 0
             entries = slice(begin, begin + int(counts.sum()))
-            # The shard's places, row after row: a mask's order is its entries' (question, then rank).
-            place = (columns >= before[s][:, None]) & (columns < (before[s] + counts)[:, None])
+            place: Any
+            if uniform:
+                band = int(before[s][0])
+                place = (slice(None), slice(band, band + int(counts[0])))
+            else:
+                # The shard's places, row after row: a mask's order is its entries' (question, then rank).
+                place = (columns >= before[s][:, None]) & (columns < (before[s] + counts)[:, None])
             # In int64 before the shard's offset is added: the shard's own type may not hold it.
             placed = answer.indices[entries].astype(np.int64) + shard.start
+            # A band takes its entries as rows x count; a mask takes them flat.
+            shape = (len(counts), int(counts[0])) if uniform else (-1,)
             if keyed:
-                keys[place] = ((highest - answer.scores[entries].astype(np.int64)) << index_bits) | placed
+                coded_keys = ((highest - answer.scores[entries].astype(np.int64)) << index_bits) | placed
+                keys[place] = coded_keys.reshape(shape)
             else:
-                scores[place] = answer.values[entries]
-                indices[place] = placed
+                scores[place] = answer.values[entries].reshape(shape)
+                indices[place] = placed.reshape(shape)
         if keyed:
             keys.sort(axis=1)
             best = keys[:, :depth]
