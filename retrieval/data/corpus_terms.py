@@ -217,14 +217,14 @@ class _IdChunks(dict[str, int]):
         return codes[group], exact_group[group]
 
 
-def _cut_batch(texts: list[str]) -> tuple[list[str], chunk_keys.BatchChunks]:
+_Cut = tuple[list[str], chunk_keys.BatchChunks]  # a batch's normalized texts and chunks (_cut_batch)
+
+
+def _cut_batch(texts: list[str]) -> _Cut:
     """A batch's texts NFKC-normalized, and its chunks (chunk_keys.cut): the part of a batch's
     analysis that needs no state, numpy passes that mostly run without the GIL."""
     normalized = [unicodedata.normalize("NFKC", text) for text in texts]
     return normalized, chunk_keys.cut(normalized)
-
-
-_Cut = tuple[list[str], chunk_keys.BatchChunks]  # a batch's normalized texts and chunks (_cut_batch)
 
 
 def _analyse_batch(
