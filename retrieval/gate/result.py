@@ -137,9 +137,11 @@ class GateResult(BaseSide):
 
     def _until_recorded(self, change: str) -> str:
         # A change the figures are still compared across fails on its own until the baseline records it.
+        # Against a ref, the update must name it too, or an accepted drop is recorded against the own baseline only.
         baseline = shown_path(self.baseline_path, self.settings.root)
+        ref = f" --retrieval-baseline-ref {self.reference}" if self.reference else ""
         return (
-            f"{change}. If the change is intended, run `pytest --update-baseline` (with --allow-regression if a "
+            f"{change}. If the change is intended, run `pytest --update-baseline{ref}` (with --allow-regression if a "
             f"figure fell, and say why in the PR) and commit {baseline}."
         )
 
