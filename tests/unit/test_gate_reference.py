@@ -17,12 +17,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_pytest_plugin import UNREAD
 from trust_project import commit_on_main, failing, gate, make_project, worse
 
 from retrieval.gate.accept import accept, tried_update
 from retrieval.gate.schema import BaselineError, load_baseline
 
-PLAIN = ("-p", "no:cacheprovider", "-p", "no:randomly", "-m", "regression")
+# The plugins no assertion here reads are off in these runs (test_pytest_plugin.py).
+PLAIN = ("-p", "no:cacheprovider", "-p", "no:randomly", *UNREAD, "-m", "regression")
 QUIET = ("-vv", *PLAIN)  # -vv: the failure lines in full
 LIST = (*PLAIN, "--collect-only", "-q")
 BASELINE = Path("baselines/metrics.json")
