@@ -204,6 +204,20 @@ def _is_gate(item: pytest.Item) -> bool:
     return callspec is not None and PARAM in callspec.params
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A gate item reports its failure as its verdict's own text: the gate's failures are verdicts,
+    not Python errors, so pytest's traceback of this module (which re-parsed its source, about
+    0.4 s a failing item) is never drawn."""
+    if _is_gate(item):
+        item.repr_failure = types.MethodType(_verdict_failure, item)  # type: ignore[method-assign]
+
+
+def _verdict_failure(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+    if isinstance(excinfo.value, GateFailure):
+        return FailureText(item, str(excinfo.value))
+    return type(item).repr_failure(item, excinfo)  # the plugin's own error: its traceback
+
+
 def _named(config: pytest.Config) -> list[Path]:
     paths = []
     for arg in config.args:
@@ -310,8 +324,6 @@ class _Reporter:
             elif report.skipped:
                 report.outcome = "failed"
                 report.longrepr = FailureText(item, f"gate item skipped ({why}): the gate never skips")
-        if excinfo is not None and isinstance(excinfo.value, GateFailure) and report.failed:
-            report.longrepr = FailureText(item, str(excinfo.value))
         gate = self.state.session
         sent = {"kind": item.stash.get(KIND, ""), "items": gate.selection.items, "frame": gate.frame_data()}
         setattr(report, SENT, sent)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_pytest_plugin import UNREAD
 from trust_project import (
     QUESTIONS,
     commit_on_main,
@@ -292,7 +293,7 @@ def test_pytest_fails_a_pull_request_against_the_base_branch_and_passes_it_with_
     make_project(root)
     commit_on_main(root)
     worse(root)
-    quiet = ("-vv", "-p", "no:cacheprovider", "-p", "no:randomly", "-m", "regression")
+    quiet = ("-vv", "-p", "no:cacheprovider", "-p", "no:randomly", *UNREAD, "-m", "regression")
     refused = pytester.runpytest_inprocess(*quiet, "--update-baseline", "--allow-regression")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR  # the reason is required
     pytester.runpytest_inprocess(*quiet, "--update-baseline", "--allow-regression", "q2 is out of scope")

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from demo_fixture import demo_dataset
 from fake_embeddings import FakeEmbeddingsServer, make_profile
+from test_pytest_plugin import UNREAD
 
 from retrieval import Context, Ranking
 from retrieval.cli import main
@@ -275,8 +276,8 @@ def test_pytest_record_shows_the_drift_in_the_terminal_summary(
     pytester: pytest.Pytester, small_demo: Dataset, drifting_server: DriftingEmbeddingsServer
 ) -> None:
     _project(pytester.path, small_demo, drifting_server.url)
-    # No benchmark plugin: it runs git, hg and file at each session start, and no assertion reads it.
-    quiet = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+    # No plugin no assertion reads (benchmark runs git, hg and file at each session start): UNREAD.
+    quiet = ("-p", "no:cacheprovider", *UNREAD, "-W", "ignore::pytest.PytestAssertRewriteWarning")
     first = pytester.runpytest_inprocess(*quiet, "--record", "--update-baseline")
     # The gate's items are named before the first baseline exists: the gate, its 5 integrity
     # items and a top-10 snapshot per method (retrieval/gate/verdicts.py); then one per figure too.
