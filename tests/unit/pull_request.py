@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
+import functools
 import io
 import os
 import shutil
@@ -40,10 +42,18 @@ STEP = "Gate against the base branch"
 
 
 def workflow_step(name: str = STEP, job: str = "verdict") -> dict[str, Any]:
-    """A step of the workflow's job, as eval.yml writes it."""
-    data = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    """A step of the workflow's job, as eval.yml writes it (read again whenever the file changed)."""
+    stat = WORKFLOW.stat()
+    data = _workflow(stat.st_mtime_ns, stat.st_size)
     (step,) = [s for s in data["jobs"][job]["steps"] if s.get("name") == name]
-    return step
+    return copy.deepcopy(step)
+
+
+@functools.lru_cache(maxsize=1)
+def _workflow(mtime_ns: int, size: int) -> dict[str, Any]:
+    """eval.yml parsed (about 50 ms of pure-Python YAML: once, not once per required check)."""
+    data: dict[str, Any] = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    return data
 
 
 @dataclass(frozen=True)
@@ -196,6 +206,9 @@ def _made(folder: str) -> Path:
         with contextlib.chdir(root):  # the fixture retriever reads ranks.json from the working directory
             make_project(root)
         publish(base / "work", base / "origin.git")
+        for repository in (base / "work", base / "origin.git"):  # its objects in one pack: fewer files to copy
+            git(repository, "repack", "-adq")
+            git(repository, "prune-packed")
         _MADE[folder] = base
     return _MADE[folder]
 
@@ -210,8 +223,9 @@ class PullRequest:
         # A copy of the one made for this process: the same files, commits and refs, and its
         # remote this copy's `origin` (the one path the repository holds).
         made = _made(folder)
-        shutil.copytree(made / "origin.git", self.origin, symlinks=True)
-        shutil.copytree(made / "work", self.top, symlinks=True)
+        inert = shutil.ignore_patterns("*.sample")  # git's sample hooks, which never run
+        shutil.copytree(made / "origin.git", self.origin, symlinks=True, ignore=inert)
+        shutil.copytree(made / "work", self.top, symlinks=True, ignore=inert)
         config = self.top / ".git" / "config"
         config.write_text(config.read_text().replace(str(made / "origin.git"), str(self.origin)))
 
