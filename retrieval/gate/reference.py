@@ -29,9 +29,9 @@ PROJECT_FILES = ("retrieval.toml", "pyproject.toml")
 DECIDING = (":(top).github/workflows", ":(top,glob)**/CODEOWNERS", ":(top,glob)**/conftest.py")
 
 
-def _git(args: list[str], folder: Path) -> subprocess.CompletedProcess[bytes]:
+def _git(args: list[str], folder: Path, given: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     try:
-        return subprocess.run(["git", *args], cwd=folder, capture_output=True, timeout=60, check=False)
+        return subprocess.run(["git", *args], cwd=folder, input=given, capture_output=True, timeout=60, check=False)
     except FileNotFoundError as exc:
         raise BaselineError("--retrieval-baseline-ref needs git, which is not installed here.") from exc
 
@@ -58,6 +58,33 @@ def _show(commit: str, path: str, top: Path) -> bytes | None:
     """The bytes of `path` (from the repository's top) at `commit`, or None when it has no such file."""
     shown = _git(["show", f"{commit}:{path}"], top)
     return shown.stdout if shown.returncode == 0 else None
+
+
+def _shown(commit: str, paths: list[str], top: Path) -> dict[str, bytes | None]:
+    """`_show` of each of `paths` at `commit`, read by ONE `git cat-file --batch` (a git process
+    per file was most of what a gate against a ref spent in git). What the batch cannot answer as
+    a blob or missing (a tree, a path with a newline, git failing) is read by `_show`, as before."""
+    asked = [p for p in dict.fromkeys(paths) if "\n" not in p]
+    found: dict[str, bytes | None] = {}
+    batch = _git(["cat-file", "--batch"], top, "".join(f"{commit}:{p}\n" for p in asked).encode()) if asked else None
+    out = batch.stdout if batch is not None and batch.returncode == 0 else b""
+    at = 0
+    for path in asked if out else ():
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        header, at = out[at:end].decode("utf-8", errors="replace"), end + 1
+        if header.endswith(" missing"):
+            found[path] = None
+            continue
+        words = header.split(" ")
+        if len(words) != 3 or not words[2].isdigit():
+            break  # ambiguous, or not the batch's answer: the rest by `_show`
+        size = int(words[2])
+        if words[1] == "blob":
+            found[path] = out[at : at + size]
+        at += size + 1  # the object and its newline
+    return {p: found[p] if p in found else _show(commit, p, top) for p in paths}
 
 
 def baseline_at(ref: str, path: str | Path) -> dict[str, Any]:
@@ -129,9 +156,10 @@ def _table(raw: bytes, name: str, source: str) -> dict[str, Any] | None:
 
 def _project_at(commit: str, folder: str, top: Path, ref: str) -> tuple[str, dict[str, Any]] | None:
     """The ref's project file in `folder` (from the top) and its settings table, or None."""
-    for name in PROJECT_FILES:
-        path = f"{folder}/{name}" if folder else name
-        raw = _show(commit, path, top)
+    paths = {name: f"{folder}/{name}" if folder else name for name in PROJECT_FILES}
+    shown = _shown(commit, list(paths.values()), top)
+    for name, path in paths.items():
+        raw = shown[path]
         if raw is not None and (table := _table(raw, name, f"{ref}:{path}")) is not None:
             return path, table
     return None
@@ -148,13 +176,22 @@ def _projects_gone(commit: str, top: Path) -> list[str]:
     return sorted(p for p in found if project_file_in((top / p).parent) != top / p)
 
 
-def _texts(commit: str, dataset: str | None, top: Path) -> dict[str, str]:
-    """Each question's text at the ref (native questions.jsonl, BEIR queries.jsonl); empty when
-    it cannot be read there (a dataset outside the repository): the edits then show digests."""
+QUESTION_FILES = (("questions.jsonl", "id"), ("queries.jsonl", "_id"))
+
+
+def _text_files(dataset: str | None) -> list[str]:
+    """The files `_texts` reads the questions' texts from, at the ref (from the top)."""
+    return [] if dataset is None else [f"{dataset}/{name}" for name, _ in QUESTION_FILES]
+
+
+def _texts(shown: Mapping[str, bytes | None], dataset: str | None) -> dict[str, str]:
+    """Each question's text at the ref (native questions.jsonl, BEIR queries.jsonl; `shown`
+    holds them as read there); empty when they cannot be read there (a dataset outside the
+    repository): the edits then show digests."""
     if dataset is None:
         return {}
-    for name, key in (("questions.jsonl", "id"), ("queries.jsonl", "_id")):
-        raw = _show(commit, f"{dataset}/{name}", top)
+    for name, key in QUESTION_FILES:
+        raw = shown[f"{dataset}/{name}"]
         if raw is None:
             continue
         texts = {}
@@ -213,15 +250,16 @@ def base_branch(ref: str, settings: Settings, profile: str | None = None, *, tex
     if baseline is None or snapshots_file is None:
         raise BaselineError(f"{ref}:{path}: its baseline set lies outside the repository: it cannot be read at {ref}.")
     shown = f"{ref}:{baseline}"
-    raw = _show(commit, baseline, top)
+    dataset = _relative(theirs.dataset, top)
+    files = _shown(commit, [baseline, snapshots_file, *(_text_files(dataset) if texts else [])], top)
+    raw = files[baseline]
     profiles: dict[str, Any] = parse_baseline(raw, shown)["profiles"] if raw is not None else {}
     entry = profiles.get(theirs.profile.name)
-    raw = _show(commit, snapshots_file, top)
+    raw = files[snapshots_file]
     snapshots = parse_snapshots(raw, f"{ref}:{snapshots_file}") if raw is not None else {}
     problem = snapshot_problem(entry, snapshots, f"{ref}:{snapshots_file}", shown)
     if problem:
         raise BaselineError(problem)
-    dataset = _relative(theirs.dataset, top)
     touched_paths += [path, baseline, str(PurePosixPath(snapshots_file).parent)]
     return BaseBranch(
         ref,
@@ -236,7 +274,7 @@ def base_branch(ref: str, settings: Settings, profile: str | None = None, *, tex
         dataset=dataset,
         entry=entry,
         snapshots=snapshots,
-        texts=_texts(commit, dataset, top) if texts else {},
+        texts=_texts(files, dataset) if texts else {},
         baseline=shown,
         touched=_touched(commit, top, touched_paths),
         gone=tuple(p for p in gone if p != moved_from),

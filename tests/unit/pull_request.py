@@ -14,7 +14,10 @@ own process (`in_process=False`, which a few tests keep, for the step as GitHub 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import copy
+import functools
 import io
 import os
 import shutil
@@ -39,10 +42,18 @@ STEP = "Gate against the base branch"
 
 
 def workflow_step(name: str = STEP, job: str = "verdict") -> dict[str, Any]:
-    """A step of the workflow's job, as eval.yml writes it."""
-    data = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    """A step of the workflow's job, as eval.yml writes it (read again whenever the file changed)."""
+    stat = WORKFLOW.stat()
+    data = _workflow(stat.st_mtime_ns, stat.st_size)
     (step,) = [s for s in data["jobs"][job]["steps"] if s.get("name") == name]
-    return step
+    return copy.deepcopy(step)
+
+
+@functools.lru_cache(maxsize=1)
+def _workflow(mtime_ns: int, size: int) -> dict[str, Any]:
+    """eval.yml parsed (about 50 ms of pure-Python YAML: once, not once per required check)."""
+    data: dict[str, Any] = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    return data
 
 
 @dataclass(frozen=True)
@@ -180,6 +191,28 @@ def _retrieval_here(args: list[str], folder: Path, env: Mapping[str, str]) -> tu
     return status, out.getvalue(), err.getvalue()
 
 
+# The repository a PullRequest starts from, by project folder: made (the project, its gate run
+# and its baseline, `publish`'s git calls) once per process, then copied for each test.
+_MADE: dict[str, Path] = {}
+
+
+def _made(folder: str) -> Path:
+    """A folder holding `origin.git` and `work` as a new PullRequest in `folder` has them."""
+    if folder not in _MADE:
+        base = Path(tempfile.mkdtemp(prefix="pull-request-made-"))
+        atexit.register(shutil.rmtree, base, True)
+        root = base / "work" / folder if folder else base / "work"
+        root.mkdir(parents=True)
+        with contextlib.chdir(root):  # the fixture retriever reads ranks.json from the working directory
+            make_project(root)
+        publish(base / "work", base / "origin.git")
+        for repository in (base / "work", base / "origin.git"):  # its objects in one pack: fewer files to copy
+            git(repository, "repack", "-adq")
+            git(repository, "prune-packed")
+        _MADE[folder] = base
+    return _MADE[folder]
+
+
 class PullRequest:
     """The adopter's repository, on the pull request's branch `pr` (see the module docstring)."""
 
@@ -187,10 +220,14 @@ class PullRequest:
         self.origin = base / "origin.git"
         self.top = base / "work"
         self.root = self.top / folder if folder else self.top
-        self.root.mkdir(parents=True)
-        with contextlib.chdir(self.root):  # the fixture retriever reads ranks.json from the working directory
-            make_project(self.root)
-        publish(self.top, self.origin)
+        # A copy of the one made for this process: the same files, commits and refs, and its
+        # remote this copy's `origin` (the one path the repository holds).
+        made = _made(folder)
+        inert = shutil.ignore_patterns("*.sample")  # git's sample hooks, which never run
+        shutil.copytree(made / "origin.git", self.origin, symlinks=True, ignore=inert)
+        shutil.copytree(made / "work", self.top, symlinks=True, ignore=inert)
+        config = self.top / ".git" / "config"
+        config.write_text(config.read_text().replace(str(made / "origin.git"), str(self.origin)))
 
     @contextlib.contextmanager
     def on_main(self, message: str, *args: str) -> Iterator[None]:
@@ -203,8 +240,7 @@ class PullRequest:
         assert done.returncode == 0, done.stdout + done.stderr
         self.commit(message)
         git(self.top, "push", "-q", "origin", "main")
-        git(self.top, "checkout", "-q", "pr")
-        git(self.top, "reset", "-q", "--hard", "main")
+        git(self.top, "checkout", "-qB", "pr", "main")  # `pr` reset to main, and checked out
 
     def configure(self, text: str) -> None:
         """Lines added to the project file (retrieval.toml), as the pull request edits it."""

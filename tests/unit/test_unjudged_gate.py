@@ -7,6 +7,7 @@ folder); git, the judging server and the browser in their own."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import csv
 import io
@@ -14,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,19 +73,36 @@ def _gate(root: Path) -> subprocess.CompletedProcess[str]:
     return _retrieval(root, "--gate", "--baseline-ref", "main")
 
 
+# The repository of each project file, its main made once per process and copied for each test
+# (`_main_of`): the gate's baseline run and the git calls, the same for every test that asks.
+_MADE: dict[str, Path] = {}
+
+
+def _main_of(project: str) -> Path:
+    """A repository whose main gates bm25 on the demo, with `project` as its project file, on a
+    new branch `pull-request`; the same folder for each `project` in this process."""
+    if project not in _MADE:
+        base = Path(tempfile.mkdtemp(prefix="unjudged-main-"))
+        atexit.register(shutil.rmtree, base, True)
+        root = base / "repo"
+        (root / "data").mkdir(parents=True)
+        shutil.copytree(DEMO_DATA, root / "data" / "demo")
+        (root / "retrieval.toml").write_text(project, encoding="utf-8")
+        _git(root, "init", "-q", "-b", "main")
+        made = _retrieval(root, "--gate", "--update-baseline")
+        assert made.returncode == 0, made.stdout + made.stderr
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "-m", "main: bm25 gated on the demo")
+        _git(root, "checkout", "-q", "-b", "pull-request")
+        _MADE[project] = root
+    return _MADE[project]
+
+
 def _pull_request(tmp_path: Path, project: str = PROJECT) -> Path:
     """A repository whose main gates bm25 on the demo (with `project` as its project file), and a
     pull request that adds NEW."""
     root = tmp_path / "repo"
-    (root / "data").mkdir(parents=True)
-    shutil.copytree(DEMO_DATA, root / "data" / "demo")
-    (root / "retrieval.toml").write_text(project, encoding="utf-8")
-    _git(root, "init", "-q", "-b", "main")
-    made = _retrieval(root, "--gate", "--update-baseline")
-    assert made.returncode == 0, made.stdout + made.stderr
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "main: bm25 gated on the demo")
-    _git(root, "checkout", "-q", "-b", "pull-request")
+    shutil.copytree(_main_of(project), root, symlinks=True)
     with (root / "data" / "demo" / "corpus.jsonl").open("a", encoding="utf-8") as corpus:
         corpus.write(json.dumps(NEW, ensure_ascii=False) + "\n")
     return root
