@@ -142,7 +142,12 @@ def test_a_start_that_hangs_or_fails_is_one_line_within_the_bound(
     entered, release = threading.Event(), threading.Event()
     monkeypatch.setattr(connection.ray, "is_initialized", lambda: False)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(connection.ray, "init", lambda *a, **k: entered.set() or release.wait(30))
+
+    def hangs(*args: Any, **kwargs: Any) -> None:
+        entered.set()
+        release.wait(30)
+
+    monkeypatch.setattr(connection.ray, "init", hangs)
     started = time.monotonic()
     # A start that never returns: however short the bound, it ends the wait.
     with pytest.raises(connection.RayClusterError, match=r"^a local Ray did not start within 0\.05 s \(ray_timeout\)$"):
