@@ -75,7 +75,7 @@ def silent_port() -> Iterator[int]:
     """FIXTURE: a port of 127.0.0.1 that accepts connections and never says a word."""
     server = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []
-    server.settimeout(0.1)
+    server.settimeout(0.01)  # how soon the accepting thread sees `stop` (each teardown waited for it)
     stop = threading.Event()
 
     def accept() -> None:
