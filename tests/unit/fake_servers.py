@@ -51,6 +51,7 @@ __all__ = [
     "FIXTURE_KEY",
     "SHORT_TIMEOUT",
     "TIMEOUT",
+    "UNANSWERED_TIMEOUT",
     "Act",
     "FakeGeminiServer",
     "FakeOpenAIServer",
@@ -80,6 +81,10 @@ TIMEOUT = 10.0
 # same client and must be answered in time, and at 0.05 s a loaded machine made one of them time
 # out too (test_rerank.py's [timeout] case failed at random).
 SHORT_TIMEOUT = 1.0
+# For a timeout case whose one call is never answered (Act.hang()) and no other call shares the
+# client: whatever the load, the bound can only end in a timeout (in connecting, sending or
+# waiting: each is "timeout"), so it can be this short.
+UNANSWERED_TIMEOUT = 0.05
 FIXTURE_KEY = "fixture-gemini-key"
 # Environment switches that would send the SDK elsewhere (Vertex AI, another URL or version).
 SDK_ENV = (
@@ -115,6 +120,12 @@ class Act:
     def sleep(cls, seconds: float) -> Act:
         """Wait (past the client's timeout, typically), then give the default answer."""
         return cls("sleep", seconds=seconds)
+
+    @classmethod
+    def hang(cls) -> Act:
+        """Never answer while the test runs: the request is dropped when the server stops (after
+        MAX_SLEEP at most, so that a client without a timeout cannot hang the run)."""
+        return cls("sleep", seconds=MAX_SLEEP)
 
     @classmethod
     def malformed(cls) -> Act:

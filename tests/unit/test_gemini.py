@@ -13,7 +13,7 @@ import pytest
 from fake_servers import (
     FAST_RETRY,
     FIXTURE_KEY,
-    SHORT_TIMEOUT,
+    UNANSWERED_TIMEOUT,
     Act,
     FakeGeminiServer,
     fixture_vector,
@@ -154,8 +154,8 @@ def test_400_is_not_retried(server: FakeGeminiServer, embedder: GeminiEmbeddings
 
 
 def test_timeout_is_a_provider_error(server: FakeGeminiServer) -> None:
-    one_try = GeminiGenerator(make_profile(server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
-    server.script(Act.sleep(2.0))
+    one_try = GeminiGenerator(make_profile(server.url, timeout=UNANSWERED_TIMEOUT), retry=RetryPolicy(attempts=1))
+    server.script(Act.hang())
     with pytest.raises(ProviderError) as info:
         one_try.generate_json("p", RERANK_SCHEMA, "ranking")
     assert info.value.reason == "timeout"

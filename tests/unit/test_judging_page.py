@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from judging_fixture import copy_demo, demo_pool, get, post
+from loopback_http import POLL_INTERVAL
 
 from retrieval.data.analyzer import analyze, term_spans
 from retrieval.data.dataset import Dataset
@@ -40,7 +41,8 @@ def session(demo: tuple[Path, Dataset, list[Candidate]], tmp_path: Path) -> Judg
 @pytest.fixture
 def server(session: JudgingSession) -> Iterator[JudgingServer]:
     served = start_server(session, 0)
-    thread = threading.Thread(target=served.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next poll: at the default 0.5 s that was each test's teardown.
+    thread = threading.Thread(target=served.serve_forever, args=(POLL_INTERVAL,), daemon=True)
     thread.start()
     try:
         yield served

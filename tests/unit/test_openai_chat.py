@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fake_servers import FAST_RETRY, SHORT_TIMEOUT, TIMEOUT, Act, FakeOpenAIServer
+from fake_servers import FAST_RETRY, TIMEOUT, UNANSWERED_TIMEOUT, Act, FakeOpenAIServer
 from fake_servers import openai_profile as make_profile
 
 from retrieval.methods.prompts import RERANK_SCHEMA
@@ -124,8 +124,8 @@ def test_faults_are_provider_errors(
 
 def test_timeout_is_a_provider_error(server: FakeOpenAIServer) -> None:
     # Its own HTTP client: the profile's timeout applies to the client the provider builds.
-    provider = OpenAIChat(make_profile(server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
-    server.script(Act.sleep(2.0))
+    provider = OpenAIChat(make_profile(server.url, timeout=UNANSWERED_TIMEOUT), retry=RetryPolicy(attempts=1))
+    server.script(Act.hang())
     with pytest.raises(ProviderError) as info:
         provider.generate_json("p", RERANK_SCHEMA, "ranking")
     assert info.value.reason == "timeout"

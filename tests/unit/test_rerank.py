@@ -257,7 +257,7 @@ FAULTS: list[tuple[str, tuple[Act, ...], str, list[str] | None]] = [
     ),
     ("500-after-retries", (Act.http(500), Act.http(500)), "degraded: http 500", None),
     ("400-not-retried", (Act.http(400),), "degraded: http 400", None),
-    ("timeout", (Act.sleep(2.0),), "degraded: timeout", None),
+    ("timeout", (Act.hang(),), "degraded: timeout", None),
     ("malformed-http-body", (Act.malformed(),), "degraded: bad json", None),
     ("malformed-answer", (Act.answer('{"ranking": ["d01", '),), "degraded: unparseable", None),
     (

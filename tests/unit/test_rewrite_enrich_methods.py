@@ -445,7 +445,7 @@ def served(server: FakeGeminiServer | FakeOpenAIServer, *acts: Act) -> None:
 REWRITE_FAULTS: list[tuple[str, tuple[Act, ...], str]] = [
     ("429-then-200", (Act.http(429), Act()), "ok"),
     ("500-after-retries", (Act.http(500), Act.http(500)), "degraded: http 500"),
-    ("timeout", (Act.sleep(2.0),), "degraded: timeout"),
+    ("timeout", (Act.hang(),), "degraded: timeout"),
     ("malformed-http-body", (Act.malformed(),), "degraded: bad json"),
     ("unparseable", (Act.answer("Voici la question réécrite : restaurer une sauvegarde"),), "degraded: unparseable"),
     ("empty-answer", (Act.empty(),), "degraded: empty"),
