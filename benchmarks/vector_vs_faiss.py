@@ -15,7 +15,8 @@ Each round times, one after the other in an order that turns from round to round
 - the GEMM bound: numpy's float32 matrix product alone at the search's shape (the questions
   against the corpus in blocks of DOCUMENT_BLOCK rows, into one output buffer reused): what no
   exact search can beat on this machine.
-The figures are each round's ratios ours / FAISS and ours / GEMM, their median, and the seconds.
+The figures are each round's ratios ours / FAISS and ours / GEMM, their median, and the seconds
+(wall, and the CPU seconds of the process during each, every thread's: `time.process_time`).
 Rankings: every question's top 10 (ids and order) compared with FAISS's; a question whose
 10th and 11th FAISS scores are within float32's error of each other may differ in that
 order legitimately (the project breaks ties by float64 then lower index), so it is counted
@@ -111,16 +112,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.questions:,} questions x {args.documents:,} x {args.dims} float32, depth {args.depth};"
         f" faiss {faiss.__version__} ({faiss.omp_get_max_threads()} threads), numpy {np.__version__}"
     )
-    print("| round | ours s | FAISS s | GEMM s | ours / FAISS | ours / GEMM |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| round | ours s | FAISS s | GEMM s | ours / FAISS | ours / GEMM | CPU s: ours / FAISS / GEMM |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     to_faiss, to_gemm = [], []
     ours_ranked = theirs = None
     for number in range(1, args.rounds + 1):
         seconds: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         order = ["ours", "faiss", "gemm"] if number % 2 else ["gemm", "faiss", "ours"]
         for side in order:
+            began = time.process_time()
             if side == "gemm":
                 seconds[side] = gemm(queries, documents)
+                cpu[side] = time.process_time() - began
                 continue
             start = time.perf_counter()
             if side == "ours":
@@ -128,11 +132,13 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 theirs = index.search(queries, args.depth)
             seconds[side] = time.perf_counter() - start
+            cpu[side] = time.process_time() - began
         to_faiss.append(seconds["ours"] / seconds["faiss"])
         to_gemm.append(seconds["ours"] / seconds["gemm"])
         print(
             f"| {number} | {seconds['ours']:.2f} | {seconds['faiss']:.2f} | {seconds['gemm']:.2f}"
-            f" | {to_faiss[-1]:.2f} | {to_gemm[-1]:.2f} |",
+            f" | {to_faiss[-1]:.2f} | {to_gemm[-1]:.2f}"
+            f" | {cpu['ours']:.2f} / {cpu['faiss']:.2f} / {cpu['gemm']:.2f} |",
             flush=True,
         )
     print(f"calibration after: {calibration():.2f} s, load average {_load()}")

@@ -8,13 +8,16 @@ order of the lines in corpus.jsonl.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from retrieval.config import Settings
 from retrieval.methods.base import Context
@@ -35,6 +38,13 @@ SCORE_DECIMALS = 9
 DOCUMENT_BLOCK = 16_384
 # Questions scored together against one block: bounds the score block at 1,024 x 16,384 float64.
 BLOCKED_QUESTION_BATCH = 1024
+# A batch of at least this many questions is searched as two halves on two threads, BLAS held to one
+# thread each: numpy releases the GIL in the products, the compare, flatnonzero, the partitions and
+# the rescoring's gathers, so each core runs one half's product or its single-core work, instead of
+# one core idle beside the single-core work and BLAS's threads spinning between products (1M x
+# 1,000 paired: 4.2 s against 5.6-6.6 s of wall, 8.0 s against 9.7 s of CPU). Each question's
+# ranking depends on no other question of its batch, so the halves give the same rankings.
+THREADED_QUESTIONS = 64
 
 
 def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) -> list[Ranking]:
@@ -53,9 +63,21 @@ def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) ->
         if isinstance(documents, np.memmap):  # the same pages, without memmap's Python-level indexing
             documents = documents.view(np.ndarray)
         rankings: list[Ranking] = []
-        for start in range(0, len(questions), BLOCKED_QUESTION_BATCH):
-            batch = np.asarray(questions[start : start + BLOCKED_QUESTION_BATCH], dtype=np.float64)
-            rankings.extend(_blocked_rankings(batch, documents, depth, largest))
+        threaded = len(questions) >= THREADED_QUESTIONS
+        blas = threadpool_limits(1, user_api="blas") if threaded else contextlib.nullcontext()
+        with ThreadPoolExecutor(max_workers=2) as pool, blas:
+            for start in range(0, len(questions), BLOCKED_QUESTION_BATCH):
+                batch = np.asarray(questions[start : start + BLOCKED_QUESTION_BATCH], dtype=np.float64)
+                if len(batch) < THREADED_QUESTIONS:
+                    rankings.extend(_blocked_rankings(batch, documents, depth, largest))
+                    continue
+                half = (len(batch) + 1) // 2
+                parts = [
+                    pool.submit(_blocked_rankings, part, documents, depth, largest)
+                    for part in (batch[:half], batch[half:])
+                ]
+                for part in parts:
+                    rankings.extend(part.result())
         return rankings
     corpus = np.asarray(documents, dtype=np.float64)
     rankings = []
