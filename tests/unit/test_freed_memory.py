@@ -47,3 +47,14 @@ def test_on_this_machine_the_call_succeeds() -> None:
     freed_memory.keep_freed_memory()  # glibc here: the real mallopt; elsewhere a no-op
     if os.confstr("CS_GNU_LIBC_VERSION"):
         assert ctypes.CDLL(None).mallopt(-3, 32 << 20) == 1  # glibc accepts the value the module sets
+
+
+def test_numpy_huge_pages_are_turned_off_by_the_command_setting() -> None:
+    before = freed_memory.numpy_huge_pages(True)
+    try:
+        freed_memory.keep_freed_memory()
+        # Off: the switch gives back the setting keep_freed_memory left.
+        assert freed_memory.numpy_huge_pages(True) is False
+        assert freed_memory.numpy_huge_pages(False) is True
+    finally:
+        freed_memory.numpy_huge_pages(before)
