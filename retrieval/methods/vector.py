@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,13 +39,22 @@ SCORE_DECIMALS = 9
 DOCUMENT_BLOCK = 16_384
 # Questions scored together against one block: bounds the score block at 1,024 x 16,384 float64.
 BLOCKED_QUESTION_BATCH = 1024
-# A batch of at least this many questions is searched as two halves on two threads, BLAS held to one
-# thread each: numpy releases the GIL in the products, the compare, flatnonzero, the partitions and
-# the rescoring's gathers, so each core runs one half's product or its single-core work, instead of
-# one core idle beside the single-core work and BLAS's threads spinning between products (1M x
-# 1,000 paired: 4.2 s against 5.6-6.6 s of wall, 8.0 s against 9.7 s of CPU). Each question's
-# ranking depends on no other question of its batch, so the halves give the same rankings.
+# A batch of at least this many questions is searched in parts, one a core (at least
+# THREADED_QUESTIONS // 2 questions each), on threads, BLAS held to one thread each: numpy releases
+# the GIL in the products, the compare, flatnonzero, the partitions and the rescoring's gathers, so
+# each core runs one part's product or its single-core work, instead of cores idle beside the
+# single-core work and BLAS's threads spinning between products (1M x 1,000 on 2 cores, paired:
+# 4.2 s against 5.6-6.6 s of wall, 8.0 s against 9.7 s of CPU). Each question's ranking depends on
+# no other question of its batch, so the parts give the same rankings. One part a core, not two
+# halves: on a larger machine two threads of one BLAS thread each would leave the other cores idle
+# where BLAS alone used them all.
 THREADED_QUESTIONS = 64
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) -> list[Ranking]:
@@ -63,18 +73,19 @@ def cosine_rankings(questions: np.ndarray, documents: np.ndarray, depth: int) ->
         if isinstance(documents, np.memmap):  # the same pages, without memmap's Python-level indexing
             documents = documents.view(np.ndarray)
         rankings: list[Ranking] = []
-        threaded = len(questions) >= THREADED_QUESTIONS
+        cores = _cores()
+        threaded = len(questions) >= THREADED_QUESTIONS and cores > 1
         blas = threadpool_limits(1, user_api="blas") if threaded else contextlib.nullcontext()
-        with ThreadPoolExecutor(max_workers=2) as pool, blas:
+        with ThreadPoolExecutor(max_workers=cores) as pool, blas:
             for start in range(0, len(questions), BLOCKED_QUESTION_BATCH):
                 batch = np.asarray(questions[start : start + BLOCKED_QUESTION_BATCH], dtype=np.float64)
-                if len(batch) < THREADED_QUESTIONS:
+                count = min(cores, len(batch) // max(1, THREADED_QUESTIONS // 2))
+                if not threaded or len(batch) < THREADED_QUESTIONS or count < 2:
                     rankings.extend(_blocked_rankings(batch, documents, depth, largest))
                     continue
-                half = (len(batch) + 1) // 2
                 parts = [
                     pool.submit(_blocked_rankings, part, documents, depth, largest)
-                    for part in (batch[:half], batch[half:])
+                    for part in np.array_split(batch, count)
                 ]
                 for part in parts:
                     rankings.extend(part.result())

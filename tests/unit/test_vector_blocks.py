@@ -22,7 +22,7 @@ def corpus_with_ties(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize(("block", "batch"), [(3, 2), (7, 3), (50, 1024)])
-@pytest.mark.parametrize("threaded", [2, 10**9], ids=["two-threads", "one-thread"])
+@pytest.mark.parametrize("threaded", [2, 10**9], ids=["threads", "one-thread"])
 def test_blocked_rankings_equal_the_one_block_product(
     seed: int, block: int, batch: int, threaded: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -33,7 +33,10 @@ def test_blocked_rankings_equal_the_one_block_product(
         with monkeypatch.context() as patch:
             patch.setattr(vector, "DOCUMENT_BLOCK", block)
             patch.setattr(vector, "BLOCKED_QUESTION_BATCH", batch)
-            patch.setattr(vector, "THREADED_QUESTIONS", threaded)  # batches of 2 or more: two halves
+            patch.setattr(vector, "THREADED_QUESTIONS", threaded)  # batches of 2 or more: in parts
+            patch.setattr(
+                vector, "_cores", lambda: 3
+            )  # three parts, of unequal sizes where the batch is not a multiple
             got = cosine_rankings(questions, documents, depth)
         assert len(got) == len(expected) == len(questions)
         for a, b in zip(got, expected, strict=True):
