@@ -14,7 +14,6 @@ own process (`in_process=False`, which a few tests keep, for the step as GitHub 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import copy
 import functools
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from made_once import made_once
 from trust_project import git, make_project
 
 from retrieval.cli import main
@@ -191,16 +191,11 @@ def _retrieval_here(args: list[str], folder: Path, env: Mapping[str, str]) -> tu
     return status, out.getvalue(), err.getvalue()
 
 
-# The repository a PullRequest starts from, by project folder: made (the project, its gate run
-# and its baseline, `publish`'s git calls) once per process, then copied for each test.
-_MADE: dict[str, Path] = {}
-
-
 def _made(folder: str) -> Path:
-    """A folder holding `origin.git` and `work` as a new PullRequest in `folder` has them."""
-    if folder not in _MADE:
-        base = Path(tempfile.mkdtemp(prefix="pull-request-made-"))
-        atexit.register(shutil.rmtree, base, True)
+    """A folder holding `origin.git` and `work` as a new PullRequest in `folder` has them: made (the
+    project, its gate run and its baseline, `publish`'s git calls) once per process, then copied."""
+
+    def make(base: Path) -> None:
         root = base / "work" / folder if folder else base / "work"
         root.mkdir(parents=True)
         with contextlib.chdir(root):  # the fixture retriever reads ranks.json from the working directory
@@ -209,8 +204,8 @@ def _made(folder: str) -> Path:
         for repository in (base / "work", base / "origin.git"):  # its objects in one pack: fewer files to copy
             git(repository, "repack", "-adq")
             git(repository, "prune-packed")
-        _MADE[folder] = base
-    return _MADE[folder]
+
+    return made_once("pull-request", folder, make)
 
 
 class PullRequest:

@@ -7,7 +7,6 @@ folder); git, the judging server and the browser in their own."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import csv
 import io
@@ -15,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 from browser_fixture import chromium, need_browser, wait_until
 from demo_fixture import DEMO_DATA
 from judging_fixture import JudgeProcess
+from made_once import made_once
 
 from retrieval.cli import main
 from retrieval.data.judgment_file import JUDGMENTS_FILE, read_judgments
@@ -73,17 +72,12 @@ def _gate(root: Path) -> subprocess.CompletedProcess[str]:
     return _retrieval(root, "--gate", "--baseline-ref", "main")
 
 
-# The repository of each project file, its main made once per process and copied for each test
-# (`_main_of`): the gate's baseline run and the git calls, the same for every test that asks.
-_MADE: dict[str, Path] = {}
-
-
 def _main_of(project: str) -> Path:
     """A repository whose main gates bm25 on the demo, with `project` as its project file, on a
-    new branch `pull-request`; the same folder for each `project` in this process."""
-    if project not in _MADE:
-        base = Path(tempfile.mkdtemp(prefix="unjudged-main-"))
-        atexit.register(shutil.rmtree, base, True)
+    new branch `pull-request`: made once per process (the gate's baseline run and the git calls),
+    then copied by each test that asks."""
+
+    def make(base: Path) -> None:
         root = base / "repo"
         (root / "data").mkdir(parents=True)
         shutil.copytree(DEMO_DATA, root / "data" / "demo")
@@ -94,8 +88,8 @@ def _main_of(project: str) -> Path:
         _git(root, "add", "-A")
         _git(root, "commit", "-q", "-m", "main: bm25 gated on the demo")
         _git(root, "checkout", "-q", "-b", "pull-request")
-        _MADE[project] = root
-    return _MADE[project]
+
+    return made_once("unjudged-main", project, make) / "repo"
 
 
 def _pull_request(tmp_path: Path, project: str = PROJECT) -> Path:
