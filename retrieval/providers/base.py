@@ -161,12 +161,20 @@ _E = TypeVar("_E", bound=BaseException)
 
 def cause_of(exc: BaseException, kind: type[_E]) -> _E | None:
     """The first exception of `kind` in the chain behind `exc` (HTTP clients and SDKs wrap the
-    error that matters: a refused connection, a replay miss), or None."""
+    error that matters: a refused connection, a replay miss), or None. An exception group's
+    members are in the chain: anyio raises "All connection attempts failed" from a group of the
+    attempts when a name has several addresses (localhost: ::1 and 127.0.0.1)."""
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
         if isinstance(current, kind):
             return current
         seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        behind = current.__cause__ or current.__context__
+        members = current.exceptions if isinstance(current, BaseExceptionGroup) else ()
+        # Depth first, in order: the cause before the members, each member's own chain before the next.
+        pending.extend(reversed([*([behind] if behind is not None else []), *members]))
     return None

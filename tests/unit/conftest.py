@@ -40,8 +40,14 @@ def _package_loaded() -> None:
     patches, and the package's lazily imported modules, cost about 25 ms a run that way; and scipy's C
     extensions do not survive a second import: a gate run that first called the paired bootstrap
     dropped scipy.stats, and the next test's import of it failed ("cannot load module more than
-    once per process"), test_baseline_trust.py after test_gate_reference.py. A real session
-    imports each once; importing them before the first run does the same for the runs."""
+    once per process"), test_baseline_trust.py after test_gate_reference.py. Likewise httpx: it
+    maps httpcore's errors to its own through a table it fills on the first failed request; filled
+    in a run, it kept the dropped httpcore's classes, so that a later test's refused connection
+    escaped as a bare httpcore.ConnectError instead of httpx's (test_recorded_methods.py after
+    test_pytest_plugin.py). A real session imports each once; importing them before the first run
+    does the same for the runs."""
+    import anyio._backends._asyncio  # noqa: F401  (httpx's async client, on its first request)
+    import httpcore  # noqa: F401  (httpx, on its first request)
     import scipy.stats  # noqa: F401  (retrieval.measures.paired imports it when first called)
     import Stemmer  # noqa: F401  (retrieval.data.snowball, likewise)
     import vcr  # noqa: F401

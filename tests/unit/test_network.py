@@ -67,3 +67,31 @@ def test_loopback_lookups_answer_and_everything_is_restored(name: str) -> None:
         assert socket.getnameinfo(("127.0.0.1", 9), socket.NI_NUMERICHOST | socket.NI_NUMERICSERV) == ("127.0.0.1", "9")
     assert {n: getattr(socket, n) for n in before} == before
     assert {n: getattr(socket.socket, n) for n in methods} == methods
+
+
+def test_a_refusal_behind_an_exception_group_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A name with two addresses: anyio (httpx's async client) tries both, then raises "All
+    # connection attempts failed" from a group of the two refusals. The evaluator finds the
+    # refusal there (cause_of) and prints its one line, not a traceback.
+    import anyio._core._sockets
+    import httpx
+
+    from retrieval.providers.base import cause_of
+
+    async def two_addresses(host: str, port: int, **_: object) -> list[tuple[object, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in ("127.0.0.1", "127.0.0.2")]
+
+    monkeypatch.setattr(anyio._core._sockets, "getaddrinfo", two_addresses)
+
+    async def get() -> None:
+        # trust_env=False: a proxy in the environment would be the one address tried.
+        async with httpx.AsyncClient(timeout=5, trust_env=False) as client:
+            await client.get("http://search.internal:9/")
+
+    with closed_network(), pytest.raises(httpx.ConnectError) as caught, running("method 'async'"):
+        anyio.run(get)
+    group = cause_of(caught.value, ExceptionGroup)
+    assert group is not None and len(group.exceptions) == 2
+    blocked = cause_of(caught.value, NetworkBlockedError)
+    assert blocked is group.exceptions[0]
+    assert str(blocked).startswith("method 'async' tried to connect to 127.0.0.1:9 during replay")
