@@ -90,8 +90,21 @@ def _leaves_slow_out(config: pytest.Config) -> bool:
     return not config.option.markexpr
 
 
+# The packages of the plugins pyproject.toml's addopts turn off: pytest still marks a plugin's
+# whole distribution for assertion rewriting, so that LangChain's import of langsmith (223 modules)
+# was rewritten and compiled again instead of read from pip's bytecode: about 1 s of CPU in the
+# worker that runs test_frameworks.py, on every fresh environment.
+_NOT_REWRITTEN = ("langsmith", "platformdirs")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_LEFT_OUT] = {}
+    hook = config.pluginmanager.rewrite_hook
+    # pytest's own bookkeeping, read defensively: a pytest without it rewrites them, as before.
+    marked, cache = getattr(hook, "_must_rewrite", None), getattr(hook, "_marked_for_rewrite_cache", None)
+    if isinstance(marked, set) and isinstance(cache, dict):
+        marked.difference_update(_NOT_REWRITTEN)
+        cache.clear()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
