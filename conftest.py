@@ -21,6 +21,22 @@ if sys.dont_write_bytecode:
     sys.dont_write_bytecode = False
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# The tests' git repositories (pull requests against a base branch, pushes to a local origin) never
+# start git's housekeeping: after each commit, fetch and push, git started `maintenance run --auto`
+# or `gc --auto` (about 140 processes a run, a repack among them), which reads nothing a test checks.
+# Through git's environment configuration, so that every git the tests start has it, the package's
+# own included; left alone when the environment configures git already.
+if "GIT_CONFIG_COUNT" not in os.environ:
+    os.environ.update(
+        {
+            "GIT_CONFIG_COUNT": "2",
+            "GIT_CONFIG_KEY_0": "maintenance.auto",
+            "GIT_CONFIG_VALUE_0": "false",
+            "GIT_CONFIG_KEY_1": "gc.auto",
+            "GIT_CONFIG_VALUE_1": "0",
+        }
+    )
+
 # The README's test command runs a pytest-xdist worker per core (`-n auto`): OpenBLAS's default
 # of a thread per core in each of them oversubscribed the cores (the suite: 10.8 -> 9.9 s with
 # one thread). Set here, in each worker, before numpy loads OpenBLAS.
