@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -76,7 +76,7 @@ UNUSED_PLUGINS = ("langsmith_plugin", "platformdirs")
 
 
 class _Remembered(importlib.metadata.PathDistribution):
-    """An installed distribution whose file list and entry points are read once a process."""
+    """An installed distribution whose file list, entry points and metadata are read once a process."""
 
     @functools.cached_property
     def files(self) -> list[importlib.metadata.PackagePath] | None:
@@ -85,6 +85,10 @@ class _Remembered(importlib.metadata.PathDistribution):
     @functools.cached_property
     def entry_points(self) -> importlib.metadata.EntryPoints:
         return super().entry_points
+
+    @functools.cached_property
+    def metadata(self) -> Any:  # the header's list of plugins and their versions, in each run
+        return super().metadata
 
 
 _DISTRIBUTIONS = importlib.metadata.distributions
