@@ -73,6 +73,16 @@ def _score(
     return candidates, marks(candidates, step)
 
 
+@ray.remote(max_retries=TASK_RETRIES, num_returns=2)
+def _prepared_and_scored(
+    search: ShardedSearch, documents: Any, queries: Any, statistics: Any, depth: int, step: int
+) -> tuple[Candidates, Marks]:
+    # A search whose statistics need no other shard's (`needs_statistics` false): one task round,
+    # the shard's answer where its index was made.
+    candidates = scored(search, search.prepare(documents, queries), queries, statistics, depth)
+    return candidates, marks(candidates, step)
+
+
 @ray.remote(max_retries=TASK_RETRIES)
 def _cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
     return cut(candidates, thresholds)
@@ -90,22 +100,30 @@ def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None 
     Shards are spread over the nodes; their prepared indexes stay in the cluster's object store
     between the steps (statistics, scores, then the cut), only the statistics, the shards'
     marks and the candidates above the agreed thresholds come back to the driver
-    (retrieval.methods.support.shard_answers).
+    (retrieval.methods.support.shard_answers). A search without statistics to gather
+    (`needs_statistics` false) is prepared and scored in one round of tasks.
     """
     n_documents = len(context.dataset.documents)
     if n_shards is None:
         n_shards = shard_count(n_documents, int(ray.cluster_resources().get("CPU", 1)))
     shards = shard_bounds(n_documents, n_shards)
     queries = ray.put(search.queries(context))
-    spread = _prepare.options(scheduling_strategy="SPREAD")
-    # Two results a task (num_returns=2): the prepared shard's reference, then its summary's.
-    started: list[Any] = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
-    prepared = [p for p, _ in started]
-    statistics = search.combine(gather([summary for _, summary in started]))
-    shared = ray.put(statistics)
     step = mark_step(context.depth, len(shards))
-    # Two results a task (num_returns=2): the candidates' reference, then the marks'.
-    answered: list[Any] = [_score.remote(search, p, queries, shared, context.depth, step) for p in prepared]
+    answered: list[Any]
+    if not getattr(search, "needs_statistics", True):
+        # Two results a task (num_returns=2): the candidates' reference, then the marks'.
+        whole = _prepared_and_scored.options(scheduling_strategy="SPREAD")
+        statistics = ray.put(search.combine([]))
+        answered = [
+            whole.remote(search, search.documents(context, shard), queries, statistics, context.depth, step)
+            for shard in shards
+        ]
+    else:
+        spread = _prepare.options(scheduling_strategy="SPREAD")
+        # Two results a task (num_returns=2): the prepared shard's reference, then its summary's.
+        started: list[Any] = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
+        shared = ray.put(search.combine(gather([summary for _, summary in started])))
+        answered = [_score.remote(search, p, queries, shared, context.depth, step) for p, _ in started]
     shard_marks = gather([m for _, m in answered])
     if not worth_cutting(shard_marks, context.depth):
         # Every shard's answer fits in little more than the depth: a cut round would cost more
