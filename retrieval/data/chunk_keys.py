@@ -78,7 +78,8 @@ class BatchChunks:
     """A batch's chunks, in order: chunk i is `text[starts[i]:ends[i]]` of `text`, the batch's
     documents lower-cased (ASCII letters) and joined by a newline (zero bytes after the last, see
     _keys), in document `docs[i]`. Chunks no longer than KEY_BYTES have their bytes and length in
-    `keys[:, i]` (for the others, the length byte is KEY_BYTES + 1), a hash of those in `hashes[i]`."""
+    `keys[:, i]` (for the others, the length byte is KEY_BYTES + 1), a hash of those in `hashes[i]`.
+    A key's middle words are zero but for the chunks of more than 8 bytes, `longer`."""
 
     text: bytes
     starts: np.ndarray  # int64
@@ -87,6 +88,7 @@ class BatchChunks:
     keys: np.ndarray  # uint64, (3, chunks)
     hashes: np.ndarray  # uint64
     spaced: list[int]  # documents that may hold "HEL 4040" (an ASCII space between capitals and a digit)
+    longer: np.ndarray  # int64: the chunks of more than 8 bytes, in order
 
     def chunk(self, i: int) -> str:
         """Chunk i as a string (lower-cased as in `text`)."""
@@ -129,8 +131,8 @@ def cut(texts: list[str]) -> BatchChunks:
     # Lower-cased (ASCII letters only, as bytes.lower does), with a key's worth of zeros after the
     # last byte so that every chunk's key words can be read (_keys).
     lowered = (data + bytes(8 * KEY_WORDS)).lower()
-    keys, hashes = _keys(np.frombuffer(lowered, dtype=np.uint8), starts, ends - starts)
-    return BatchChunks(lowered, starts, ends, docs, keys, hashes, _spaced(data, doc_starts))
+    keys, hashes, longer = _keys(np.frombuffer(lowered, dtype=np.uint8), starts, ends - starts)
+    return BatchChunks(lowered, starts, ends, docs, keys, hashes, _spaced(data, doc_starts), longer)
 
 
 def _spans(separating: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -201,11 +203,12 @@ def _splitting_underscores(raw: np.ndarray, separating: np.ndarray) -> np.ndarra
     return at[free]
 
 
-def _keys(lowered: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, hashes) of the chunks of `lowered` (the batch's bytes, then 8 * KEY_WORDS zeros, so
+def _keys(lowered: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(keys, hashes, longer) of the chunks of `lowered` (the batch's bytes, then 8 * KEY_WORDS zeros, so
     that a key's last word is read within it): each chunk's bytes as three little-endian words,
-    zero-padded, the length in the last word's top byte (exact for chunks up to KEY_BYTES), and
-    a hash of those words."""
+    zero-padded, the length in the last word's top byte (exact for chunks up to KEY_BYTES), a
+    hash of those words, and the chunks of more than 8 bytes (the only ones whose middle words
+    are not zero)."""
     padded = lowered
     # Every byte offset as the start of a little-endian 64-bit word (unaligned reads, no copy).
     words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
@@ -219,11 +222,13 @@ def _keys(lowered: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple
     # A longer chunk's key is not its own: the length byte says so (KEY_BYTES + 1).
     keys[-1] |= np.minimum(lengths, KEY_BYTES + 1).astype(np.uint64) << np.uint64(56)
     hashes = keys[0] * _MIX[0]
-    for w in range(1, KEY_WORDS):
-        hashes ^= keys[w] * _MIX[w]
+    hashes ^= keys[-1] * _MIX[KEY_WORDS - 1]
+    for w in range(1, KEY_WORDS - 1):
+        # A zero word adds nothing to the hash (0 * mix): only the longer chunks' are read.
+        hashes[longer] ^= keys[w, longer] * _MIX[w]
     hashes ^= hashes >> np.uint64(31)
     hashes *= _MIX[KEY_WORDS]
-    return keys, hashes
+    return keys, hashes, longer
 
 
 def _spaced(data: bytes, doc_starts: np.ndarray) -> list[int]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Hashable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Hashable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, islice
 
@@ -45,6 +46,13 @@ _MARK = "0"
 _SPACED_IDENTIFIER = re.compile(r"[A-Z]{2,} \d{2,}")
 # Documents analysed per step: bounds the list of chunks held at once.
 _CORPUS_BATCH = 8192
+# The first steps are _CORPUS_BATCH divided by these, smaller: the first batch's cut runs before
+# any analysis can (nothing overlaps it), and the first batches' analysis is the slowest (most of
+# their chunks are new).
+_FIRST_BATCHES = (8, 4, 2)
+# Batches cut ahead of the analysis: the cutting thread keeps working while the analysis of a
+# slow batch (many new chunks) runs, and the analysis catches up on the later, faster ones.
+_CUTS_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -194,9 +202,14 @@ class _IdChunks(dict[str, int]):
         heads = order[first]
         head_keys = batch.keys[:, heads]
         exact_group = head_keys[-1] >> np.uint64(56) <= chunk_keys.KEY_BYTES
-        same = np.ones(count, dtype=bool)
-        for word, head_word in zip(batch.keys, head_keys, strict=True):
-            same &= word == head_word[group]
+        # The first and last words are compared for every chunk; the middle ones only for the
+        # chunks longer than a word: the others' are zero, and the last word holds the length, so
+        # a chunk and its group's head of another length already differ there.
+        same = batch.keys[0] == head_keys[0][group]
+        same &= batch.keys[-1] == head_keys[-1][group]
+        longer = batch.longer
+        for word, head_word in zip(batch.keys[1:-1], head_keys[1:-1], strict=True):
+            same[longer] &= word[longer] == head_word[group[longer]]
         exact_group[group[~same]] = False
         unique = batch.hashes[heads]
         at = np.minimum(np.searchsorted(self.hashes, unique), max(len(self.hashes) - 1, 0))
@@ -334,17 +347,26 @@ def analyze_corpus(
     position = 0
     stream = chain(head, iterator)
     del head
-    # The next batch is cut in a thread while this one is analysed: the cut is numpy passes over
-    # the batch's bytes that release the GIL, the analysis Python that holds it, so a single
+    # The next batches are cut in a thread while this one is analysed: the cut is numpy passes
+    # over the batch's bytes that release the GIL, the analysis Python that holds it, so a single
     # process keeps two cores busy for most of the run (no fork, no second analysis of the
     # chunks, no merge: what workers in processes cost, corpus_parts).
+    sizes = _batch_sizes()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus-cut") as cutter:
-        batch = list(islice(stream, _CORPUS_BATCH))
-        pending = cutter.submit(_cut_batch, batch) if batch else None
-        while pending is not None:
-            current, cut = batch, pending.result()
-            batch = list(islice(stream, _CORPUS_BATCH))
-            pending = cutter.submit(_cut_batch, batch) if batch else None
+        pending: deque[tuple[list[str], Future[_Cut]]] = deque()
+
+        def cut_next() -> None:
+            batch = list(islice(stream, next(sizes)))
+            if batch:
+                pending.append((batch, cutter.submit(_cut_batch, batch)))
+
+        for _ in range(_CUTS_AHEAD):
+            cut_next()
+        while pending:
+            current, cutting = pending.popleft()
+            cut = cutting.result()
+            del cutting
+            cut_next()
             if len(chunks) > _CHUNKS_LIMIT:
                 chunks.clear()
             if len(id_chunks) > _CHUNKS_LIMIT:
@@ -380,6 +402,14 @@ def analyze_corpus(
     if key is not None:
         remember_corpus(key, corpus)
     return corpus
+
+
+def _batch_sizes() -> Iterator[int]:
+    # Read when the analysis starts: the tests set _CORPUS_BATCH small to run many batches.
+    for divisor in _FIRST_BATCHES:
+        yield max(1, _CORPUS_BATCH // divisor)
+    while True:
+        yield _CORPUS_BATCH
 
 
 def remembered_corpus(key: Hashable) -> AnalysedCorpus | None:

@@ -13,9 +13,11 @@ it ends the run as it would in one process. The driver writes nothing until ever
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -71,6 +73,16 @@ def _score(
     return candidates, marks(candidates, step)
 
 
+@ray.remote(max_retries=TASK_RETRIES, num_returns=2)
+def _prepared_and_scored(
+    search: ShardedSearch, documents: Any, queries: Any, statistics: Any, depth: int, step: int
+) -> tuple[Candidates, Marks]:
+    # A search whose statistics need no other shard's (`needs_statistics` false): one task round,
+    # the shard's answer where its index was made.
+    candidates = scored(search, search.prepare(documents, queries), queries, statistics, depth)
+    return candidates, marks(candidates, step)
+
+
 @ray.remote(max_retries=TASK_RETRIES)
 def _cut(candidates: Candidates, thresholds: np.ndarray) -> Candidates:
     return cut(candidates, thresholds)
@@ -88,22 +100,30 @@ def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None 
     Shards are spread over the nodes; their prepared indexes stay in the cluster's object store
     between the steps (statistics, scores, then the cut), only the statistics, the shards'
     marks and the candidates above the agreed thresholds come back to the driver
-    (retrieval.methods.support.shard_answers).
+    (retrieval.methods.support.shard_answers). A search without statistics to gather
+    (`needs_statistics` false) is prepared and scored in one round of tasks.
     """
     n_documents = len(context.dataset.documents)
     if n_shards is None:
         n_shards = shard_count(n_documents, int(ray.cluster_resources().get("CPU", 1)))
     shards = shard_bounds(n_documents, n_shards)
     queries = ray.put(search.queries(context))
-    spread = _prepare.options(scheduling_strategy="SPREAD")
-    # Two results a task (num_returns=2): the prepared shard's reference, then its summary's.
-    started: list[Any] = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
-    prepared = [p for p, _ in started]
-    statistics = search.combine(gather([summary for _, summary in started]))
-    shared = ray.put(statistics)
     step = mark_step(context.depth, len(shards))
-    # Two results a task (num_returns=2): the candidates' reference, then the marks'.
-    answered: list[Any] = [_score.remote(search, p, queries, shared, context.depth, step) for p in prepared]
+    answered: list[Any]
+    if not getattr(search, "needs_statistics", True):
+        # Two results a task (num_returns=2): the candidates' reference, then the marks'.
+        whole = _prepared_and_scored.options(scheduling_strategy="SPREAD")
+        statistics = ray.put(search.combine([]))
+        answered = [
+            whole.remote(search, search.documents(context, shard), queries, statistics, context.depth, step)
+            for shard in shards
+        ]
+    else:
+        spread = _prepare.options(scheduling_strategy="SPREAD")
+        # Two results a task (num_returns=2): the prepared shard's reference, then its summary's.
+        started: list[Any] = [spread.remote(search, search.documents(context, shard), queries) for shard in shards]
+        shared = ray.put(search.combine(gather([summary for _, summary in started])))
+        answered = [_score.remote(search, p, queries, shared, context.depth, step) for p, _ in started]
     shard_marks = gather([m for _, m in answered])
     if not worth_cutting(shard_marks, context.depth):
         # Every shard's answer fits in little more than the depth: a cut round would cost more
@@ -116,10 +136,20 @@ def search_on_cluster(search: ShardedSearch, context: Any, n_shards: int | None 
 
 
 class RayExecutor:
-    """Sharded methods on the cluster; every other method in this process."""
+    """Sharded methods on the cluster; every other method in this process.
+
+    The sharded searches overlap: each runs on a driver thread of its own, started as soon as its
+    inputs exist (at `prepare` for a method that reads no embeddings, before the evaluator
+    embeds; the others at the first sharded `rank`, after it), so that the cluster scores one
+    method's shards while the driver merges another's, and a method's `rank` waits for its own.
+    """
 
     def __init__(self, n_shards: int | None = None) -> None:
         self.n_shards = n_shards
+        # Prepared sharded methods (by identity) not started yet, and those running.
+        self._waiting: dict[int, ShardedSearch] = {}
+        self._running: dict[int, Future[list[Ranking]]] = {}
+        self._threads: ThreadPoolExecutor | None = None
 
     @classmethod
     @contextmanager
@@ -129,21 +159,55 @@ class RayExecutor:
         """Joined to the cluster for the block ($RAY_ADDRESS, else a local Ray whose files go to
         `temp_dir`); a local Ray this started is shut down after it."""
         with connect(timeout, temp_dir):
-            yield cls(n_shards)
+            executor = cls(n_shards)
+            try:
+                yield executor
+            finally:
+                executor.stop()
 
     def describe(self) -> dict[str, Any]:
         """Where the run ran, for the report: the executor and the cluster's size."""
         return {"name": "ray", **cluster_size()}
 
     def prepare(self, method: Any, context: Any) -> Callable[[], None] | None:
-        # A sharded method's work runs on the cluster, at rank time: nothing to start here.
-        return None if sharding_of(method) is not None else prepared(method, context)
-
-    def rank(self, method: Any, context: Any) -> object:
         search = sharding_of(method)
         if search is None:
-            return method.rank(context)
-        return search_on_cluster(search, context, self.n_shards)
+            return prepared(method, context)
+        self._waiting[id(method)] = search
+        if not getattr(method, "needs_vectors", False):
+            # Its inputs are the dataset's: it runs on the cluster while the evaluator embeds.
+            self._start(id(method), context)
+        return self.stop
+
+    def rank(self, method: Any, context: Any) -> object:
+        if id(method) not in self._waiting and id(method) not in self._running:
+            search = sharding_of(method)
+            if search is None:
+                return method.rank(context)
+            self._waiting[id(method)] = search
+        # Every prepared search has its inputs by now (the evaluator embeds before ranking):
+        # they all start, and this method's answer is awaited.
+        for key in list(self._waiting):
+            self._start(key, context)
+        return self._running.pop(id(method)).result()
+
+    def _start(self, key: int, context: Any) -> None:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(thread_name_prefix="ray-search")
+        search = self._waiting.pop(key)
+        self._running[key] = self._threads.submit(search_on_cluster, search, context, self.n_shards)
+
+    def stop(self) -> None:
+        """Wait for the searches still running (a run that stopped before ranking them): none
+        uses the cluster after the executor closed. Their errors were the run's to raise."""
+        self._waiting.clear()
+        running, self._running = list(self._running.values()), {}
+        for future in running:
+            with contextlib.suppress(Exception):
+                future.result()
+        if self._threads is not None:
+            self._threads.shutdown()
+            self._threads = None
 
     @contextmanager
     def corpus_embeddings(self, embedder: Any, profile: Any) -> Iterator[ClusterEmbeddings]:

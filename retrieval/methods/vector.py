@@ -288,6 +288,9 @@ class VectorSharding:
     same rounding, same tie rule). A product over another shape may round a cosine's last bit
     differently: retrieval.executors.ray_cluster counts the pairs whose order depends on it."""
 
+    # No corpus statistics: a shard is scored in the step that prepares it (sharding.ShardedSearch).
+    needs_statistics = False
+
     def queries(self, context: Any) -> np.ndarray:
         if context.question_vectors is None or context.document_vectors is None:
             raise RuntimeError("vector method run without embeddings: the evaluator must embed first")

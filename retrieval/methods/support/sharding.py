@@ -63,6 +63,9 @@ class ShardedSearch(Protocol):
     the thresholds of retrieval.methods.support.shard_answers rely on that order). A search may
     also have `candidates(prepared, queries, statistics, depth)`: the same answer already packed
     (`packed(score(...))`, equal arrays), when it can build it faster than a Ranking per question.
+    A search whose `combine` gives the same statistics whatever the shards' summaries (none to
+    gather: vector search) may say so with `needs_statistics = False`; an executor may then score
+    each shard in the step that prepares it, with `combine([])` as the statistics.
     """
 
     def queries(self, context: Any) -> Any: ...
