@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from retrieval.methods import vector
 from retrieval.methods.vector import cosine_rankings
+from retrieval.run.ranking import Ranking
 
 
 def corpus_with_ties(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -184,3 +187,74 @@ def test_the_best_scores_are_merged_a_few_times_not_once_per_block(monkeypatch: 
         np.testing.assert_array_equal(a.indices, b.indices)
         np.testing.assert_array_equal(a.scores, b.scores)
     assert 1 <= len(merges) <= 12  # 64 blocks
+
+
+def near_neighbours(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unit documents and questions each near one document: each question's best scores stand out
+    of the rest, as a real question's do."""
+    rng = np.random.default_rng(seed)
+    documents = rng.standard_normal((3000, 12)).astype(np.float32)
+    documents /= np.linalg.norm(documents, axis=1, keepdims=True)
+    questions = documents[rng.integers(0, len(documents), 70)] + 0.3 * rng.standard_normal((70, 12))
+    return questions.astype(np.float32), documents
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("threaded", [2, 10**9], ids=["threads", "one-thread"])
+def test_the_sampled_threshold_changes_no_ranking(seed: int, threaded: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sample of 32 documents out of 3,000 starts each question's threshold at its 1st to 6th
+    # best sampled score (depth 60: 3 x 60 x 32 / 3,000); wherever that estimate was above the
+    # depth-th best float32 score, the question is searched again without one.
+    questions, documents = near_neighbours(seed)
+    expected = cosine_rankings(questions, documents, 60)  # one block
+    estimates: list[np.ndarray] = []
+    sampled = vector._estimates
+
+    def kept(*args: object) -> np.ndarray:
+        estimates.append(sampled(*args))  # type: ignore[arg-type]
+        return estimates[-1]
+
+    monkeypatch.setattr(vector, "_estimates", kept)
+    monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 64)
+    monkeypatch.setattr(vector, "ESTIMATE_LEAST", 0.5)
+    monkeypatch.setattr(vector, "THREADED_QUESTIONS", threaded)
+    monkeypatch.setattr(vector, "_cores", lambda: 3)
+    got = cosine_rankings(questions, documents, 60)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.scores, b.scores)
+    assert np.isfinite(np.concatenate(estimates)).all()  # every question had an estimate
+
+
+@pytest.mark.parametrize("threaded", [2, 10**9], ids=["threads", "one-thread"])
+def test_a_question_whose_estimate_was_too_high_is_searched_again(
+    threaded: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An estimate above the depth-th best score would let documents of the final top go
+    # unseen: such a question's depth-th best candidate scores below its estimate, and it is
+    # searched again without one. Every other question keeps its first search.
+    questions, documents = near_neighbours(7)
+    expected = cosine_rankings(questions, documents, 40)  # one block
+    best = np.asarray([ranking.scores[1] for ranking in expected], dtype=np.float32)
+    searches: list[int] = []
+    blocked = vector._blocked_rankings
+
+    def counted(batch: np.ndarray, *args: Any, **kwargs: Any) -> list[Ranking]:
+        searches.append(len(batch))
+        return blocked(batch, *args, **kwargs)
+
+    def too_high(questions32: np.ndarray, documents: np.ndarray, k: int) -> np.ndarray:
+        # The second best score for the odd questions (above their 40th best), none for the rest.
+        rows = [np.flatnonzero((questions == row).all(axis=1))[0] for row in questions32]
+        return np.where(np.asarray(rows) % 2 == 1, best[rows] - 1e-3, -np.inf).astype(np.float32)
+
+    monkeypatch.setattr(vector, "_estimates", too_high)
+    monkeypatch.setattr(vector, "_blocked_rankings", counted)
+    monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 64)
+    monkeypatch.setattr(vector, "THREADED_QUESTIONS", threaded)
+    monkeypatch.setattr(vector, "_cores", lambda: 3)
+    got = cosine_rankings(questions, documents, 40)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.scores, b.scores)
+    assert searches == [len(questions), len(questions) // 2]
