@@ -215,14 +215,9 @@ def test_the_sampled_threshold_changes_no_ranking(seed: int, threaded: int, monk
         return estimates[-1]
 
     monkeypatch.setattr(vector, "_estimates", kept)
-    monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 64)
     monkeypatch.setattr(vector, "ESTIMATE_LEAST", 0.5)
-    monkeypatch.setattr(vector, "THREADED_QUESTIONS", threaded)
-    monkeypatch.setattr(vector, "_cores", lambda: 3)
-    got = cosine_rankings(questions, documents, 60)
-    for a, b in zip(got, expected, strict=True):
-        np.testing.assert_array_equal(a.indices, b.indices)
-        np.testing.assert_array_equal(a.scores, b.scores)
+    _small_blocks(monkeypatch, threaded)
+    _assert_same(cosine_rankings(questions, documents, 60), expected)
     assert np.isfinite(np.concatenate(estimates)).all()  # every question had an estimate
 
 
@@ -250,11 +245,19 @@ def test_a_question_whose_estimate_was_too_high_is_searched_again(
 
     monkeypatch.setattr(vector, "_estimates", too_high)
     monkeypatch.setattr(vector, "_blocked_rankings", counted)
+    _small_blocks(monkeypatch, threaded)
+    _assert_same(cosine_rankings(questions, documents, 40), expected)
+    assert searches == [len(questions), len(questions) // 2]
+
+
+def _small_blocks(monkeypatch: pytest.MonkeyPatch, threaded: int) -> None:
+    """Blocks of 64 documents over 3 cores: the small corpora of these tests cross every path."""
     monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 64)
     monkeypatch.setattr(vector, "THREADED_QUESTIONS", threaded)
     monkeypatch.setattr(vector, "_cores", lambda: 3)
-    got = cosine_rankings(questions, documents, 40)
+
+
+def _assert_same(got: list[Ranking], expected: list[Ranking]) -> None:
     for a, b in zip(got, expected, strict=True):
         np.testing.assert_array_equal(a.indices, b.indices)
         np.testing.assert_array_equal(a.scores, b.scores)
-    assert searches == [len(questions), len(questions) // 2]
