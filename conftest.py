@@ -106,11 +106,16 @@ def _leaves_slow_out(config: pytest.Config) -> bool:
     return not config.option.markexpr
 
 
-# The packages of the plugins pyproject.toml's addopts turn off: pytest still marks a plugin's
-# whole distribution for assertion rewriting, so that LangChain's import of langsmith (223 modules)
-# was rewritten and compiled again instead of read from pip's bytecode: about 1 s of CPU in the
-# worker that runs test_frameworks.py, on every fresh environment.
-_NOT_REWRITTEN = ("langsmith", "platformdirs")
+def _not_rewritten(config: pytest.Config) -> set[str]:
+    """The packages of the installed plugins this run turns off (`-p no:NAME`, pyproject.toml's
+    addopts): pytest still marks a plugin's whole distribution for assertion rewriting, so that
+    LangChain's import of langsmith (223 modules) was rewritten and compiled again instead of read
+    from pip's bytecode: about 1 s of CPU in the worker that runs test_frameworks.py, on every
+    fresh environment."""
+    from importlib.metadata import entry_points
+
+    blocked = config.pluginmanager.is_blocked
+    return {ep.value.split(".")[0].split(":")[0] for ep in entry_points(group="pytest11") if blocked(ep.name)}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -119,7 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # pytest's own bookkeeping, read defensively: a pytest without it rewrites them, as before.
     marked, cache = getattr(hook, "_must_rewrite", None), getattr(hook, "_marked_for_rewrite_cache", None)
     if isinstance(marked, set) and isinstance(cache, dict):
-        marked.difference_update(_NOT_REWRITTEN)
+        marked.difference_update(_not_rewritten(config))
         cache.clear()
 
 
