@@ -24,15 +24,14 @@ from retrieval.config import Settings
 from retrieval.methods.base import Context
 from retrieval.methods.support.shard_answers import Candidates, index_type, packed, score_codes
 from retrieval.methods.support.sharding import Shard, ShardedSearch
-from retrieval.run.ranking import Ranking, top_k
+from retrieval.run.ranking import SCORE_DECIMALS, Ranking, top_k
 
 __all__ = ["VectorMethod", "cosine_rankings"]
 
 QUESTION_BATCH = 256
-# Cosines are rounded to this many decimals before ranking, so that two documents within
-# float noise of each other tie (and go to the lower corpus index): with float64 products,
-# a score straddling a rounding boundary differently on two CPUs becomes vanishingly rare.
-SCORE_DECIMALS = 9
+# Cosines are rounded to SCORE_DECIMALS (retrieval.run.ranking) before ranking, so that two
+# documents within float noise of each other tie (and go to the lower corpus index): with float64
+# products, a score straddling a rounding boundary differently on two CPUs becomes vanishingly rare.
 
 
 # Above this many documents the corpus is scored chunk by chunk (see _scan).

@@ -11,6 +11,12 @@ import numpy as np
 if TYPE_CHECKING:
     from retrieval.data.dataset import Dataset
 
+# The decimals the built-in methods round their scores to before ranking (top_k's ties are then
+# exact): a cosine's or a BM25 score's last-bit differences between CPUs and engines vanish, and
+# scores closer than 1e-9 tie. Shards send a score as its integer at this rounding
+# (retrieval.methods.support.shard_answers).
+SCORE_DECIMALS = 9
+
 __all__ = ["Ranking", "RankingError", "rank_of", "ranking_from_ids", "top_k", "top_k_among"]
 
 

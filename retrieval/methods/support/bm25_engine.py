@@ -47,7 +47,7 @@ import scipy.sparse as sp
 from rank_bm25 import BM25Plus
 
 from retrieval.data.corpus_terms import AnalysedCorpus
-from retrieval.run.ranking import Ranking, top_k, top_k_among
+from retrieval.run.ranking import SCORE_DECIMALS, Ranking, top_k, top_k_among
 
 __all__ = [
     "DELTA",
@@ -71,10 +71,9 @@ __all__ = [
 K1 = 1.5
 B = 0.75
 DELTA = 1.0  # rank-bm25's BM25Plus default
-# Scores are rounded to this many decimals before ranking (see the module docstring).
-# BM25 scores stay below about 10^3, where float64 resolves about 1e-13: rounding to 1e-9
-# erases the engines' last-bit differences, and scores closer than 1e-9 count as ties.
-SCORE_DECIMALS = 9
+# Scores are rounded to SCORE_DECIMALS (retrieval.run.ranking) before ranking (see the module
+# docstring). BM25 scores stay below about 10^3, where float64 resolves about 1e-13: rounding to
+# 1e-9 erases the engines' last-bit differences, and scores closer than 1e-9 count as ties.
 # Questions scored per sparse product: bounds the dense score block at
 # QUESTION_BATCH x n_documents float64 (100 MB for 100,000 documents).
 QUESTION_BATCH = 128

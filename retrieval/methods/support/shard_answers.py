@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from retrieval.run.ranking import Ranking
+from retrieval.run.ranking import SCORE_DECIMALS, Ranking
 
 __all__ = [
     "CODE_DECIMALS",
@@ -68,8 +68,8 @@ MARKS = 16
 MERGE_QUESTIONS = 256
 # A cut round pays when the shards hold more than this many times the depth a question.
 CUT_WORTH = 2
-# The decimals the built-in methods round their scores to (their SCORE_DECIMALS).
-CODE_DECIMALS = 9
+# The decimals the built-in methods round their scores to.
+CODE_DECIMALS = SCORE_DECIMALS
 # Bits of a merge's integer key (a code above a corpus index); the largest int64 marks an empty place.
 KEY_BITS = 62
 
