@@ -174,7 +174,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 # --- The old runs' temporary folders, removed early ------------------------------------------------
 # pytest keeps the last 3 runs' temporary folders and removes the older ones when the session ends:
 # one run of this suite's (about 11,500 files, 70 MB), which took 1 to 1.5 s after the last test, in
-# the controller alone, both cores otherwise idle. The same removal (pytest's own function, with the
+# the controller alone, the other core idle. The same removal (pytest's own function, with the
 # arguments it registers) starts with the session instead, in a process at the lowest priority: it
 # runs on what the tests leave idle, and pytest's pass at the end finds nothing left to remove. A run
 # given --basetemp (pytester's, each worker's) removes no old run's folder; without pytest's
@@ -199,6 +199,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     except ImportError:
         return
     keep = 0 if factory._retention_policy == "none" else factory._retention_count
+    if keep == 0:  # pytest removes this run's folder too, once it ends: nothing to do before
+        return
     basetemp = factory.getbasetemp()  # made now rather than by the first test (or xdist) asking for it
     dead_before = basetemp.stat().st_mtime - LOCK_TIMEOUT  # what make_numbered_dir_with_cleanup registers
     command = [sys.executable, "-c", _CLEAN_OLD_RUNS, str(basetemp.parent), str(keep), repr(dead_before)]
