@@ -13,7 +13,7 @@ import importlib.metadata
 import importlib.util
 import pkgutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from fake_embeddings import FakeEmbeddingsServer
     from fake_servers import FakeGeminiServer, FakeOpenAIServer
 
+    from retrieval.providers.base import GenerationProvider
     from retrieval.providers.gemini import GeminiGenerator
     from retrieval.providers.openai_chat import OpenAIChat
 
@@ -164,18 +165,56 @@ def gemini(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
 
 
 @pytest.fixture(scope="module")
-def gemini_one_try(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
-    """For the timeout case: one attempt and SHORT_TIMEOUT keep it short."""
-    from fake_servers import SHORT_TIMEOUT, gemini_profile, with_fixture_key
+def gemini_unanswered(gemini_server: FakeGeminiServer) -> Iterator[GeminiGenerator]:
+    """For the call a timeout case leaves unanswered: one attempt, UNANSWERED_TIMEOUT."""
+    from fake_servers import UNANSWERED_TIMEOUT, gemini_profile, with_fixture_key
 
     from retrieval.providers.gemini import GeminiGenerator
     from retrieval.providers.http import RetryPolicy
 
     generator = with_fixture_key(
-        lambda: GeminiGenerator(gemini_profile(gemini_server.url, timeout=SHORT_TIMEOUT), retry=RetryPolicy(attempts=1))
+        lambda: GeminiGenerator(
+            gemini_profile(gemini_server.url, timeout=UNANSWERED_TIMEOUT), retry=RetryPolicy(attempts=1)
+        )
     )
     yield generator
     generator.close()
+
+
+class FirstCallApart:
+    """A generation provider whose first call goes to `first` and every later one to `rest`; its
+    usage is theirs, summed as the calls return. Calls are made one at a time (a method on one
+    worker)."""
+
+    def __init__(self, first: GenerationProvider, rest: GenerationProvider) -> None:
+        from retrieval.run.cost import Usage
+
+        self.first, self.rest = first, rest
+        self.provider, self.model = rest.provider, rest.model
+        self.usage = Usage()
+        self._called = False
+
+    def generate_json(self, prompt: str, schema: Mapping[str, Any], schema_name: str) -> str:
+        target = self.rest if self._called else self.first
+        self._called = True
+        was = target.usage
+        calls, tokens_in, tokens_out, seconds = was.calls, was.input_tokens, was.output_tokens, was.seconds
+        try:
+            return target.generate_json(prompt, schema, schema_name)
+        finally:
+            now = target.usage
+            self.usage.add(
+                now.calls - calls, now.input_tokens - tokens_in, now.output_tokens - tokens_out, now.seconds - seconds
+            )
+
+
+@pytest.fixture
+def gemini_first_unanswered(gemini_unanswered: GeminiGenerator, gemini: GeminiGenerator) -> FirstCallApart:
+    """For a timeout case of a method on one worker: its first call, the one the fake server leaves
+    unanswered, on UNANSWERED_TIMEOUT, the others on `gemini`'s TIMEOUT. One bound for every call
+    cost a second a case (1 s: the answered calls shared it, and at 0.05 s a loaded machine made
+    one of them time out too); an unanswered call can only time out, whatever the bound."""
+    return FirstCallApart(gemini_unanswered, gemini)
 
 
 @pytest.fixture(scope="module")

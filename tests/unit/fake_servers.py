@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 __all__ = [
     "FAST_RETRY",
     "FIXTURE_KEY",
-    "SHORT_TIMEOUT",
     "TIMEOUT",
     "UNANSWERED_TIMEOUT",
     "Act",
@@ -76,14 +75,11 @@ FAST_RETRY = RetryPolicy(attempts=2, backoff=0.01, max_wait=0.05)
 # while the fake server had already taken its scripted act: the retry then got the default answer
 # and test_gemini.py's first generation test failed about once in five full runs.
 TIMEOUT = 10.0
-# For the timeout cases (answers scripted to come after 2 s): a shorter wait keeps the suite fast.
-# Not shorter than this: the other questions of a rerank or rewrite timeout case go through the
-# same client and must be answered in time, and at 0.05 s a loaded machine made one of them time
-# out too (test_rerank.py's [timeout] case failed at random).
-SHORT_TIMEOUT = 1.0
-# For a timeout case whose one call is never answered (Act.hang()) and no other call shares the
-# client: whatever the load, the bound can only end in a timeout (in connecting, sending or
-# waiting: each is "timeout"), so it can be this short.
+# For a timeout case's call that is never answered (Act.hang()), alone on its client (the other
+# calls of a rerank or rewrite case go to another: conftest.py's gemini_first_unanswered): whatever
+# the load, the bound can only end in a timeout (in connecting, sending or waiting: each is
+# "timeout"), so it can be this short. A bound shared by answered calls cannot: at 0.05 s, and at
+# 0.3 s, a loaded machine made one of them time out too (test_rerank.py's [timeout] case).
 UNANSWERED_TIMEOUT = 0.05
 FIXTURE_KEY = "fixture-gemini-key"
 # Environment switches that would send the SDK elsewhere (Vertex AI, another URL or version).

@@ -187,7 +187,7 @@ def test_update_baseline_waits_for_the_lock(project: Path) -> None:
             [
                 sys.executable,
                 "-c",
-                "import sys, json, retrieval.gate.update as u; u.LOCK_SECONDS = 0.2; "
+                "import sys, json, retrieval.gate.update as u; u.LOCK_SECONDS = 0.05; "
                 "u.update_baseline(sys.argv[1], 'p', json.loads(sys.argv[2]))",
                 str(path),
                 json.dumps(entry),

@@ -33,7 +33,7 @@ from retrieval.methods.base import Context
 from retrieval.methods.prompts import PROMPT_VERSION, TEXT_CHARS, render_rerank_prompt, rerank_prompt_chars
 from retrieval.methods.rerank import RerankMethod, parse_ranking
 from retrieval.providers import make_embedder, make_generator, required_key
-from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError
+from retrieval.providers.base import GenerationProvider, MissingKeyError, ProviderError, ReplayMissError
 from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.openai_chat import OpenAIChat
 from retrieval.run.cost import Usage
@@ -288,14 +288,14 @@ FAULTS: list[tuple[str, tuple[Act, ...], str, list[str] | None]] = [
 def test_gemini_fault_outcomes(
     gemini_server: FakeGeminiServer,
     gemini: GeminiGenerator,
-    gemini_one_try: GeminiGenerator,
+    gemini_first_unanswered: GenerationProvider,
     acts: tuple[Act, ...],
     status: str,
     top: list[str] | None,
 ) -> None:
     gemini_server.reset()
     gemini_server.script(*acts)
-    generator = gemini_one_try if status == "degraded: timeout" else gemini
+    generator = gemini_first_unanswered if status == "degraded: timeout" else gemini
     context = make_context(2)
     # One worker: the scripted acts meet question 0's call, in order.
     rankings = RerankMethod(generator, candidates=CANDIDATES, workers=1).rank(context)

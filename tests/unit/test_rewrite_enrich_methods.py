@@ -47,7 +47,7 @@ from retrieval.methods.prompts.enrich import (
 from retrieval.methods.prompts.rewrite import MAX_QUERY_CHARS, REWRITE_VERSION, parse_rewrite, render_rewrite_prompt
 from retrieval.methods.rewrite import RewriteMethod
 from retrieval.methods.vector import VectorMethod
-from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError, normalize
+from retrieval.providers.base import GenerationProvider, MissingKeyError, ProviderError, ReplayMissError, normalize
 from retrieval.providers.gemini import GeminiGenerator
 from retrieval.providers.openai_chat import OpenAIChat
 from retrieval.recording.cassette_files import CassetteError
@@ -458,12 +458,12 @@ REWRITE_FAULTS: list[tuple[str, tuple[Act, ...], str]] = [
 def test_gemini_rewrite_faults_search_the_original_question(
     gemini_server: FakeGeminiServer,
     gemini: GeminiGenerator,
-    gemini_one_try: GeminiGenerator,
+    gemini_first_unanswered: GenerationProvider,
     acts: tuple[Act, ...],
     status: str,
 ) -> None:
     served(gemini_server, *acts)
-    generator = gemini_one_try if status == "degraded: timeout" else gemini
+    generator = gemini_first_unanswered if status == "degraded: timeout" else gemini
     method = RewriteMethod(generator, workers=1)  # one worker: the scripted acts meet q0's call
     context = make_context()
     rankings = method.rank(context)
