@@ -193,8 +193,9 @@ cleanup_numbered_dir(Path(sys.argv[1]), "pytest-", int(sys.argv[2]), float(sys.a
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    factory = config._tmp_path_factory  # type: ignore[attr-defined]
-    if hasattr(config, "workerinput") or factory._given_basetemp is not None:
+    # pytest's private names, read defensively: a pytest without them removes old runs at the end.
+    factory = getattr(config, "_tmp_path_factory", None)
+    if hasattr(config, "workerinput") or factory is None or getattr(factory, "_given_basetemp", 0) is not None:
         return
     try:
         from _pytest.pathlib import LOCK_TIMEOUT, cleanup_numbered_dir  # noqa: F401  (the child's)
@@ -202,7 +203,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     if not hasattr(os, "setpriority"):
         return
-    keep = 0 if factory._retention_policy == "none" else factory._retention_count
+    keep = 0 if getattr(factory, "_retention_policy", "none") == "none" else getattr(factory, "_retention_count", 0)
     if keep == 0:  # pytest removes this run's folder too, once it ends: nothing to do before
         return
     basetemp = factory.getbasetemp()  # made now rather than by the first test (or xdist) asking for it
