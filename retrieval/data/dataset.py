@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import count
@@ -132,7 +132,7 @@ def load_dataset(
     if not corpus_path.is_file():
         raise DatasetError(f"{corpus_path}: missing. A dataset folder needs corpus.jsonl.")
     with _no_cycle_collection():
-        documents = _load_corpus(corpus_path)
+        documents, escaped = _load_corpus(corpus_path)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
     # Sorting the ids alone takes list.sort's path for strings: several times faster than the items.
     documents = {doc_id: documents[doc_id] for doc_id in sorted(documents)}
@@ -164,7 +164,7 @@ def load_dataset(
     # The corpus digest is the fingerprint's first part (documents sorted by id in both): hashed
     # once, and carried by the documents for corpus_fingerprint (a second pass over the corpus).
     digest = hashlib.sha256()
-    _hash_documents(digest, documents.values())
+    _hash_documents(digest, documents.values(), escaped)
     corpus = _Documents(documents.values())
     corpus.corpus_fingerprint = "sha256:" + digest.hexdigest()[:16]
     return Dataset(
@@ -181,9 +181,12 @@ def load_dataset(
     )
 
 
-def _load_corpus(path: Path) -> dict[str, Document]:
+def _load_corpus(path: Path) -> tuple[dict[str, Document], set[str]]:
+    """The documents by id, and the ids of those whose line holds a backslash (or took the checks'
+    path): only their fields may hold what JSON writes escaped (`"`, a backslash, a control character)."""
     documents: dict[str, Document] = {}
     first_line: dict[str, int] = {}
+    escaped: set[str] = set()
     content = _read_text(path)
     # Only a \\uD8xx-\\uDFxx escape makes a lone surrogate (the file itself is valid UTF-8): without one
     # in the file, no field needs the per-field check (a valid escaped pair merely takes the slow path).
@@ -206,6 +209,8 @@ def _load_corpus(path: Path) -> dict[str, Document]:
                     if doc_id and doc_id not in first_line and text.strip() and type(metadata) is dict:
                         first_line[doc_id] = number
                         documents[doc_id] = Document(doc_id, title or "", text, metadata)
+                        if "\\" in line:
+                            escaped.add(doc_id)
                         continue
         if not line.strip():
             continue
@@ -217,9 +222,10 @@ def _load_corpus(path: Path) -> dict[str, Document]:
             raise DatasetError(f'{where}: "metadata" must be an object.')
         title = _text_field(record, "title", where, required=False)
         documents[doc_id] = Document(doc_id, title, text, metadata)
+        escaped.add(doc_id)
     if not documents:
         raise DatasetError(f"{path}: no document. Add one JSON object per line.")
-    return documents
+    return documents, escaped
 
 
 class _Documents(tuple[Document, ...]):
@@ -257,10 +263,36 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _HASH_BLOCK = 4096
 
 
-def _hash_documents(digest: Any, documents: Iterable[Document]) -> None:
+def _hash_documents(digest: Any, documents: Iterable[Document], escaped: Container[str] | None = None) -> None:
     """Feed `digest` what `json.dumps([id, title, text], ensure_ascii=False).encode()` gives for each
     document, in order: the same bytes (a digest of the concatenation is the digest of the updates),
-    built with the C string encoder json.dumps itself uses, a block of documents at a time."""
+    built with the C string encoder json.dumps itself uses, a block of documents at a time.
+
+    `escaped`, from _load_corpus: the ids of the only documents whose fields may hold what JSON
+    writes escaped. JSON writes `"`, the backslash and the control characters escaped, so a line
+    without a backslash has string fields that json.dumps writes as they are: the other documents'
+    lines are made by two joins in C, a run of them at a time, with no check or step per document."""
+    if escaped is None:
+        _hash_lines(digest, documents)
+        return
+    documents = list(documents)
+    # The documents hashed line by line, and the end of the corpus, bound the plain runs.
+    stops = [i for i, doc_id in enumerate(map(_ID, documents)) if doc_id in escaped]
+    start = 0
+    for stop in [*stops, len(documents)]:
+        for at in range(start, stop, _HASH_BLOCK):
+            fields = map(_ID_TITLE_TEXT, documents[at : min(stop, at + _HASH_BLOCK)])
+            digest.update(('["' + '"]["'.join(map('", "'.join, fields)) + '"]').encode())
+        if stop < len(documents):
+            _hash_lines(digest, documents[stop : stop + 1])
+        start = stop + 1
+
+
+_ID_TITLE_TEXT = attrgetter("id", "title", "text")
+
+
+def _hash_lines(digest: Any, documents: Iterable[Document]) -> None:
+    """_hash_documents, a line per document: each checked, and written by json's encoder if need be."""
     block: list[str] = []
     for doc in documents:
         doc_id, title, text = doc.id, doc.title, doc.text
