@@ -5,6 +5,7 @@ import os
 import sys
 import threading
 
+from retrieval import cli
 from retrieval.cli import main
 
 
@@ -31,6 +32,7 @@ def _exit_without_teardown(code: int) -> None:
 
 
 if __name__ == "__main__":
+    cli._left_to_exit = []  # the command's objects are left to the process's end (cli._left_to_exit)
     code = main()
     _exit_without_teardown(code)
     sys.exit(code)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import count
@@ -41,7 +41,7 @@ from retrieval.data.records import (
     _text_field,
 )
 
-__all__ = ["Dataset", "DatasetError", "Document", "Question", "content_of", "load_dataset"]
+__all__ = ["Dataset", "DatasetError", "Document", "Question", "content_of", "document_positions", "load_dataset"]
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,7 @@ class Dataset:
     @cached_property
     def positions(self) -> Mapping[str, int]:
         """Document id -> its index in `documents`, the number a Ranking holds (built once)."""
-        # Made in C (attrgetter, zip, count): no Python step per document of a large corpus.
-        return MappingProxyType(dict(zip(map(_ID, self.documents), count())))
+        return document_positions(self.documents)
 
     @property
     def question_types(self) -> list[str]:
@@ -229,9 +228,25 @@ def _load_corpus(path: Path) -> tuple[dict[str, Document], set[str]]:
 
 
 class _Documents(tuple[Document, ...]):
-    """A loaded corpus (sorted by id) that carries its corpus_fingerprint, computed when loading."""
+    """A loaded corpus (sorted by id) that carries its corpus_fingerprint, computed when loading,
+    and its document_positions once made (not pickled: a copy makes its own)."""
 
     corpus_fingerprint: str
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "positions"}
+
+
+def document_positions(documents: Sequence[Document]) -> Mapping[str, int]:
+    """Document id -> its index in `documents` (the last one's, for an id given twice), made in C
+    (attrgetter, zip, count: no Python step per document); a loaded corpus's is made once, for
+    the evaluation's rankings and the report's diagnoses alike."""
+    known = documents.__dict__.get("positions") if isinstance(documents, _Documents) else None
+    if known is None:
+        known = MappingProxyType(dict(zip(map(_ID, documents), count())))
+        if isinstance(documents, _Documents):
+            documents.__dict__["positions"] = known
+    return known
 
 
 def _fingerprint(documents_digest: Any, questions: list[Question]) -> str:

@@ -6,23 +6,21 @@ corpus that may hold a million: a view over the documents, without a tuple per d
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import count
-from operator import attrgetter
 from typing import Any
 
-__all__ = ["CorpusView", "corpus_order"]
+from retrieval.data.dataset import document_positions
 
-_ID = attrgetter("id")
+__all__ = ["CorpusView", "corpus_order"]
 
 
 class CorpusView(Mapping[str, tuple[str, str]]):
     """`{d.id: (d.title, d.text) for d in documents}`, read on look-up; `order` is each id's index
-    in that mapping's order, as `corpus_order` gives it (made in C: no Python step per document)."""
+    in that mapping's order, as `corpus_order` gives it (retrieval.data.dataset.document_positions)."""
 
     def __init__(self, documents: Sequence[Any]) -> None:
         self._documents = documents
         # id -> the index of its (last) document, as the dict's value is the last one's.
-        self._at: dict[str, int] = dict(zip(map(_ID, documents), count()))
+        self._at = document_positions(documents)
         unique = len(self._at) == len(documents)
         self.order: Mapping[str, int] = self._at if unique else {d: i for i, d in enumerate(self._at)}
 
