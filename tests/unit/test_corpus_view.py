@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pickle
 import random
-from pathlib import Path
+
+from demo_fixture import DEMO_DATA
 
 from retrieval.data.dataset import Document, document_positions, load_dataset
 from retrieval.diagnosis.corpus_view import CorpusView, corpus_order
 from retrieval.methods.prompts import _one_line
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _plain(documents: list[Document]) -> dict[str, tuple[str, str]]:
@@ -29,7 +28,7 @@ def test_the_view_is_the_dict_of_every_document_with_its_order() -> None:
 
 
 def test_a_loaded_corpus_makes_its_positions_once_and_pickles_without_them() -> None:
-    documents = load_dataset(ROOT / "data" / "demo").documents
+    documents = load_dataset(DEMO_DATA).documents
     positions = document_positions(documents)
     assert document_positions(documents) is positions
     assert dict(positions) == {d.id: i for i, d in enumerate(documents)}

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from demo_fixture import DEMO_DATA
 
 _SCRIPT = """
 import atexit, sys, threading
@@ -40,7 +40,7 @@ def test_with_another_thread_alive_the_interpreter_exits_as_before() -> None:
 
 
 def test_the_command_s_report_and_exit_code_are_whole(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "retrieval", "--dataset", str(ROOT / "data" / "demo"), "--methods", "bm25"]
+    command = [sys.executable, "-m", "retrieval", "--dataset", str(DEMO_DATA), "--methods", "bm25"]
     done = subprocess.run([*command, "--format", "json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["scores"]["bm25"]["per_question"]
