@@ -32,7 +32,7 @@ from retrieval.data.judgment_file import JUDGMENTS_FILE, Judgment, read_judgment
 from retrieval.data.judgment_merge import LLMCheck, by_question, llm_checks, merged_grades
 from retrieval.data.judgments import Question, load_beir_questions, load_native_questions
 from retrieval.data.records import (
-    _RAW_DECODE,
+    _SCAN_ONCE,
     DatasetError,
     _no_cycle_collection,
     _read_text,
@@ -196,8 +196,8 @@ def _load_corpus(path: Path) -> tuple[dict[str, Document], set[str]]:
             # id, metadata an object) is accepted here, decoded by the decoder's own step, without
             # _jsonl's and the checks' function calls; anything else takes their path for the exact error.
             try:
-                record, end = _RAW_DECODE(line)
-            except JSONDecodeError:
+                record, end = _SCAN_ONCE(line, 0)
+            except (JSONDecodeError, StopIteration):
                 end = -1
             if end == len(line) and type(record) is dict:
                 key = "_id" if "_id" in record else "id"
