@@ -367,8 +367,7 @@ def analyze_corpus(
     # process keeps two cores busy for most of the run (no fork, no second analysis of the
     # chunks, no merge: what workers in processes cost, corpus_parts).
     sizes = _batch_sizes()
-    # The texts are read in that thread too (a loaded corpus's contents are made there, one batch
-    # at a time): the stream is read by that one thread only, one task after the other.
+    # The texts are read in that thread too, one batch a task (a loaded corpus's contents made there).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus-cut") as cutter:
         pending: deque[Future[tuple[list[str], _Cut | None]]] = deque()
 

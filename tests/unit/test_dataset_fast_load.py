@@ -84,7 +84,8 @@ def test_fingerprints_of_a_mostly_plain_corpus_equal_the_previous_implementation
         lines.append(json.dumps({"id": f"d{i:05d}", "text": "x" + text, "title": "t" * (i % 2)}, ensure_ascii=False))
     rng.shuffle(lines)
     (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (folder / "questions.jsonl").write_text('{"id": "q", "text": "a", "type": "t", "relevant": ["d00001"]}\n', encoding="utf-8")
+    question = {"id": "q", "text": "a", "type": "t", "relevant": ["d00001"]}
+    (folder / "questions.jsonl").write_text(json.dumps(question) + "\n", encoding="utf-8")
     dataset = load_dataset(folder)
     assert dataset.fingerprint == _old_fingerprint(dataset.documents, list(dataset.questions))
     assert dataset.documents.corpus_fingerprint == _old_corpus_fingerprint(dataset.documents)  # type: ignore[attr-defined]
