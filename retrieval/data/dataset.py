@@ -122,6 +122,14 @@ def load_dataset(
     Judgments keep their grades (`Question.judgments`); a document counts as relevant (is in
     `Question.relevant`) from `relevant_grade` on. A question with no document that high is
     left out and counted in `dropped_questions`."""
+    # Without the cycle collector throughout (records.py: JSON values and these objects hold no
+    # cycle): its passes over the young corpus come once the load is done, or never where the
+    # caller freezes the dataset at once (retrieval.cli).
+    with _no_cycle_collection():
+        return _load_dataset(path, split, relevant_grade, accept_llm)
+
+
+def _load_dataset(path: str | Path, split: str, relevant_grade: int, accept_llm: bool) -> Dataset:
     if relevant_grade < 1:
         raise ValueError(f"relevant_grade must be at least 1, got {relevant_grade!r}")
     root = Path(path)
@@ -130,8 +138,7 @@ def load_dataset(
     corpus_path = root / "corpus.jsonl"
     if not corpus_path.is_file():
         raise DatasetError(f"{corpus_path}: missing. A dataset folder needs corpus.jsonl.")
-    with _no_cycle_collection():
-        documents, escaped = _load_corpus(corpus_path)
+    documents, escaped = _load_corpus(corpus_path)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
     # Sorting the ids alone takes list.sort's path for strings: several times faster than the items.
     documents = {doc_id: documents[doc_id] for doc_id in sorted(documents)}
