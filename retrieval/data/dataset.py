@@ -99,7 +99,9 @@ class Dataset:
 
     @property
     def doc_ids(self) -> list[str]:
-        return list(map(_ID, self.documents))
+        positions = self.positions
+        # Ids given once (every loaded corpus's): the positions' keys, with no step per document.
+        return list(positions) if len(positions) == len(self.documents) else list(map(_ID, self.documents))
 
     @cached_property
     def positions(self) -> Mapping[str, int]:
@@ -141,7 +143,8 @@ def _load_dataset(path: str | Path, split: str, relevant_grade: int, accept_llm:
     documents, escaped = _load_corpus(corpus_path)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
     # Sorting the ids alone takes list.sort's path for strings: several times faster than the items.
-    documents = {doc_id: documents[doc_id] for doc_id in sorted(documents)}
+    ids = sorted(documents)
+    documents = {doc_id: documents[doc_id] for doc_id in ids}
     records = read_judgments(root / JUDGMENTS_FILE)
     lines = {
         q: {d: found for d, found in judged.items() if d in documents} for q, judged in by_question(records).items()
@@ -173,6 +176,7 @@ def _load_dataset(path: str | Path, split: str, relevant_grade: int, accept_llm:
     _hash_documents(digest, documents.values(), escaped)
     corpus = _Documents(documents.values())
     corpus.corpus_fingerprint = "sha256:" + digest.hexdigest()[:16]
+    corpus.__dict__["positions"] = MappingProxyType(dict(zip(ids, count())))  # document_positions, from the ids
     return Dataset(
         name=root.name,
         documents=corpus,
