@@ -113,7 +113,7 @@ def _term(word: str) -> str | None:
 def _chunk_terms(chunk: str) -> tuple[str, ...]:
     """The terms of one whitespace-free piece of text (no identifier in it)."""
     folded = _fold(_ELISION.sub(" ", chunk))
-    return tuple(t for t in map(_term, _WORD.findall(folded)) if t)
+    return tuple(filter(None, map(_term, _WORD.findall(folded))))  # _term: a word, or None for a stop word
 
 
 class ChunkCache(dict[str, tuple[str, ...]]):

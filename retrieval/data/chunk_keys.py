@@ -220,7 +220,10 @@ def _keys(lowered: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple
         top = 8 if w < KEY_WORDS - 1 else 7
         keys[w, longer] = words[starts[longer] + 8 * w] & _MASKS[np.clip(lengths[longer] - 8 * w, 0, top)]
     # A longer chunk's key is not its own: the length byte says so (KEY_BYTES + 1).
-    keys[-1] |= np.minimum(lengths, KEY_BYTES + 1).astype(np.uint64) << np.uint64(56)
+    # Lengths are not negative: their int64 bits are the uint64 value (a view, no copy).
+    length_bytes = np.minimum(lengths, KEY_BYTES + 1).view(np.uint64)
+    length_bytes <<= np.uint64(56)
+    keys[-1] |= length_bytes
     hashes = keys[0] * _MIX[0]
     hashes ^= keys[-1] * _MIX[KEY_WORDS - 1]
     for w in range(1, KEY_WORDS - 1):

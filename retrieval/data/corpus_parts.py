@@ -279,8 +279,11 @@ def analyze_documents(
     # Analysed now, this process takes part: one process keeps two cores busy (its cut runs in
     # a thread, corpus_terms), so processes are forked only for the cores beyond two.
     pending = pending or start_analysis(documents, processes or max(1, _cpus() // 2), language=language)
-    corpus = pending.result() if pending is not None else analyze_corpus(contents_of(documents), language=language)
     fingerprint = _fingerprint(documents)
+    if pending is not None:
+        corpus = pending.result()
+    else:  # a loaded corpus is remembered by its fingerprint below, not by its texts
+        corpus = analyze_corpus(contents_of(documents), language=language, remember=fingerprint is None)
     if fingerprint is not None:
         remember_corpus(_memory_key(fingerprint, language), corpus)
         if cache is not None:

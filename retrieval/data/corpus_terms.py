@@ -240,6 +240,12 @@ def _cut_batch(texts: list[str]) -> _Cut:
     return normalized, chunk_keys.cut(normalized)
 
 
+def _read_and_cut(stream: Iterator[str], size: int) -> tuple[list[str], _Cut | None]:
+    """The next `size` texts of `stream` and their cut (_cut_batch); None for no text left."""
+    texts = list(islice(stream, size))
+    return texts, _cut_batch(texts) if texts else None
+
+
 def _analyse_batch(
     texts: list[str], chunks: ChunkCache, id_chunks: _IdChunks, cut: _Cut | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -315,7 +321,11 @@ class AnalysisState:
 
 
 def analyze_corpus(
-    texts: Iterable[str], state: AnalysisState | None = None, language: str = DEFAULT_LANGUAGE
+    texts: Iterable[str],
+    state: AnalysisState | None = None,
+    language: str = DEFAULT_LANGUAGE,
+    *,
+    remember: bool = True,
 ) -> AnalysedCorpus:
     """analyze(text, language) over every text, as term ids (see AnalysedCorpus): what a BM25
     index reads. With `state`, the state's language is used.
@@ -326,13 +336,18 @@ def analyze_corpus(
     Texts are read batch by batch: a corpus of more than _CORPORA_TEXTS texts is never held
     whole (a generator of a million documents' contents costs one batch of strings). With
     `state`, the texts are one part of a corpus: the state's caches are used and kept, and the
-    result is not remembered (the whole is, by `remember_corpus`).
+    result is not remembered (the whole is, by `remember_corpus`). With `remember=False`, the
+    result is neither looked up nor kept by its texts (corpus_parts keeps a loaded corpus's by its
+    fingerprint): no text is read ahead of its batch, and each batch is read in the cutting thread.
     """
     if state is not None:
         language = state.language
     iterator = iter(texts)
-    head = list(islice(iterator, _CORPORA_TEXTS + 1))
-    key = (language, tuple(head)) if len(head) <= _CORPORA_TEXTS and state is None else None
+    kept = remember and state is None
+    # Read ahead only what decides the path: the texts of the key (every text of a corpus kept by
+    # them: hashed, and held whole, while the cutting thread waits), else the small corpus's.
+    head = list(islice(iterator, (_CORPORA_TEXTS if kept else _SMALL_CORPUS) + 1))
+    key = (language, tuple(head)) if kept and len(head) <= _CORPORA_TEXTS else None
     if key is not None and key in _CORPORA:
         return _CORPORA[key]
     if len(head) <= _SMALL_CORPUS and state is None:
@@ -352,20 +367,19 @@ def analyze_corpus(
     # process keeps two cores busy for most of the run (no fork, no second analysis of the
     # chunks, no merge: what workers in processes cost, corpus_parts).
     sizes = _batch_sizes()
+    # The texts are read in that thread too, one batch a task (a loaded corpus's contents made there).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus-cut") as cutter:
-        pending: deque[tuple[list[str], Future[_Cut]]] = deque()
+        pending: deque[Future[tuple[list[str], _Cut | None]]] = deque()
 
         def cut_next() -> None:
-            batch = list(islice(stream, next(sizes)))
-            if batch:
-                pending.append((batch, cutter.submit(_cut_batch, batch)))
+            pending.append(cutter.submit(_read_and_cut, stream, next(sizes)))
 
         for _ in range(_CUTS_AHEAD):
             cut_next()
         while pending:
-            current, cutting = pending.popleft()
-            cut = cutting.result()
-            del cutting
+            current, cut = pending.popleft().result()
+            if cut is None:
+                break  # the texts are used up: the reads submitted after this one find none either
             cut_next()
             if len(chunks) > _CHUNKS_LIMIT:
                 chunks.clear()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import count
@@ -32,7 +32,7 @@ from retrieval.data.judgment_file import JUDGMENTS_FILE, Judgment, read_judgment
 from retrieval.data.judgment_merge import LLMCheck, by_question, llm_checks, merged_grades
 from retrieval.data.judgments import Question, load_beir_questions, load_native_questions
 from retrieval.data.records import (
-    _RAW_DECODE,
+    _SCAN_ONCE,
     DatasetError,
     _no_cycle_collection,
     _read_text,
@@ -41,7 +41,7 @@ from retrieval.data.records import (
     _text_field,
 )
 
-__all__ = ["Dataset", "DatasetError", "Document", "Question", "content_of", "load_dataset"]
+__all__ = ["Dataset", "DatasetError", "Document", "Question", "content_of", "document_positions", "load_dataset"]
 
 
 @dataclass(frozen=True)
@@ -99,13 +99,14 @@ class Dataset:
 
     @property
     def doc_ids(self) -> list[str]:
-        return list(map(_ID, self.documents))
+        positions = self.positions
+        # Ids given once (every loaded corpus's): the positions' keys, with no step per document.
+        return list(positions) if len(positions) == len(self.documents) else list(map(_ID, self.documents))
 
     @cached_property
     def positions(self) -> Mapping[str, int]:
         """Document id -> its index in `documents`, the number a Ranking holds (built once)."""
-        # Made in C (attrgetter, zip, count): no Python step per document of a large corpus.
-        return MappingProxyType(dict(zip(map(_ID, self.documents), count())))
+        return document_positions(self.documents)
 
     @property
     def question_types(self) -> list[str]:
@@ -123,6 +124,14 @@ def load_dataset(
     Judgments keep their grades (`Question.judgments`); a document counts as relevant (is in
     `Question.relevant`) from `relevant_grade` on. A question with no document that high is
     left out and counted in `dropped_questions`."""
+    # Without the cycle collector throughout (records.py: JSON values and these objects hold no
+    # cycle): its passes over the young corpus come once the load is done, or never where the
+    # caller freezes the dataset at once (retrieval.cli).
+    with _no_cycle_collection():
+        return _load_dataset(path, split, relevant_grade, accept_llm)
+
+
+def _load_dataset(path: str | Path, split: str, relevant_grade: int, accept_llm: bool) -> Dataset:
     if relevant_grade < 1:
         raise ValueError(f"relevant_grade must be at least 1, got {relevant_grade!r}")
     root = Path(path)
@@ -131,11 +140,11 @@ def load_dataset(
     corpus_path = root / "corpus.jsonl"
     if not corpus_path.is_file():
         raise DatasetError(f"{corpus_path}: missing. A dataset folder needs corpus.jsonl.")
-    with _no_cycle_collection():
-        documents = _load_corpus(corpus_path)
+    documents, escaped = _load_corpus(corpus_path)
     # Sorted by id, so that nothing downstream depends on the order of the lines (module docstring).
     # Sorting the ids alone takes list.sort's path for strings: several times faster than the items.
-    documents = {doc_id: documents[doc_id] for doc_id in sorted(documents)}
+    ids = sorted(documents)
+    documents = {doc_id: documents[doc_id] for doc_id in ids}
     records = read_judgments(root / JUDGMENTS_FILE)
     lines = {
         q: {d: found for d, found in judged.items() if d in documents} for q, judged in by_question(records).items()
@@ -164,9 +173,10 @@ def load_dataset(
     # The corpus digest is the fingerprint's first part (documents sorted by id in both): hashed
     # once, and carried by the documents for corpus_fingerprint (a second pass over the corpus).
     digest = hashlib.sha256()
-    _hash_documents(digest, documents.values())
+    _hash_documents(digest, documents.values(), escaped)
     corpus = _Documents(documents.values())
     corpus.corpus_fingerprint = "sha256:" + digest.hexdigest()[:16]
+    corpus.__dict__["positions"] = MappingProxyType(dict(zip(ids, count())))  # document_positions, from the ids
     return Dataset(
         name=root.name,
         documents=corpus,
@@ -181,9 +191,12 @@ def load_dataset(
     )
 
 
-def _load_corpus(path: Path) -> dict[str, Document]:
+def _load_corpus(path: Path) -> tuple[dict[str, Document], set[str]]:
+    """The documents by id, and the ids of those whose line holds a backslash (or took the checks'
+    path): only their fields may hold what JSON writes escaped (`"`, a backslash, a control character)."""
     documents: dict[str, Document] = {}
     first_line: dict[str, int] = {}
+    escaped: set[str] = set()
     content = _read_text(path)
     # Only a \\uD8xx-\\uDFxx escape makes a lone surrogate (the file itself is valid UTF-8): without one
     # in the file, no field needs the per-field check (a valid escaped pair merely takes the slow path).
@@ -194,8 +207,8 @@ def _load_corpus(path: Path) -> dict[str, Document]:
             # id, metadata an object) is accepted here, decoded by the decoder's own step, without
             # _jsonl's and the checks' function calls; anything else takes their path for the exact error.
             try:
-                record, end = _RAW_DECODE(line)
-            except JSONDecodeError:
+                record, end = _SCAN_ONCE(line, 0)
+            except (JSONDecodeError, StopIteration):
                 end = -1
             if end == len(line) and type(record) is dict:
                 key = "_id" if "_id" in record else "id"
@@ -206,6 +219,8 @@ def _load_corpus(path: Path) -> dict[str, Document]:
                     if doc_id and doc_id not in first_line and text.strip() and type(metadata) is dict:
                         first_line[doc_id] = number
                         documents[doc_id] = Document(doc_id, title or "", text, metadata)
+                        if "\\" in line:
+                            escaped.add(doc_id)
                         continue
         if not line.strip():
             continue
@@ -217,15 +232,32 @@ def _load_corpus(path: Path) -> dict[str, Document]:
             raise DatasetError(f'{where}: "metadata" must be an object.')
         title = _text_field(record, "title", where, required=False)
         documents[doc_id] = Document(doc_id, title, text, metadata)
+        escaped.add(doc_id)
     if not documents:
         raise DatasetError(f"{path}: no document. Add one JSON object per line.")
-    return documents
+    return documents, escaped
 
 
 class _Documents(tuple[Document, ...]):
-    """A loaded corpus (sorted by id) that carries its corpus_fingerprint, computed when loading."""
+    """A loaded corpus (sorted by id) that carries its corpus_fingerprint, computed when loading,
+    and its document_positions once made (not pickled: a copy makes its own)."""
 
     corpus_fingerprint: str
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "positions"}
+
+
+def document_positions(documents: Sequence[Document]) -> Mapping[str, int]:
+    """Document id -> its index in `documents` (the last one's, for an id given twice), made in C
+    (attrgetter, zip, count: no Python step per document); a loaded corpus's is made once, for
+    the evaluation's rankings and the report's diagnoses alike."""
+    known = documents.__dict__.get("positions") if isinstance(documents, _Documents) else None
+    if known is None:
+        known = MappingProxyType(dict(zip(map(_ID, documents), count())))
+        if isinstance(documents, _Documents):
+            documents.__dict__["positions"] = known
+    return known
 
 
 def _fingerprint(documents_digest: Any, questions: list[Question]) -> str:
@@ -257,10 +289,36 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _HASH_BLOCK = 4096
 
 
-def _hash_documents(digest: Any, documents: Iterable[Document]) -> None:
+def _hash_documents(digest: Any, documents: Iterable[Document], escaped: Container[str] | None = None) -> None:
     """Feed `digest` what `json.dumps([id, title, text], ensure_ascii=False).encode()` gives for each
     document, in order: the same bytes (a digest of the concatenation is the digest of the updates),
-    built with the C string encoder json.dumps itself uses, a block of documents at a time."""
+    built with the C string encoder json.dumps itself uses, a block of documents at a time.
+
+    `escaped`, from _load_corpus: the ids of the only documents whose fields may hold what JSON
+    writes escaped. JSON writes `"`, the backslash and the control characters escaped, so a line
+    without a backslash has string fields that json.dumps writes as they are: the other documents'
+    lines are made by two joins in C, a run of them at a time, with no check or step per document."""
+    if escaped is None:
+        _hash_lines(digest, documents)
+        return
+    documents = list(documents)
+    # The documents hashed line by line, and the end of the corpus, bound the plain runs.
+    stops = [i for i, doc_id in enumerate(map(_ID, documents)) if doc_id in escaped]
+    start = 0
+    for stop in [*stops, len(documents)]:
+        for at in range(start, stop, _HASH_BLOCK):
+            fields = map(_ID_TITLE_TEXT, documents[at : min(stop, at + _HASH_BLOCK)])
+            digest.update(('["' + '"]["'.join(map('", "'.join, fields)) + '"]').encode())
+        if stop < len(documents):
+            _hash_lines(digest, documents[stop : stop + 1])
+        start = stop + 1
+
+
+_ID_TITLE_TEXT = attrgetter("id", "title", "text")
+
+
+def _hash_lines(digest: Any, documents: Iterable[Document]) -> None:
+    """_hash_documents, a line per document: each checked, and written by json's encoder if need be."""
     block: list[str] = []
     for doc in documents:
         doc_id, title, text = doc.id, doc.title, doc.text

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from retrieval.diagnosis.corpus_view import corpus_order
 from retrieval.diagnosis.sweeps import Setup, candidate_sweep, fused_methods, fusion_inputs, token_ratio
 from retrieval.measures.fusion import DEFAULT_RRF_K
 from retrieval.measures.refusion import RRF_KS, WEIGHT_GRID, fuse_kept, kept_lists
@@ -161,7 +162,7 @@ def diagnose(run: Run, setup: Setup, method: str, counts: Sequence[int] = COUNTS
     for name in dict.fromkeys((method, pool)):
         if name not in present:
             raise ValueError(f"cannot diagnose {method}: {name} is not in the run ({', '.join(sorted(present))})")
-    order = {d: i for i, d in enumerate(setup.documents)}
+    order = corpus_order(setup.documents)
     ratio, rule = token_ratio(run, setup, pool)
     sweep = candidate_sweep(run, setup, pool, sorted({*counts, setup.candidates}), ratio, rule)
     tokens = {p["candidates"]: p["per_question_input_tokens"] for p in sweep["points"]}

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # json.dumps(str, ensure_ascii=False)'s C encoder
 from typing import Any
 
+from retrieval.diagnosis.corpus_view import CorpusView, corpus_order
 from retrieval.measures.metrics import MRR_DEPTH, score_method
 from retrieval.measures.refusion import (
     CANDIDATE_COUNTS,
@@ -182,10 +183,10 @@ def _complete(ids: Sequence[str], method: str, setup: Setup) -> bool:
     return method in setup.kept and len(ids) < setup.kept[method]
 
 
-def setup_for(run: Run, documents: Iterable[tuple[str, str, str]]) -> Setup:
+def setup_for(run: Run, documents: Iterable[tuple[str, str, str]] | CorpusView) -> Setup:
     """The Setup of a run from what it recorded: its methods' declarations, its configuration
     (a method's `<name>.rrf_k` and `<name>.weights` make it a fused method's settings), how deep
-    it kept each ranking; `documents` is (id, title, text) in corpus order."""
+    it kept each ranking; `documents` is (id, title, text) in corpus order, or a CorpusView of them."""
     names = list(run.declarations)
     requires = {m: run.declared(m).requires for m in names}
     fusion = {
@@ -196,7 +197,7 @@ def setup_for(run: Run, documents: Iterable[tuple[str, str, str]]) -> Setup:
     return Setup(
         requires=requires,
         candidate_sources={m: run.declared(m).candidate_source for m in names},
-        documents={doc_id: (title, text) for doc_id, title, text in documents},
+        documents=documents if isinstance(documents, CorpusView) else {d: (t, text) for d, t, text in documents},
         candidates=int(run.config.get("candidates", 20)),
         fusion=fusion,
         kept=dict(run.kept),
@@ -225,10 +226,6 @@ def fusion_inputs(run: Run, setup: Setup, method: str, qi: int) -> tuple[list[li
     result = run.results[qi]
     lists = [list(result.methods[i].ids) for i in setup.requires[method]]
     return lists, [_complete(ids, m, setup) for ids, m in zip(lists, setup.requires[method], strict=True)]
-
-
-def _order(setup: Setup) -> dict[str, int]:
-    return {d: i for i, d in enumerate(setup.documents)}
 
 
 def _best_rank(ranks: Mapping[str, int | None]) -> int | None:
@@ -324,7 +321,7 @@ def fusion_sweep(
     current = setup.fusion.get(method)
     current_k = current.rrf_k if current else None
     current_w = tuple(current.weights) if current and current.weights else tuple([1.0] * len(inputs))
-    order = _order(setup)
+    order = corpus_order(setup.documents)
     relevant = {r.question.id: r.question.relevant for r in run.results}
     types = {r.question.id: r.question.type for r in run.results}
     grid = list(dict.fromkeys(tuple(float(x) for x in w) for w in weight_grid))

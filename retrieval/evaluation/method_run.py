@@ -3,7 +3,6 @@ ids, scores), its calls counted, a refused connection or replay miss explained i
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Iterator
@@ -128,6 +127,8 @@ def _resolved(result: object) -> object:
     for instance): a team's retriever is often its async search client."""
     if not inspect.isawaitable(result):
         return result
+    import asyncio  # here: only an async method needs it (a tenth of the command's imports)
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -227,13 +227,13 @@ def recover_baseline(
 ) -> list[Path]:
     """Put back the baseline set a killed or failed update left half written, and remove its
     temporary files (every run calls it first). `others` are the snapshot files of the set."""
-    from filelock import FileLock
-
     path = Path(path)
     journal = _journal(path)
     targets = [path, *(others or {}).values()]
     if not journal.exists() and not any(_leftovers(p) for p in targets):
         return []  # nothing left behind: no lock taken, nothing created
+    from filelock import FileLock  # here: a run with nothing to recover takes no lock
+
     lock = lock or baseline_lock(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(lock, timeout=LOCK_SECONDS):

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
 from retrieval.files.atomic import clean_stale
 from retrieval.recording.vector_store import Space, StoreError, VectorStore
@@ -125,6 +124,8 @@ class EmbeddingCache:
 
     def _saved(self, width: int) -> VectorStore:
         self.folder.mkdir(parents=True, exist_ok=True)
+        from filelock import FileLock  # here: a run that embeds nothing writes no cache
+
         with FileLock(self.folder / ".lock"):
             store = self._open(warn=False)
             # Segments of another width (the server changed its vector size) are dropped, never mixed.

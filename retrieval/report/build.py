@@ -14,6 +14,7 @@ from typing import Any
 
 from retrieval.data.dataset import Document, content_of
 from retrieval.data.judgment_merge import LLMCheck
+from retrieval.diagnosis.corpus_view import CorpusView
 from retrieval.diagnosis.failures import Failure, best_method, failures_at_rank_1
 from retrieval.diagnosis.remedies import diagnose, remedy_summary
 from retrieval.diagnosis.sweeps import Setup, setup_for, sweeps
@@ -218,7 +219,7 @@ def build_report(
     candidates = int(run.config.get("candidates", 20))
     scores = score_run(run, k, extra)
     best = best_method(scores, k) if scores else ""
-    setup = setup_for(run, ((d.id, d.title, d.text) for d in documents))
+    setup = setup_for(run, CorpusView(documents))  # a view: the sweeps and diagnoses read a few documents
     methods = dict(baseline["methods"]) if baseline else None
     return Report(
         dataset=run.dataset,

@@ -70,6 +70,27 @@ def test_fingerprints_equal_the_previous_implementation(tmp_path: Path) -> None:
     assert corpus_fingerprint(reversed(dataset.documents)) == _old_corpus_fingerprint(dataset.documents)
 
 
+def test_fingerprints_of_a_mostly_plain_corpus_equal_the_previous_implementation(tmp_path: Path) -> None:
+    # Lines without a backslash are hashed in runs (no check per document), the others one by one:
+    # a few escaped documents among plain ones, at a run's start and end and across hashing blocks.
+    rng = random.Random(5)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    lines = []
+    for i in range(9_000):
+        text = "".join(rng.choice("abcdefghij éèàçœ'-_€😀") for _ in range(rng.randint(1, 40)))
+        if i % 97 == 0 or i in (1, 8_999):
+            text += rng.choice(['"', "\\", "\n", "\t", "\x00", "\x1f"])
+        lines.append(json.dumps({"id": f"d{i:05d}", "text": "x" + text, "title": "t" * (i % 2)}, ensure_ascii=False))
+    rng.shuffle(lines)
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    question = {"id": "q", "text": "a", "type": "t", "relevant": ["d00001"]}
+    (folder / "questions.jsonl").write_text(json.dumps(question) + "\n", encoding="utf-8")
+    dataset = load_dataset(folder)
+    assert dataset.fingerprint == _old_fingerprint(dataset.documents, list(dataset.questions))
+    assert dataset.documents.corpus_fingerprint == _old_corpus_fingerprint(dataset.documents)  # type: ignore[attr-defined]
+
+
 def test_corpus_fingerprint_of_documents_built_by_hand() -> None:
     # Not strings (a caller's own Document): written as json.dumps writes them, as before.
     documents = [Document("7", 7, "seven"), Document("a", "T", 'say "hi"\n\u2028'), Document("b", None, 1.5)]  # type: ignore[arg-type]

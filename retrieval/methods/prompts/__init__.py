@@ -51,6 +51,10 @@ def template(version: str) -> Template:
 
 def _one_line(text: str) -> str:
     # Newlines inside a document would break the candidate layout the model reads.
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        # A printable text's only whitespace is the space (every other is a control or separator
+        # character): single spaces between words are what the split and join give back.
+        return text
     return " ".join(text.split())
 
 
