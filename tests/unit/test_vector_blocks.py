@@ -95,21 +95,19 @@ def clustered_near_ties(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("threaded", [2, 10**9], ids=["threads", "one-thread"])
-def test_float32_candidates_miss_no_document_of_the_float64_top(
-    seed: int, threaded: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # With threads, the corpus is cut into three ranges: each range drops its candidates below its
-    # own final threshold, each question's candidates are then joined across the ranges.
+def test_float32_candidates_miss_no_document_of_the_float64_top(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     questions, documents = clustered_near_ties(seed)
     expected = cosine_rankings(questions, documents, 300)  # one block: every product in float64
     monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 128)
-    monkeypatch.setattr(vector, "THREADED_QUESTIONS", threaded)
-    monkeypatch.setattr(vector, "_cores", lambda: 3)
-    got = cosine_rankings(questions, documents, 300)
-    for a, b in zip(got, expected, strict=True):
-        np.testing.assert_array_equal(a.indices, b.indices)
-        np.testing.assert_array_equal(a.scores, b.scores)
+    # One thread, then three corpus ranges: each range drops its candidates below its own final
+    # threshold, and each question's candidates are joined across the ranges.
+    for threaded, cores in ((10**9, 1), (2, 3)):
+        monkeypatch.setattr(vector, "THREADED_QUESTIONS", threaded)
+        monkeypatch.setattr(vector, "_cores", lambda cores=cores: cores)
+        got = cosine_rankings(questions, documents, 300)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a.indices, b.indices)
+            np.testing.assert_array_equal(a.scores, b.scores)
     # The depth cuts through each cluster: its last 100 documents are within float32's error.
     assert all(r.scores[-100] - r.scores[-1] < 1e-6 for r in expected)
 
