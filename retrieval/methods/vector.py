@@ -263,7 +263,8 @@ def _rescored(
     rankings: list[Ranking] = []
     # Buffers reused from question to question, grown as needed: np.take into them, without bounds
     # checks (mode "clip": the candidates are corpus indices), then the float64 copy and product in
-    # place, ran 10 % faster than a fresh fancy index and float64 array each time.
+    # place: 0.72 s a million rows against 0.80 s for a fresh fancy index and float64 array each
+    # time (with mode "raise", the default, which buffers the output, kept buffers measured slower).
     rows = np.empty((0, documents.shape[1]), dtype=documents.dtype)
     wide = np.empty((0, documents.shape[1]), dtype=np.float64)
     exact = np.empty(0, dtype=np.float64)
