@@ -99,10 +99,15 @@ def test_float32_candidates_miss_no_document_of_the_float64_top(seed: int, monke
     questions, documents = clustered_near_ties(seed)
     expected = cosine_rankings(questions, documents, 300)  # one block: every product in float64
     monkeypatch.setattr(vector, "DOCUMENT_BLOCK", 128)
-    got = cosine_rankings(questions, documents, 300)
-    for a, b in zip(got, expected, strict=True):
-        np.testing.assert_array_equal(a.indices, b.indices)
-        np.testing.assert_array_equal(a.scores, b.scores)
+    # One thread, then three corpus ranges: each range drops its candidates below its own final
+    # threshold, and each question's candidates are joined across the ranges.
+    for threaded, cores in ((10**9, 1), (2, 3)):
+        monkeypatch.setattr(vector, "THREADED_QUESTIONS", threaded)
+        monkeypatch.setattr(vector, "_cores", lambda cores=cores: cores)
+        got = cosine_rankings(questions, documents, 300)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a.indices, b.indices)
+            np.testing.assert_array_equal(a.scores, b.scores)
     # The depth cuts through each cluster: its last 100 documents are within float32's error.
     assert all(r.scores[-100] - r.scores[-1] < 1e-6 for r in expected)
 
