@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trust_project import commit_on_main, git, make_project, settings, worse
+from trust_project import commit_on_main, make_project, settings, worse
 
 from retrieval.cli import main
 from retrieval.gate import reference
@@ -26,19 +26,26 @@ from retrieval.gate.schema import BaselineError
 from retrieval.gate.session import planned_items
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trust project in a folder of a repository, committed on `main`, made worse in the
     working tree and its project file edited there (a file that decides the gate)."""
-    root = tmp_path / "top" / "project"
+    root = tmp_path_factory.mktemp("reference-calls") / "top" / "project"
     root.mkdir(parents=True)
-    monkeypatch.chdir(root)
-    make_project(root)
+    with contextlib.chdir(root):
+        make_project(root)
     commit_on_main(root.parent)
     worse(root)
     with (root / "retrieval.toml").open("a") as f:
         f.write("# edited by the pull request\n")
     return root
+
+
+@pytest.fixture
+def project(made: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The made project, as the working directory (read only: a test that edits it copies it)."""
+    monkeypatch.chdir(made)
+    return made
 
 
 @pytest.fixture
@@ -61,36 +68,27 @@ def _two_calls(ref: str, folder: Path) -> tuple[str, Path]:
     return reference.commit_of(ref, folder), Path(top.stdout.decode().strip()).resolve()
 
 
-def test_one_rev_parse_gives_the_commit_and_the_top_of_two(project: Path, calls: list[list[str]]) -> None:
-    for folder in (project, project.parent, project / "data" / "qa"):
-        for ref in ("main", "HEAD", "main~0"):
-            before = _two_calls(ref, folder)
-            calls.clear()
-            assert reference._commit_and_top(ref, folder) == before
-            assert [c[:2] for c in calls] == [["rev-parse", "--show-toplevel"]]
-
-
-@pytest.mark.parametrize("ref", ["nosuch", "-x", "--all", "main:retrieval.toml"])
-def test_a_ref_that_names_no_commit_fails_in_the_words_of_before(project: Path, ref: str) -> None:
-    with pytest.raises(BaselineError) as before:
-        _two_calls(ref, project)
-    with pytest.raises(BaselineError) as now:
-        reference._commit_and_top(ref, project)
-    assert str(now.value) == str(before.value)
-
-
-def test_a_folder_outside_a_repository_fails_in_the_words_of_before(tmp_path: Path) -> None:
-    with pytest.raises(BaselineError) as before:
-        _two_calls("main", tmp_path)
-    with pytest.raises(BaselineError) as now:
-        reference._commit_and_top("main", tmp_path)
-    assert str(now.value) == str(before.value) and "is not in a git repository" in str(now.value)
-
-
-def test_a_git_folder_without_a_work_tree_reads_as_before(project: Path) -> None:
-    # `--show-toplevel` refuses there: the two calls of before decide (their top is the folder itself).
+def test_one_rev_parse_gives_the_commit_and_the_top_of_two(
+    project: Path, calls: list[list[str]], tmp_path: Path
+) -> None:
+    for ref, folder in [("main", project), ("HEAD", project.parent), ("main~0", project / "data" / "qa")]:
+        before = _two_calls(ref, folder)
+        calls.clear()
+        assert reference._commit_and_top(ref, folder) == before
+        assert [c[:2] for c in calls] == [["rev-parse", "--show-toplevel"]]
+    # A git folder has no work tree: `--show-toplevel` refuses there, and the two calls decide
+    # (their top is the folder itself).
     inside = project.parent / ".git"
     assert reference._commit_and_top("main", inside) == _two_calls("main", inside)
+    # No such commit, an option, a blob, no repository: the same failure in the same words.
+    for ref, folder in [("nosuch", project), ("-x", project), ("--all", project), ("main:retrieval.toml", project)]:
+        with pytest.raises(BaselineError) as before_error:
+            _two_calls(ref, folder)
+        with pytest.raises(BaselineError) as now_error:
+            reference._commit_and_top(ref, folder)
+        assert str(now_error.value) == str(before_error.value)
+    with pytest.raises(BaselineError, match="is not in a git repository"):
+        reference._commit_and_top("main", tmp_path)
 
 
 def test_files_read_ahead_are_the_ones_asked_next_read_once(project: Path, calls: list[list[str]]) -> None:
@@ -115,7 +113,7 @@ def _branch_fields(branch: reference.BaseBranch) -> dict[str, object]:
     return {name: getattr(branch, name) for name in reference.BaseBranch.__dataclass_fields__}
 
 
-def test_the_base_branch_costs_four_git_processes(project: Path, calls: list[list[str]]) -> None:
+def test_the_base_branch_costs_four_git_processes_its_entry_alone_two(project: Path, calls: list[list[str]]) -> None:
     branch = reference.base_branch("main", settings(project))
     assert [c[0] for c in calls] == ["rev-parse", "cat-file", "diff", "ls-files"]
     assert branch.entry is not None and branch.snapshots and branch.texts["q2"] == "mot de passe oublié"
@@ -125,11 +123,20 @@ def test_the_base_branch_costs_four_git_processes(project: Path, calls: list[lis
     alone = reference.base_branch("main", settings(project), texts=False, touched=False)
     assert [c[0] for c in calls] == ["rev-parse", "cat-file"]
     assert _branch_fields(alone) == {**_branch_fields(branch), "texts": {}, "touched": ()}
+    calls.clear()
+    # The item names read the same entry alone, or take it as read already.
+    names = planned_items(settings(project), "main")
+    assert [c[0] for c in calls] == ["rev-parse", "cat-file"] and "against-main" in names
+    assert planned_items(settings(project), "main", known=branch) == names
+    broken = BaselineError("--retrieval-baseline-ref nosuch: no such commit")
+    assert planned_items(settings(project), "nosuch", known=broken) == planned_items(settings(project), "nosuch")
 
 
 def test_a_baseline_set_elsewhere_than_the_pull_requests_is_read_after_its_project_file(
-    project: Path, calls: list[list[str]]
+    made: Path, calls: list[list[str]], tmp_path: Path
 ) -> None:
+    shutil.copytree(made.parent, tmp_path / "top", symlinks=True)
+    project = tmp_path / "top" / "project"
     shutil.move(project / "baselines", project / "elsewhere")
     with (project / "retrieval.toml").open("a") as f:
         f.write('baseline = "elsewhere/metrics.json"\nsnapshots = "elsewhere/snapshots"\n')
@@ -140,15 +147,6 @@ def test_a_baseline_set_elsewhere_than_the_pull_requests_is_read_after_its_proje
     assert {"project/retrieval.toml", "project/baselines/metrics.json"} <= set(branch.touched)
 
 
-def test_the_item_names_read_the_entry_alone(project: Path, calls: list[list[str]]) -> None:
-    names = planned_items(settings(project), "main")
-    assert [c[0] for c in calls] == ["rev-parse", "cat-file"]
-    known = reference.base_branch("main", settings(project))
-    assert planned_items(settings(project), "main", known=known) == names and "against-main" in names
-    broken = BaselineError("--retrieval-baseline-ref nosuch: no such commit")
-    assert planned_items(settings(project), "nosuch", known=broken) == planned_items(settings(project), "nosuch")
-
-
 def _gate(*args: str) -> tuple[int, str]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
@@ -156,23 +154,17 @@ def _gate(*args: str) -> tuple[int, str]:
     return status, out.getvalue()
 
 
-def test_the_command_reads_the_ref_once_for_its_items_and_its_run(project: Path, calls: list[list[str]]) -> None:
-    status, printed = _gate("--baseline-ref", "main")
-    assert status == 1 and "and the baseline of main" in printed
+def test_the_command_reads_the_ref_once_and_says_what_it_said_reading_it_twice(
+    project: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    once = _gate("--baseline-ref", "main")
+    assert once[0] == 1 and "and the baseline of main" in once[1]
     assert [c[0] for c in calls] == ["rev-parse", "cat-file", "diff", "ls-files"]
     calls.clear()
-    status, printed = _gate("--baseline-ref", "nosuch")
+    failed = _gate("--baseline-ref", "nosuch")
     # The reading fails once, and the gate item says why, as it did when the items read it first.
-    assert status == 1 and "FAILED gate - BaselineError: --retrieval-baseline-ref nosuch: no such commit" in printed
+    assert failed[0] == 1 and "FAILED gate - BaselineError: --retrieval-baseline-ref nosuch: no such" in failed[1]
     assert [c[1] for c in calls] == ["--show-toplevel", "--verify", "--is-inside-work-tree"]
-
-
-def test_the_command_against_a_ref_says_what_it_said_reading_twice(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    git(project, "add", "-A")
-    git(project, "commit", "-qm", "worse")
-    once = _gate("--baseline-ref", "main~1")
-    # Each reading by itself (as before: the items', then the run's).
+    # Each reading by itself, as before (the items', then the run's): the same words, the same status.
     monkeypatch.setattr("retrieval.gate.outcome.read_base_branch", lambda ref, settings, profile: None)
-    assert _gate("--baseline-ref", "main~1") == once
+    assert _gate("--baseline-ref", "main") == once and _gate("--baseline-ref", "nosuch") == failed
