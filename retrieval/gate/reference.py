@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from retrieval.config import ConfigError, Settings, settings_from_table
+from retrieval.config.project_file import parsed_toml
 from retrieval.gate.schema import FORMAT, BaselineError, parse_baseline
 from retrieval.gate.snapshots import Rankings, parse_snapshots, snapshot_path, snapshot_problem
 
@@ -169,7 +170,7 @@ def _relative(path: str | Path, top: Path) -> str | None:
 def _table(raw: bytes, name: str, source: str) -> dict[str, Any] | None:
     """The retrieval settings of a project file's bytes (None: a pyproject.toml without them)."""
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = parsed_toml(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise BaselineError(f"{source}: the base branch's project file cannot be read ({exc}).") from exc
     if name == "retrieval.toml":
