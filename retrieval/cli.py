@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _gate(settings: Settings, args: argparse.Namespace) -> int:
     """`--gate`: the verdicts the pytest plugin reports, from the same model, in the same words; with
     --summary-output (and --output), that model rendered as the Markdown job summary."""
-    from retrieval.gate.outcome import gate_outcome
+    from retrieval.gate.outcome import gate_outcome, read_base_branch
     from retrieval.gate.session import planned_items
 
     if args.live or args.from_log or args.baseline is not None or args.compact_store or args.convert_corpus_cassette:
@@ -258,18 +258,17 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
             "--gate replays the cassettes (or --record) against the project's baseline (and --baseline-ref's): "
             "drop --live, --from-log, --baseline, --compact-store and --convert-corpus-cassette."
         )
-    ref = args.baseline_ref
-    names = planned_items(settings, ref, args.profile)
-    mode: Mode = "record" if args.record else "replay"
+    ref, known = args.baseline_ref, read_base_branch(args.baseline_ref, settings, args.profile)  # read once
     outcome = gate_outcome(
         settings,
-        names,
-        mode,
+        planned_items(settings, ref, args.profile, known),
+        "record" if args.record else "replay",
         update=args.update_baseline,
         allow_regression=args.allow_regression or False,
         defer_recording=args.record,
         baseline_ref=ref,
         profile_asked=args.profile,
+        known=known,
     )
     verdict = outcome.verdict
     failed = verdict.failed

@@ -15,7 +15,6 @@ recorder: they import it.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
 from importlib import resources
@@ -28,6 +27,7 @@ from retrieval.config.project_file import (
     find_project_file,
     find_project_root,
     name_the_line,
+    parsed_toml,
     project_file_in,
     read_project_file,
     shown_path,
@@ -129,7 +129,7 @@ def _settings(
     environ: Mapping[str, str],
     flag_prefix: str,
 ) -> Settings:
-    defaults = tomllib.loads(resources.files("retrieval.config").joinpath("defaults.toml").read_text("utf-8"))
+    defaults = parsed_toml(resources.files("retrieval.config").joinpath("defaults.toml").read_text("utf-8"))
     where = source or "defaults.toml"
     unknown = set(project) - SETTING_KEYS - {"profiles", "prices"}
     if "tool" in unknown and source and Path(source).name == "retrieval.toml":

@@ -6,6 +6,8 @@ walking up from the working directory (or the folder given); its folder is the p
 
 from __future__ import annotations
 
+import copy
+import functools
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -16,10 +18,24 @@ __all__ = [
     "find_project_file",
     "find_project_root",
     "name_the_line",
+    "parsed_toml",
     "project_file_in",
     "read_project_file",
     "shown_path",
 ]
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(text: str) -> dict[str, Any]:
+    return tomllib.loads(text)
+
+
+def parsed_toml(text: str) -> dict[str, Any]:
+    """`tomllib.loads(text)`, parsed once per process for the same text: a run reads the defaults
+    and its project file (twice: to find it, then its table), most often unchanged since the last
+    run of the process, and their parsing cost more than the rest of the settings. A deep copy,
+    the caller's to change; invalid TOML raises as `tomllib.loads` does (it is not remembered)."""
+    return copy.deepcopy(_parsed(text))
 
 
 def read_project_file(root: Path) -> tuple[dict[str, Any], str | None]:
@@ -29,7 +45,7 @@ def read_project_file(root: Path) -> tuple[dict[str, Any], str | None]:
         if not path.is_file():
             continue
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = parsed_toml(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: invalid TOML ({exc}).") from exc
         except UnicodeDecodeError as exc:
@@ -50,7 +66,7 @@ def project_file_in(folder: Path) -> Path | None:
     pyproject = folder / "pyproject.toml"
     if pyproject.is_file():
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            data = parsed_toml(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
             return pyproject if b"[tool.retrieval" in pyproject.read_bytes() else None
         if "retrieval" in data.get("tool", {}):

@@ -24,7 +24,7 @@ from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Mode
 from retrieval.report.verdict import GateVerdict, ItemVerdict
 
-__all__ = ["KNOWN_ERRORS", "GateOutcome", "gate_outcome"]
+__all__ = ["KNOWN_ERRORS", "GateOutcome", "gate_outcome", "read_base_branch"]
 
 # Errors whose message is already one line naming the file and the fix.
 KNOWN_ERRORS = (BaselineError, CassetteError, ConfigError, DatasetError, ProviderError)
@@ -56,6 +56,18 @@ def said(exc: Exception) -> str:
     return redacted(f"{type(exc).__name__}: {exc}") if known else f"the evaluation raised {failure_text(exc)}"
 
 
+def read_base_branch(ref: str | None, settings: Settings, profile: str | None) -> BaseBranch | BaselineError | None:
+    """What `ref` gates (None: no ref), read once for a command's item names and its gate run
+    (`planned_items`, `gate_outcome`: two readings cost twice the git processes); the BaselineError
+    that stops the reading is kept, for the run to report as its own."""
+    if ref is None:
+        return None
+    try:
+        return base_branch(ref, settings, profile)
+    except BaselineError as exc:
+        return exc
+
+
 def gate_outcome(
     settings: Settings,
     names: Sequence[str],
@@ -66,9 +78,10 @@ def gate_outcome(
     defer_recording: bool = False,
     baseline_ref: str | None = None,
     profile_asked: str | None = None,
+    known: BaseBranch | BaselineError | None = None,
 ) -> GateOutcome:
-    """Read what `baseline_ref` gates, evaluate, compare and judge: what the plugin's items and
-    `python -m retrieval --gate` report.
+    """Read what `baseline_ref` gates (`known`: as `read_base_branch` read it already), evaluate,
+    compare and judge: what the plugin's items and `python -m retrieval --gate` report.
 
     Whatever stops the comparison is the `gate` verdict. With `update`, the baseline update is
     tried without writing (`accept.tried_update`): its verdicts are those of the updated baseline,
@@ -79,8 +92,10 @@ def gate_outcome(
     result: GateResult | None = None
     problem = None
     try:
+        if isinstance(known, BaselineError):
+            raise known
         if baseline_ref is not None:
-            branch = base_branch(baseline_ref, settings, profile_asked)
+            branch = known if known is not None else base_branch(baseline_ref, settings, profile_asked)
         result = run_gate(settings, mode, defer_recording=defer_recording, branch=branch)
         problem = result.problem
     except Exception as exc:

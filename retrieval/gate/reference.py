@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from retrieval.config import ConfigError, Settings, settings_from_table
+from retrieval.config.project_file import parsed_toml
 from retrieval.gate.schema import FORMAT, BaselineError, parse_baseline
 from retrieval.gate.snapshots import Rankings, parse_snapshots, snapshot_path, snapshot_problem
 
@@ -54,18 +55,41 @@ def commit_of(ref: str, folder: Path) -> str:
     return found.stdout.decode().strip()
 
 
+def _commit_and_top(ref: str, folder: Path) -> tuple[str, Path]:
+    """`commit_of(ref, folder)` and the repository's top, from ONE `git rev-parse` where it
+    answers both (a git process costs as much as the rest of the reading); where it does not (no
+    such ref, no repository, no work tree), from the two calls as before, so as to fail alike."""
+    if not ref.startswith("-"):
+        asked = ["rev-parse", "--show-toplevel", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"]
+        both = _git(asked, folder)
+        top, _, sha = both.stdout.rstrip(b"\n").rpartition(b"\n")
+        if both.returncode == 0 and top and sha and all(c in b"0123456789abcdef" for c in sha):
+            return sha.decode(), Path(top.decode().strip()).resolve()
+    commit = commit_of(ref, folder)
+    return commit, Path(_git(["rev-parse", "--show-toplevel"], folder).stdout.decode().strip()).resolve()
+
+
 def _show(commit: str, path: str, top: Path) -> bytes | None:
     """The bytes of `path` (from the repository's top) at `commit`, or None when it has no such file."""
     shown = _git(["show", f"{commit}:{path}"], top)
     return shown.stdout if shown.returncode == 0 else None
 
 
-def _shown(commit: str, paths: list[str], top: Path) -> dict[str, bytes | None]:
+def _shown(
+    commit: str,
+    paths: list[str],
+    top: Path,
+    ahead: list[str] | None = None,
+    known: Mapping[str, bytes | None] | None = None,
+) -> dict[str, bytes | None]:
     """`_show` of each of `paths` at `commit`, read by ONE `git cat-file --batch` (a git process
     per file was most of what a gate against a ref spent in git). What the batch cannot answer as
-    a blob or missing (a tree, a path with a newline, git failing) is read by `_show`, as before."""
-    asked = [p for p in dict.fromkeys(paths) if "\n" not in p]
-    found: dict[str, bytes | None] = {}
+    a blob or missing (a tree, a path with a newline, git failing) is read by `_show`, as before.
+    `ahead`: paths likely asked next, read in the same batch (those it answers are in the result
+    too, the rest left to the next call); `known`: paths already read at `commit`, not read again."""
+    known = known or {}
+    asked = [p for p in dict.fromkeys([*paths, *(ahead or [])]) if "\n" not in p and p not in known]
+    found: dict[str, bytes | None] = dict(known)
     batch = _git(["cat-file", "--batch"], top, "".join(f"{commit}:{p}\n" for p in asked).encode()) if asked else None
     out = batch.stdout if batch is not None and batch.returncode == 0 else b""
     at = 0
@@ -84,7 +108,8 @@ def _shown(commit: str, paths: list[str], top: Path) -> dict[str, bytes | None]:
         if words[1] == "blob":
             found[path] = out[at : at + size]
         at += size + 1  # the object and its newline
-    return {p: found[p] if p in found else _show(commit, p, top) for p in paths}
+    shown = {p: found[p] if p in found else _show(commit, p, top) for p in paths}
+    return {**shown, **{p: found[p] for p in ahead or [] if p in found and p not in shown}}
 
 
 def baseline_at(ref: str, path: str | Path) -> dict[str, Any]:
@@ -145,7 +170,7 @@ def _relative(path: str | Path, top: Path) -> str | None:
 def _table(raw: bytes, name: str, source: str) -> dict[str, Any] | None:
     """The retrieval settings of a project file's bytes (None: a pyproject.toml without them)."""
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = parsed_toml(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise BaselineError(f"{source}: the base branch's project file cannot be read ({exc}).") from exc
     if name == "retrieval.toml":
@@ -154,10 +179,13 @@ def _table(raw: bytes, name: str, source: str) -> dict[str, Any] | None:
     return table if isinstance(table, dict) and table else None
 
 
-def _project_at(commit: str, folder: str, top: Path, ref: str) -> tuple[str, dict[str, Any]] | None:
-    """The ref's project file in `folder` (from the top) and its settings table, or None."""
+def _project_at(
+    read: Callable[[list[str]], Mapping[str, bytes | None]], folder: str, ref: str
+) -> tuple[str, dict[str, Any]] | None:
+    """The ref's project file in `folder` (from the top) and its settings table, or None
+    (`read`: the files at the ref, by path)."""
     paths = {name: f"{folder}/{name}" if folder else name for name in PROJECT_FILES}
-    shown = _shown(commit, list(paths.values()), top)
+    shown = read(list(paths.values()))
     for name, path in paths.items():
         raw = shown[path]
         if raw is not None and (table := _table(raw, name, f"{ref}:{path}")) is not None:
@@ -215,30 +243,43 @@ def _touched(commit: str, top: Path, paths: list[str]) -> tuple[str, ...]:
     return tuple(sorted({p for p in [*changed, *(_relative(top / a, top) or a for a in added)] if p}))
 
 
-def base_branch(ref: str, settings: Settings, profile: str | None = None, *, texts: bool = True) -> BaseBranch:
+def base_branch(
+    ref: str, settings: Settings, profile: str | None = None, *, texts: bool = True, touched: bool = True
+) -> BaseBranch:
     """What `ref` gates for the project of `settings`: its own project file's profile (`profile`
     when one was asked for by flag or environment, as for the run), baseline entry, snapshots
     and tolerance, read with `git show`, each checked on load. `texts` reads its questions'
-    texts too (the gate's items are named without them). BaselineError in one line when the ref
-    cannot be read or its files are damaged."""
+    texts too (the gate's items are named without them); `touched` says which deciding files
+    differ (`BaseBranch.touched`; without it, none are listed and git is not asked). BaselineError
+    in one line when the ref cannot be read or its files are damaged."""
     root = Path(settings.root).resolve()
-    commit = commit_of(ref, root)
-    top = Path(_git(["rev-parse", "--show-toplevel"], root).stdout.decode().strip()).resolve()
+    commit, top = _commit_and_top(ref, root)
     folder = _relative(root, top) or ""
     folder = "" if folder == "." else folder
     project_file = [settings.source] if settings.source and Path(settings.source).is_file() else []
     own = [*project_file, settings.baseline, settings.snapshots]
     touched_paths = [r for p in own if (r := _relative(p, top))]
-    found = _project_at(commit, folder, top, ref)
+    # The ref's baseline set is most often where this run's is: read in the batch of its project file.
+    likely: list[str | Path] = [settings.baseline, snapshot_path(settings.snapshots, settings.profile.name)]
+    dataset_here = _relative(settings.dataset, top) if texts else None
+    ahead = [*(r for p in likely if (r := _relative(p, top))), *_text_files(dataset_here)]
+    cache: dict[str, bytes | None] = {}
+
+    def read(paths: list[str], ahead: list[str] | None = None) -> dict[str, bytes | None]:
+        cache.update(_shown(commit, paths, top, ahead, cache))
+        return {p: cache[p] for p in paths}
+
+    found = _project_at(lambda paths: read(paths, ahead), folder, ref)
     moved_from, gone = None, []
     if found is None:
         gone = _projects_gone(commit, top)
     if found is None and len(gone) == 1:
         # The project's folder moved (or its project file was renamed): the ref's is still the one it gates.
         moved_from = gone[0]
-        found = _project_at(commit, str(PurePosixPath(moved_from).parent).removeprefix("."), top, ref)
+        found = _project_at(read, str(PurePosixPath(moved_from).parent).removeprefix("."), ref)
+    changed = (lambda paths: _touched(commit, top, paths)) if touched else (lambda paths: ())
     if found is None:
-        return BaseBranch(ref, commit, touched=_touched(commit, top, touched_paths), gone=tuple(gone))
+        return BaseBranch(ref, commit, touched=changed(touched_paths), gone=tuple(gone))
     path, table = found
     base_root = top / PurePosixPath(path).parent
     try:
@@ -251,7 +292,7 @@ def base_branch(ref: str, settings: Settings, profile: str | None = None, *, tex
         raise BaselineError(f"{ref}:{path}: its baseline set lies outside the repository: it cannot be read at {ref}.")
     shown = f"{ref}:{baseline}"
     dataset = _relative(theirs.dataset, top)
-    files = _shown(commit, [baseline, snapshots_file, *(_text_files(dataset) if texts else [])], top)
+    files = read([baseline, snapshots_file, *(_text_files(dataset) if texts else [])])
     raw = files[baseline]
     profiles: dict[str, Any] = parse_baseline(raw, shown)["profiles"] if raw is not None else {}
     entry = profiles.get(theirs.profile.name)
@@ -276,7 +317,7 @@ def base_branch(ref: str, settings: Settings, profile: str | None = None, *, tex
         snapshots=snapshots,
         texts=_texts(files, dataset) if texts else {},
         baseline=shown,
-        touched=_touched(commit, top, touched_paths),
+        touched=changed(touched_paths),
         gone=tuple(p for p in gone if p != moved_from),
         moved_from=moved_from,
     )

@@ -26,6 +26,7 @@ from retrieval.gate.verdicts import GATE, item_names
 
 if TYPE_CHECKING:  # the evaluator loads only when the gate runs
     from retrieval.gate.outcome import GateOutcome
+    from retrieval.gate.reference import BaseBranch
     from retrieval.recording.recorder import Mode
     from retrieval.report.verdict import GateVerdict, ItemVerdict
 
@@ -44,11 +45,16 @@ __all__ = [
 ]
 
 
-def planned_items(settings: Settings, baseline_ref: str | None = None, profile_asked: str | None = None) -> list[str]:
+def planned_items(
+    settings: Settings,
+    baseline_ref: str | None = None,
+    profile_asked: str | None = None,
+    known: BaseBranch | BaselineError | None = None,
+) -> list[str]:
     """The gate's item names, read from the configuration, the baseline file and the snapshot
-    file (and with `baseline_ref`, what that git ref gates, read with `git show`): nothing
-    evaluated, no model called. A file (or ref) that cannot be read leaves the items every gate
-    has; its error fails the `gate` item when the gate runs."""
+    file (and with `baseline_ref`, the entry that git ref gates, read with `git show`, or `known`,
+    as read already): nothing evaluated, no model called. A file (or ref) that cannot be read
+    leaves the items every gate has; its error fails the `gate` item when the gate runs."""
     try:
         entry = load_baseline(settings.baseline)["profiles"].get(settings.profile.name) or {}
         snapshots = load_snapshots(snapshot_path(settings.snapshots, settings.profile.name))
@@ -59,9 +65,10 @@ def planned_items(settings: Settings, baseline_ref: str | None = None, profile_a
         from retrieval.gate.reference import base_branch  # only with a ref: it runs git
 
         try:
-            theirs = base_branch(baseline_ref, settings, profile_asked, texts=False).entry or {}
-        except BaselineError:
-            theirs = {}
+            branch = known or base_branch(baseline_ref, settings, profile_asked, texts=False, touched=False)
+        except BaselineError as exc:
+            branch = exc
+        theirs = {} if isinstance(branch, BaselineError) else branch.entry or {}
     figures = unproduced(entry, [])  # every figure of the entry: none compared yet
     methods = [*entry.get("methods", {}), *snapshots]
     return item_names(settings.methods, figures, methods, baseline_ref, unproduced(theirs, []))
