@@ -1,0 +1,264 @@
+/* The vector search's two passes beyond the float32 products, in C
+   (retrieval.methods.support.vector_kernel loads it; numpy does the same where it was not built).
+
+   `chunk_candidates`: for one chunk of documents just scored in float32
+   (retrieval.methods.vector._scan), every (question, document) whose float32 score is >= the
+   question's threshold, in (question, document) order, with its score: one pass over the scores
+   while they are in cache, instead of a compare, a flatnonzero and a divmod.
+
+   `rescored`: (document, question) pairs scored in float64 from the documents' float32 rows in
+   the corpus, read in place (no gathered copy), in document order.
+
+   The float64 products must not depend on the CPU or the compiler: the build keeps IEEE
+   semantics (no -ffast-math, -ffp-contract=off: no fused multiply-add), and each sum runs in the
+   fixed order of `dot` below, whatever the vector width the compiler chooses for it. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* Partial sums: term i goes to sum i % LANES, then the sums are added in a fixed tree (16
+   independent sums: the additions' latency hidden, 8 or 16 registers wide). */
+#define LANES 16
+/* Scores compared together before looking for the ones that pass (most blocks have none). */
+#define STRIDE 16
+
+#if defined(__GNUC__) && defined(__x86_64__)
+/* The same C compiled a second time for AVX2 (no FMA: the same operations, in the same order, so
+   the same results), taken at run time where the CPU has it (`init_dispatch`). */
+#define DISPATCH 1
+#include <immintrin.h>
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+/* Whether any of the STRIDE scores is >= t (a NaN compares false). */
+INLINE int any_at_least(const float *line, float t) {
+    const __m128 limit = _mm_set1_ps(t);
+    const __m128 a = _mm_cmpge_ps(_mm_loadu_ps(line), limit);
+    const __m128 b = _mm_cmpge_ps(_mm_loadu_ps(line + 4), limit);
+    const __m128 c = _mm_cmpge_ps(_mm_loadu_ps(line + 8), limit);
+    const __m128 d = _mm_cmpge_ps(_mm_loadu_ps(line + 12), limit);
+    return _mm_movemask_ps(_mm_or_ps(_mm_or_ps(a, b), _mm_or_ps(c, d)));
+}
+#else
+INLINE int any_at_least(const float *line, float t) {
+    int any = 0;
+    for (int j = 0; j < STRIDE; j++) {
+        any |= line[j] >= t;
+    }
+    return any;
+}
+#endif
+
+INLINE double dot(const float *row, const double *question, Py_ssize_t dims) {
+    double sums[LANES] = {0.0};
+    Py_ssize_t i = 0;
+    for (; i + LANES <= dims; i += LANES) {
+        for (int lane = 0; lane < LANES; lane++) {
+            sums[lane] += (double)row[i + lane] * question[i + lane];
+        }
+    }
+    for (int lane = 0; i < dims; i++, lane++) {
+        sums[lane] += (double)row[i] * question[i];
+    }
+    for (int half = LANES / 2; half > 0; half /= 2) {
+        for (int lane = 0; lane < half; lane++) {
+            sums[lane] += sums[lane + half];
+        }
+    }
+    return sums[0];
+}
+
+/* The candidates of one chunk, written from the start of the output buffers while they have
+   room; returns how many there are (more than the room: the caller grows the buffers and calls
+   again). A NaN score or threshold compares false, as numpy's greater_equal. */
+INLINE Py_ssize_t candidates_body(const float *scores, const float *threshold, Py_ssize_t n_questions, Py_ssize_t width,
+                             int64_t start, Py_ssize_t room, int64_t *rows, int64_t *cols, float *values) {
+    Py_ssize_t found = 0;
+    for (Py_ssize_t q = 0; q < n_questions; q++) {
+        const float *line = scores + q * width;
+        const float t = threshold[q];
+        for (Py_ssize_t c = 0; c < width; c += STRIDE) {
+            const Py_ssize_t end = c + STRIDE <= width ? c + STRIDE : width;
+            if (end - c == STRIDE && !any_at_least(line + c, t)) {
+                continue;
+            }
+            for (Py_ssize_t d = c; d < end; d++) {
+                if (line[d] >= t) {
+                    if (found < room) {
+                        rows[found] = (int64_t)q;
+                        cols[found] = start + (int64_t)d;
+                        values[found] = line[d];
+                    }
+                    found++;
+                }
+            }
+        }
+    }
+    return found;
+}
+
+/* Each pair's float64 dot product: document documents[i] (a float32 row) with question
+   questions[i] (a float64 row); 0 when an index is out of range. Pairs come in document order, so
+   that the corpus is read forward once, the questions' rows staying in cache. */
+INLINE int rescore_body(const float *documents, Py_ssize_t n_documents, const double *questions, Py_ssize_t n_questions,
+                   Py_ssize_t dims, const int64_t *which_documents, const int64_t *which_questions, Py_ssize_t n_pairs,
+                   double *exact) {
+    for (Py_ssize_t i = 0; i < n_pairs; i++) {
+        if (which_documents[i] < 0 || which_documents[i] >= n_documents || which_questions[i] < 0 ||
+            which_questions[i] >= n_questions) {
+            return 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n_pairs; i++) {
+        exact[i] = dot(documents + which_documents[i] * dims, questions + which_questions[i] * dims, dims);
+    }
+    return 1;
+}
+
+typedef Py_ssize_t (*candidates_fn)(const float *, const float *, Py_ssize_t, Py_ssize_t, int64_t, Py_ssize_t,
+                                    int64_t *, int64_t *, float *);
+typedef int (*rescore_fn)(const float *, Py_ssize_t, const double *, Py_ssize_t, Py_ssize_t, const int64_t *,
+                          const int64_t *, Py_ssize_t, double *);
+
+#define CANDIDATES_ARGS                                                                                              \
+    const float *scores, const float *threshold, Py_ssize_t n_questions, Py_ssize_t width, int64_t start,            \
+        Py_ssize_t room, int64_t *rows, int64_t *cols, float *values
+#define RESCORE_ARGS                                                                                                 \
+    const float *documents, Py_ssize_t n_documents, const double *questions, Py_ssize_t n_questions,                 \
+        Py_ssize_t dims, const int64_t *which_documents, const int64_t *which_questions, Py_ssize_t n_pairs,         \
+        double *exact
+
+static Py_ssize_t candidates_default(CANDIDATES_ARGS) {
+    return candidates_body(scores, threshold, n_questions, width, start, room, rows, cols, values);
+}
+static int rescore_default(RESCORE_ARGS) {
+    return rescore_body(documents, n_documents, questions, n_questions, dims, which_documents, which_questions,
+                        n_pairs, exact);
+}
+static candidates_fn candidates = candidates_default;
+static rescore_fn rescore = rescore_default;
+
+#ifdef DISPATCH
+__attribute__((target("avx2"))) static Py_ssize_t candidates_avx2(CANDIDATES_ARGS) {
+    return candidates_body(scores, threshold, n_questions, width, start, room, rows, cols, values);
+}
+__attribute__((target("avx2"))) static int rescore_avx2(RESCORE_ARGS) {
+    return rescore_body(documents, n_documents, questions, n_questions, dims, which_documents, which_questions,
+                        n_pairs, exact);
+}
+static void init_dispatch(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) {
+        candidates = candidates_avx2;
+        rescore = rescore_avx2;
+    }
+}
+#else
+static void init_dispatch(void) {}
+#endif
+
+static int long_enough(Py_buffer *buffer, Py_ssize_t items, Py_ssize_t size, const char *name) {
+    if (items < 0 || buffer->len < items * size) {
+        PyErr_Format(PyExc_ValueError, "_vector_kernel: %s holds %zd bytes, %zd needed", name, buffer->len,
+                     items * size);
+        return 0;
+    }
+    return 1;
+}
+
+static void release(Py_buffer **buffers, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        PyBuffer_Release(buffers[i]);
+    }
+}
+
+PyDoc_STRVAR(chunk_candidates_doc,
+             "chunk_candidates(scores, threshold, rows, cols, values, n_questions, width, start) -> count\n\n"
+             "Each (question, document) of a chunk whose float32 score is >= the question's threshold, in"
+             " (question, document) order: its row, its column + start and its score, written while the"
+             " buffers have room. C-contiguous buffers: scores float32 (n_questions x width), threshold"
+             " float32 (n_questions); rows and cols int64 and values float32, of equal room. Returns the"
+             " count, which may exceed the room.");
+
+static PyObject *chunk_candidates(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer scores, threshold, rows, cols, values;
+    Py_ssize_t n_questions, width;
+    long long start;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*w*nnL", &scores, &threshold, &rows, &cols, &values, &n_questions, &width,
+                          &start)) {
+        return NULL;
+    }
+    Py_ssize_t found = -1;
+    const Py_ssize_t room = rows.len / (Py_ssize_t)sizeof(int64_t);
+    if (long_enough(&scores, n_questions * width, sizeof(float), "scores") &&
+        long_enough(&threshold, n_questions, sizeof(float), "threshold") &&
+        long_enough(&cols, room, sizeof(int64_t), "cols") && long_enough(&values, room, sizeof(float), "values")) {
+        Py_BEGIN_ALLOW_THREADS;
+        found = candidates(scores.buf, threshold.buf, n_questions, width, (int64_t)start, room, rows.buf, cols.buf,
+                           values.buf);
+        Py_END_ALLOW_THREADS;
+    }
+    Py_buffer *all[] = {&scores, &threshold, &rows, &cols, &values};
+    release(all, sizeof(all) / sizeof(all[0]));
+    return found < 0 ? NULL : PyLong_FromSsize_t(found);
+}
+
+PyDoc_STRVAR(rescored_doc,
+             "rescored(documents, questions, which_documents, which_questions, exact, n_documents, n_questions,"
+             " dims, n_pairs)\n\n"
+             "exact[i] = the float64 dot product of document which_documents[i] (a float32 row of documents)"
+             " with question which_questions[i] (a float64 row of questions), summed in a fixed order."
+             " C-contiguous buffers: documents float32 (n_documents x dims), questions float64 (n_questions"
+             " x dims), which_documents and which_questions int64 (n_pairs), exact float64 (n_pairs).");
+
+static PyObject *rescored(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer documents, questions, which_documents, which_questions, exact;
+    Py_ssize_t n_documents, n_questions, dims, n_pairs;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*nnnn", &documents, &questions, &which_documents, &which_questions, &exact,
+                          &n_documents, &n_questions, &dims, &n_pairs)) {
+        return NULL;
+    }
+    int done = 0;
+    if (long_enough(&documents, n_documents * dims, sizeof(float), "documents") &&
+        long_enough(&questions, n_questions * dims, sizeof(double), "questions") &&
+        long_enough(&which_documents, n_pairs, sizeof(int64_t), "which_documents") &&
+        long_enough(&which_questions, n_pairs, sizeof(int64_t), "which_questions") &&
+        long_enough(&exact, n_pairs, sizeof(double), "exact")) {
+        Py_BEGIN_ALLOW_THREADS;
+        done = rescore(documents.buf, n_documents, questions.buf, n_questions, dims, which_documents.buf,
+                       which_questions.buf, n_pairs, exact.buf);
+        Py_END_ALLOW_THREADS;
+        if (!done) {
+            PyErr_SetString(PyExc_IndexError, "_vector_kernel: a document or question index is out of range");
+        }
+    }
+    Py_buffer *all[] = {&documents, &questions, &which_documents, &which_questions, &exact};
+    release(all, sizeof(all) / sizeof(all[0]));
+    if (!done) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"chunk_candidates", chunk_candidates, METH_VARARGS, chunk_candidates_doc},
+    {"rescored", rescored, METH_VARARGS, rescored_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_vector_kernel", "The vector search's candidate and rescoring passes (C).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__vector_kernel(void) {
+    init_dispatch();
+    return PyModule_Create(&module);
+}
