@@ -54,24 +54,30 @@ INLINE int any_at_least(const float *line, float t) {
 }
 #endif
 
-INLINE double dot(const float *row, const double *question, Py_ssize_t dims) {
-    double sums[LANES] = {0.0};
-    Py_ssize_t i = 0;
-    for (; i + LANES <= dims; i += LANES) {
-        for (int lane = 0; lane < LANES; lane++) {
-            sums[lane] += (double)row[i + lane] * question[i + lane];
-        }
+/* The float64 dot product of a float32 row with a question given in float64 (dot) or in float32
+   (dot32: a float64 question that float32 holds exactly, half the bytes to read; each term and
+   so the result the same). */
+#define DOT(name, question_type)                                                                                     \
+    INLINE double name(const float *row, const question_type *question, Py_ssize_t dims) {                          \
+        double sums[LANES] = {0.0};                                                                                  \
+        Py_ssize_t i = 0;                                                                                            \
+        for (; i + LANES <= dims; i += LANES) {                                                                      \
+            for (int lane = 0; lane < LANES; lane++) {                                                               \
+                sums[lane] += (double)row[i + lane] * (double)question[i + lane];                                    \
+            }                                                                                                        \
+        }                                                                                                            \
+        for (int lane = 0; i < dims; i++, lane++) {                                                                  \
+            sums[lane] += (double)row[i] * (double)question[i];                                                      \
+        }                                                                                                            \
+        for (int half = LANES / 2; half > 0; half /= 2) {                                                            \
+            for (int lane = 0; lane < half; lane++) {                                                                \
+                sums[lane] += sums[lane + half];                                                                     \
+            }                                                                                                        \
+        }                                                                                                            \
+        return sums[0];                                                                                              \
     }
-    for (int lane = 0; i < dims; i++, lane++) {
-        sums[lane] += (double)row[i] * question[i];
-    }
-    for (int half = LANES / 2; half > 0; half /= 2) {
-        for (int lane = 0; lane < half; lane++) {
-            sums[lane] += sums[lane + half];
-        }
-    }
-    return sums[0];
-}
+DOT(dot, double)
+DOT(dot32, float)
 
 /* The candidates of one chunk, written from the start of the output buffers while they have
    room; returns how many there are (more than the room: the caller grows the buffers and calls
@@ -103,33 +109,41 @@ INLINE Py_ssize_t candidates_body(const float *scores, const float *threshold, P
 }
 
 /* Each pair's float64 dot product: document documents[i] (a float32 row) with question
-   questions[i] (a float64 row); 0 when an index is out of range. Pairs come in document order, so
-   that the corpus is read forward once, the questions' rows staying in cache. */
-INLINE int rescore_body(const float *documents, Py_ssize_t n_documents, const double *questions, Py_ssize_t n_questions,
-                   Py_ssize_t dims, const int64_t *which_documents, const int64_t *which_questions, Py_ssize_t n_pairs,
-                   double *exact) {
+   questions[i] (a float64 row, or float32 where `narrow`); 0 when an index is out of range. Pairs
+   come in document order, so that the corpus is read forward once. */
+INLINE int rescore_body(const float *documents, Py_ssize_t n_documents, const void *questions, int narrow,
+                        Py_ssize_t n_questions, Py_ssize_t dims, const int64_t *which_documents,
+                        const int64_t *which_questions, Py_ssize_t n_pairs, double *exact) {
     for (Py_ssize_t i = 0; i < n_pairs; i++) {
         if (which_documents[i] < 0 || which_documents[i] >= n_documents || which_questions[i] < 0 ||
             which_questions[i] >= n_questions) {
             return 0;
         }
     }
-    for (Py_ssize_t i = 0; i < n_pairs; i++) {
-        exact[i] = dot(documents + which_documents[i] * dims, questions + which_questions[i] * dims, dims);
+    if (narrow) {
+        for (Py_ssize_t i = 0; i < n_pairs; i++) {
+            const float *question = (const float *)questions + which_questions[i] * dims;
+            exact[i] = dot32(documents + which_documents[i] * dims, question, dims);
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n_pairs; i++) {
+            const double *question = (const double *)questions + which_questions[i] * dims;
+            exact[i] = dot(documents + which_documents[i] * dims, question, dims);
+        }
     }
     return 1;
 }
 
 typedef Py_ssize_t (*candidates_fn)(const float *, const float *, Py_ssize_t, Py_ssize_t, int64_t, Py_ssize_t,
                                     int64_t *, int64_t *, float *);
-typedef int (*rescore_fn)(const float *, Py_ssize_t, const double *, Py_ssize_t, Py_ssize_t, const int64_t *,
+typedef int (*rescore_fn)(const float *, Py_ssize_t, const void *, int, Py_ssize_t, Py_ssize_t, const int64_t *,
                           const int64_t *, Py_ssize_t, double *);
 
 #define CANDIDATES_ARGS                                                                                              \
     const float *scores, const float *threshold, Py_ssize_t n_questions, Py_ssize_t width, int64_t start,            \
         Py_ssize_t room, int64_t *rows, int64_t *cols, float *values
 #define RESCORE_ARGS                                                                                                 \
-    const float *documents, Py_ssize_t n_documents, const double *questions, Py_ssize_t n_questions,                 \
+    const float *documents, Py_ssize_t n_documents, const void *questions, int narrow, Py_ssize_t n_questions,       \
         Py_ssize_t dims, const int64_t *which_documents, const int64_t *which_questions, Py_ssize_t n_pairs,         \
         double *exact
 
@@ -137,8 +151,8 @@ static Py_ssize_t candidates_default(CANDIDATES_ARGS) {
     return candidates_body(scores, threshold, n_questions, width, start, room, rows, cols, values);
 }
 static int rescore_default(RESCORE_ARGS) {
-    return rescore_body(documents, n_documents, questions, n_questions, dims, which_documents, which_questions,
-                        n_pairs, exact);
+    return rescore_body(documents, n_documents, questions, narrow, n_questions, dims, which_documents,
+                        which_questions, n_pairs, exact);
 }
 static candidates_fn candidates = candidates_default;
 static rescore_fn rescore = rescore_default;
@@ -148,14 +162,21 @@ __attribute__((target("avx2"))) static Py_ssize_t candidates_avx2(CANDIDATES_ARG
     return candidates_body(scores, threshold, n_questions, width, start, room, rows, cols, values);
 }
 __attribute__((target("avx2"))) static int rescore_avx2(RESCORE_ARGS) {
-    return rescore_body(documents, n_documents, questions, n_questions, dims, which_documents, which_questions,
-                        n_pairs, exact);
+    return rescore_body(documents, n_documents, questions, narrow, n_questions, dims, which_documents,
+                        which_questions, n_pairs, exact);
+}
+__attribute__((target("avx512f"))) static int rescore_avx512(RESCORE_ARGS) {
+    return rescore_body(documents, n_documents, questions, narrow, n_questions, dims, which_documents,
+                        which_questions, n_pairs, exact);
 }
 static void init_dispatch(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2")) {
         candidates = candidates_avx2;
         rescore = rescore_avx2;
+    }
+    if (__builtin_cpu_supports("avx512f")) {
+        rescore = rescore_avx512;
     }
 }
 #else
@@ -210,29 +231,30 @@ static PyObject *chunk_candidates(PyObject *self, PyObject *args) {
 }
 
 PyDoc_STRVAR(rescored_doc,
-             "rescored(documents, questions, which_documents, which_questions, exact, n_documents, n_questions,"
-             " dims, n_pairs)\n\n"
+             "rescored(documents, questions, which_documents, which_questions, exact, narrow, n_documents,"
+             " n_questions, dims, n_pairs)\n\n"
              "exact[i] = the float64 dot product of document which_documents[i] (a float32 row of documents)"
-             " with question which_questions[i] (a float64 row of questions), summed in a fixed order."
-             " C-contiguous buffers: documents float32 (n_documents x dims), questions float64 (n_questions"
-             " x dims), which_documents and which_questions int64 (n_pairs), exact float64 (n_pairs).");
+             " with question which_questions[i] (a row of questions), summed in a fixed order. C-contiguous"
+             " buffers: documents float32 (n_documents x dims), questions float64 (float32 where narrow)"
+             " (n_questions x dims), which_documents and which_questions int64 (n_pairs), exact float64.");
 
 static PyObject *rescored(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer documents, questions, which_documents, which_questions, exact;
     Py_ssize_t n_documents, n_questions, dims, n_pairs;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*w*nnnn", &documents, &questions, &which_documents, &which_questions, &exact,
-                          &n_documents, &n_questions, &dims, &n_pairs)) {
+    int narrow;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*pnnnn", &documents, &questions, &which_documents, &which_questions, &exact,
+                          &narrow, &n_documents, &n_questions, &dims, &n_pairs)) {
         return NULL;
     }
     int done = 0;
     if (long_enough(&documents, n_documents * dims, sizeof(float), "documents") &&
-        long_enough(&questions, n_questions * dims, sizeof(double), "questions") &&
+        long_enough(&questions, n_questions * dims, narrow ? sizeof(float) : sizeof(double), "questions") &&
         long_enough(&which_documents, n_pairs, sizeof(int64_t), "which_documents") &&
         long_enough(&which_questions, n_pairs, sizeof(int64_t), "which_questions") &&
         long_enough(&exact, n_pairs, sizeof(double), "exact")) {
         Py_BEGIN_ALLOW_THREADS;
-        done = rescore(documents.buf, n_documents, questions.buf, n_questions, dims, which_documents.buf,
+        done = rescore(documents.buf, n_documents, questions.buf, narrow, n_questions, dims, which_documents.buf,
                        which_questions.buf, n_pairs, exact.buf);
         Py_END_ALLOW_THREADS;
         if (!done) {
