@@ -1,7 +1,9 @@
 """The package installs as a wheel with everything it needs: the package data the tool reads at run
-time, the extras the README names, the entry points (the command, the pytest plugin) and the one
-version. Built from a copy of the sources (nothing written into the checkout), without the
-network (the build backend is the test extra's setuptools, called as pip would call it)."""
+time, the extras the README names, the entry points (the command, the pytest plugin), the one
+version, and the vector search's compiled kernel where a C compiler exists (a wheel for this
+interpreter and platform; without a compiler, a pure wheel that searches with numpy). Built from a
+copy of the sources (nothing written into the checkout), without the network (the build backend
+is the test extra's setuptools, called as pip would call it)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import email.parser
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
@@ -18,12 +21,19 @@ import pytest
 import retrieval
 
 ROOT = Path(__file__).resolve().parents[2]
+KERNEL = "retrieval/methods/support/_vector_kernel"
+
+
+def _compiler() -> bool:
+    return shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is not None
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     source = tmp_path_factory.mktemp("source")
-    shutil.copytree(ROOT / "retrieval", source / "retrieval", ignore=shutil.ignore_patterns("__pycache__"))
+    # Without the kernel an editable install built in place: the wheel's is compiled from the source.
+    ignored = shutil.ignore_patterns("__pycache__", "*.so", "*.pyd")
+    shutil.copytree(ROOT / "retrieval", source / "retrieval", ignore=ignored)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("dist")
@@ -34,7 +44,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     (built,) = out.glob("*.whl")
-    assert built.name == f"retrieval_regression-{retrieval.__version__}-py3-none-any.whl"
+    if _compiler():
+        version = f"cp{sys.version_info.major}{sys.version_info.minor}"
+        platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+        tag = f"{version}-{version}-{platform}"
+    else:
+        tag = "py3-none-any"
+    assert built.name == f"retrieval_regression-{retrieval.__version__}-{tag}.whl"
     return zipfile.ZipFile(built)
 
 
@@ -47,6 +63,13 @@ def test_the_wheel_holds_every_file_the_package_reads(wheel: zipfile.ZipFile) ->
     }
     assert sorted(package - names) == []
     assert {"retrieval/config/defaults.toml", "retrieval/py.typed", "retrieval/methods/prompts/rerank-v1.txt"} <= names
+
+
+def test_the_wheel_holds_the_compiled_kernel_where_a_compiler_exists(wheel: zipfile.ZipFile) -> None:
+    if not _compiler():
+        pytest.skip("no C compiler: the wheel searches with numpy alone")
+    names = set(wheel.namelist())
+    assert {KERNEL + sysconfig.get_config_var("EXT_SUFFIX"), KERNEL + ".c"} <= names
 
 
 def test_the_wheel_names_the_version_the_extras_and_the_entry_points(wheel: zipfile.ZipFile) -> None:
