@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from retrieval.config import Settings
 from retrieval.methods.base import Context
+from retrieval.methods.support import vector_kernel
 from retrieval.methods.support.shard_answers import Candidates, packed
 from retrieval.methods.support.sharding import Shard, ShardedSearch
 from retrieval.methods.support.vector_kernel import ChunkCandidates, Rescoring
@@ -39,14 +40,17 @@ QUESTION_BATCH = 256
 # Above this many documents the corpus is scored chunk by chunk (see _scan).
 DOCUMENT_BLOCK = 16_384
 # Documents scored together by one float32 product in the scan (at most DOCUMENT_BLOCK): 1,000
-# questions x 2,048 documents took 2.2-2.3 s of one thread for 500,000 documents, against 2.4-2.6 s
-# for 500 questions x 16,384 (OpenBLAS; 1,024 and 4,096 within the noise of 2,048).
+# questions x 512 documents (2 MiB of scores, in a core's L2 for the candidate pass): one thread,
+# 1M documents, products 5.47 s and the C kernel's pass 0.18 s, against 5.64 s and 0.32 s at
+# 2,048 (5.80 s of products at 256). Without the kernel, NUMPY_SCORE_CHUNK: 1,000 x 2,048 took
+# 2.2-2.3 s for 500,000 documents against 2.4-2.6 s for 500 x 16,384 (1,024 and 4,096 within the noise).
 SCORE_CHUNK = 512
+NUMPY_SCORE_CHUNK = 2048
 # Questions scored together: bounds the score chunk at 1,024 x SCORE_CHUNK float32.
 BLOCKED_QUESTION_BATCH = 1024
 # A batch of at least this many questions is searched on threads, one a core, BLAS held to one
-# thread each: numpy releases the GIL in the products, the compare, flatnonzero, the partitions and
-# the rescoring's gathers, so each core runs its own product or its single-core work, instead of
+# thread each: numpy (and the C kernel) releases the GIL in the products, the candidate pass, the
+# partitions and the rescoring, so each core runs its own product or its single-core work, instead of
 # cores idle beside the single-core work and BLAS's threads spinning between products. The corpus
 # is cut into one range a core (each product then takes every question of the batch: 1,000
 # questions a product ran 9 % faster than 500), and the rescoring into one part of the questions a
@@ -152,10 +156,10 @@ def _blocked_rankings(
     else:
         estimate = np.full(n_questions, -np.inf, dtype=np.float32)
     floor = _below(estimate, margin)
-    width = min(SCORE_CHUNK, DOCUMENT_BLOCK)
+    width = min(SCORE_CHUNK if vector_kernel.KERNEL is not None else NUMPY_SCORE_CHUNK, DOCUMENT_BLOCK)
     edges = [min(n, -(-n * i // parts // width) * width) for i in range(parts + 1)]
     ranges = [(lo, hi) for lo, hi in itertools.pairwise(edges) if hi > lo]
-    scans = list(pool.map(lambda r: _scan(questions32, documents, r, k, margin, floor), ranges))
+    scans = list(pool.map(lambda r: _scan(questions32, documents, r, width, k, margin, floor), ranges))
     # No serial pass over every candidate: each core merges its part of the questions' best into
     # the depth-th best t, then filters (and scores in float64) the candidates of the range it
     # scanned, then ranks its part of the questions.
@@ -195,12 +199,13 @@ def _scan(
     questions32: np.ndarray,
     documents: np.ndarray,
     bounds: tuple[int, int],
+    width: int,
     k: int,
     margin: np.ndarray,
     floor: np.ndarray,
 ) -> Scanned:
     """The candidates (question, document, float32 score; by chunk, then question, then document)
-    of the documents in `bounds`, those that score >= their chunk's threshold
+    of the documents in `bounds`, scored `width` at a time, those that score >= their chunk's threshold
     (`_blocked_rankings`), and each question's k best candidate scores. The
     range's best are merged (`_merged_best`) only once some question has as many new candidates as
     k, and after the last chunk: the threshold may lag behind them (it stays a lower bound), a
@@ -211,7 +216,7 @@ def _scan(
     best = np.full((n_questions, k), -np.inf, dtype=np.float32)
     threshold = floor[:, None]
     # One score buffer for every full chunk: a fresh array per chunk costs its page faults each time.
-    width = min(SCORE_CHUNK, DOCUMENT_BLOCK, hi - lo)
+    width = min(width, hi - lo)
     scores_buffer = np.empty((n_questions, width), dtype=np.float32)
     candidates = ChunkCandidates(n_questions, width)
     pending: list[tuple[np.ndarray, np.ndarray]] = []  # candidates not yet merged into `best`
