@@ -109,42 +109,87 @@ def numpy_candidates(scores: np.ndarray, threshold: np.ndarray, start: int) -> t
     return rows, cols + start, scores[rows, cols]
 
 
-@needs_kernel
-@pytest.mark.parametrize("width", [1, 15, 16, 17, 100])
-def test_chunk_candidates_are_numpy_s_in_the_same_order(width: int) -> None:
+def call_kernel(
+    scores: np.ndarray, threshold: np.ndarray, k: int, start: int = 0
+) -> tuple[int, tuple[np.ndarray, ...]]:
+    """The kernel's pass over one chunk from empty heaps: (count, (rows, cols, values, best, threshold))."""
+    assert KERNEL is not None
+    n_questions, width = scores.shape
+    floor = threshold.astype(np.float32)
+    raised = floor.copy()
+    margin = np.full(n_questions, 1e-4)
+    best = np.full((n_questions, k), -np.inf, np.float32)
+    sizes = np.zeros(n_questions, np.int64)
+    room = n_questions * width
+    rows, cols, values = np.zeros(room, np.int64), np.zeros(room, np.int64), np.zeros(room, np.float32)
+    count = KERNEL.chunk_candidates(
+        scores, raised, floor, margin, best, sizes, rows, cols, values, n_questions, width, k, start
+    )
+    return count, (rows[:count], cols[:count], values[:count], best, raised)
+
+
+def chunk_scores(width: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(width)
     scores = rng.standard_normal((7, width)).astype(np.float32)
     scores[rng.random(scores.shape) < 0.1] = np.nan
     threshold = np.array([0.5, -np.inf, np.inf, np.nan, 1.0, 0.0, scores[6, 0]], dtype=np.float32)
+    return scores, threshold
+
+
+@needs_kernel
+@pytest.mark.parametrize("width", [1, 15, 16, 17, 100])
+def test_chunk_candidates_are_numpy_s_in_the_same_order(width: int) -> None:
+    # k above the chunk: no question's best fills, each threshold stays its floor.
+    scores, threshold = chunk_scores(width)
+    count, (rows, cols, values, _, raised) = call_kernel(scores, threshold, width + 1, 1000)
     expected = numpy_candidates(scores, threshold, 1000)
-    for room in (len(expected[0]) + 5, len(expected[0]), max(len(expected[0]) - 3, 0)):
-        rows, cols = np.zeros(room, np.int64), np.zeros(room, np.int64)
-        values = np.zeros(room, np.float32)
-        assert KERNEL is not None
-        count = KERNEL.chunk_candidates(scores, threshold, rows, cols, values, 7, width, 1000)
-        assert count == len(expected[0])  # the whole count, even beyond the room
-        written = min(room, count)
-        arrays: list[np.ndarray] = [rows, cols, values]
-        for got, want in zip(arrays, expected, strict=True):
-            np.testing.assert_array_equal(got[:written], want[:written])
+    assert count == len(expected[0])
+    arrays: list[np.ndarray] = [rows, cols, values]
+    for got, want in zip(arrays, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(raised, threshold)
 
 
-def test_the_candidates_grow_their_buffers_and_match_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+@needs_kernel
+@pytest.mark.parametrize("width", [16, 100])
+@pytest.mark.parametrize("k", [1, 3])
+def test_each_question_s_k_best_raise_its_threshold_as_they_come(width: int, k: int) -> None:
+    # The reference: each question's scores in order, a candidate when >= the threshold, the k
+    # best so far kept, and once there are k the threshold max(floor, k-th best - margin).
+    scores, threshold = chunk_scores(width)
+    count, (rows, cols, values, best, raised) = call_kernel(scores, threshold, k)
+    expected: list[tuple[int, int, float]] = []
+    for q, line in enumerate(scores):
+        kept: list[float] = []
+        t = threshold[q]
+        for d, score in enumerate(line):
+            if not score >= t:
+                continue
+            expected.append((q, d, float(score)))
+            kept = sorted([*kept, float(score)], reverse=True)[:k]
+            if len(kept) == k:
+                t = max(threshold[q], vector._below(np.array([kept[-1]], np.float32), np.array([1e-4]))[0])
+        assert raised[q] == t or (np.isnan(raised[q]) and np.isnan(t))
+        np.testing.assert_array_equal(np.sort(best[q])[::-1][: len(kept)], np.array(kept, np.float32))
+    assert count == len(expected)
+    assert list(zip(rows.tolist(), cols.tolist(), values.tolist(), strict=True)) == expected
+
+
+@needs_kernel
+def test_a_range_scan_grows_its_buffers_and_finds_every_candidate() -> None:
+    # No floor and k above the range: every score is a candidate, past the first room.
     rng = np.random.default_rng(3)
-    chunks = [rng.standard_normal((50, 64)).astype(np.float32) for _ in range(4)]
-    threshold = np.full(50, -0.5, dtype=np.float32)  # most scores pass: the first room overflows
-    results = []
-    for kernel in ([KERNEL] if KERNEL is not None else []) + [None]:
-        monkeypatch.setattr(vector_kernel, "KERNEL", kernel)
-        found = vector_kernel.ChunkCandidates(50, 64)
-        added = [found.add(scores, threshold, 64 * at) for at, scores in enumerate(chunks)]
-        results.append((added, found.arrays()))
-    expected = [np.concatenate(parts) for parts in zip(*(numpy_candidates(s, threshold, 64 * at)
-                                                          for at, s in enumerate(chunks)), strict=True)]  # fmt: skip
-    for added, arrays in results:
-        for got, want in zip(arrays, expected, strict=True):
-            np.testing.assert_array_equal(got, want)
-        assert [len(row) for row, _ in added] == [int((s >= -0.5).sum()) for s in chunks]
+    questions32 = rng.standard_normal((50, 8)).astype(np.float32)
+    documents = rng.standard_normal((1000, 8)).astype(np.float32)
+    floor = np.full(50, -np.inf, np.float32)
+    row, col, found, best = vector_kernel.scan_range(questions32, documents, (100, 900), 64, 10**4, np.zeros(50), floor)
+    scores = questions32 @ documents[100:900].T
+    chunks = [numpy_candidates(scores[:, at : at + 64], floor, 100 + at) for at in range(0, 800, 64)]
+    expected = [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
+    np.testing.assert_array_equal(row, expected[0])
+    np.testing.assert_array_equal(col, expected[1])
+    np.testing.assert_array_equal(found, expected[2])
+    assert best.shape == (50, 10**4) and np.isinf(best[:, 800:]).all()
 
 
 @needs_kernel
@@ -188,10 +233,14 @@ def test_the_kernel_refuses_short_buffers_and_indices_out_of_range() -> None:
     with pytest.raises(ValueError, match="documents"):
         KERNEL.rescored(documents, questions, np.array([0]), np.array([0]), out, False, 5, 2, 3, 1)
     scores = np.zeros((2, 3), np.float32)
+    state = [np.zeros(2, np.float32), np.zeros(2, np.float32), np.zeros(2), np.zeros((2, 1), np.float32)]
+    buffers = [np.empty(8, t) for t in "qqf"]
     with pytest.raises(ValueError, match="scores"):
-        KERNEL.chunk_candidates(scores, np.zeros(2, np.float32), *[np.empty(4, t) for t in "qqf"], 2, 4, 0)
+        KERNEL.chunk_candidates(scores, *state, np.zeros(2, np.int64), *buffers, 2, 4, 1, 0)
+    with pytest.raises(ValueError, match="size"):  # a heap said to hold more than k
+        KERNEL.chunk_candidates(scores, *state, np.full(2, 2, np.int64), *buffers, 2, 3, 1, 0)
     with pytest.raises(ValueError, match="contiguous"):  # a strided view: never read as if contiguous
-        KERNEL.chunk_candidates(scores[:, ::2], np.zeros(2, np.float32), *[np.empty(4, t) for t in "qqf"], 2, 2, 0)
+        KERNEL.chunk_candidates(scores[:, ::2], *state, np.zeros(2, np.int64), *buffers, 2, 2, 1, 0)
 
 
 def test_the_package_imports_and_searches_without_the_extension(tmp_path: Path) -> None:

@@ -2,9 +2,10 @@
    (retrieval.methods.support.vector_kernel loads it; numpy does the same where it was not built).
 
    `chunk_candidates`: for one chunk of documents just scored in float32
-   (retrieval.methods.vector._scan), every (question, document) whose float32 score is >= the
-   question's threshold, in (question, document) order, with its score: one pass over the scores
-   while they are in cache, instead of a compare, a flatnonzero and a divmod.
+   (retrieval.methods.support.vector_kernel.scan_range), every (question, document) whose float32
+   score is >= the question's threshold, in (question, document) order, with its score, each
+   question's k best kept in a heap that raises its threshold: one pass over the scores while they
+   are in cache, instead of a compare, a flatnonzero, a divmod and the merges of the best.
 
    `rescored`: (document, question) pairs scored in float64 from the documents' float32 rows in
    the corpus, read in place (no gathered copy), in document order.
@@ -16,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Partial sums: term i goes to sum i % LANES, then the sums are added in a fixed tree (16
    independent sums: the additions' latency hidden, 8 or 16 registers wide). */
@@ -79,31 +81,106 @@ INLINE int any_at_least(const float *line, float t) {
 DOT(dot, double)
 DOT(dot32, float)
 
-/* The candidates of one chunk, written from the start of the output buffers while they have
-   room; returns how many there are (more than the room: the caller grows the buffers and calls
-   again). A NaN score or threshold compares false, as numpy's greater_equal. */
-INLINE Py_ssize_t candidates_body(const float *scores, const float *threshold, Py_ssize_t n_questions, Py_ssize_t width,
-                             int64_t start, Py_ssize_t room, int64_t *rows, int64_t *cols, float *values) {
+/* values - margin in float32, never above the float64 difference (vector._below). */
+INLINE float below(float value, double margin) {
+    const double exact = (double)value - margin;
+    float rounded = (float)exact;
+    if ((double)rounded > exact) {
+        /* The next float32 down (nextafterf towards -inf, without libm): its bits one step on. */
+        uint32_t bits;
+        memcpy(&bits, &rounded, sizeof(bits));
+        if (rounded > 0.0f) {
+            bits -= 1;
+        } else if (rounded < 0.0f) {
+            bits += 1;
+        } else {
+            bits = 0x80000001u; /* below zero: the negative float32 closest to it */
+        }
+        memcpy(&rounded, &bits, sizeof(bits));
+    }
+    return rounded;
+}
+
+/* A min-heap of float32 scores: the root is the smallest. */
+INLINE void heap_push(float *heap, Py_ssize_t size, float value) {
+    Py_ssize_t at = size;
+    while (at > 0) {
+        const Py_ssize_t parent = (at - 1) / 2;
+        if (heap[parent] <= value) {
+            break;
+        }
+        heap[at] = heap[parent];
+        at = parent;
+    }
+    heap[at] = value;
+}
+
+INLINE void heap_replace_root(float *heap, Py_ssize_t size, float value) {
+    Py_ssize_t at = 0;
+    for (;;) {
+        Py_ssize_t child = 2 * at + 1;
+        if (child >= size) {
+            break;
+        }
+        if (child + 1 < size && heap[child + 1] < heap[child]) {
+            child++;
+        }
+        if (heap[child] >= value) {
+            break;
+        }
+        heap[at] = heap[child];
+        at = child;
+    }
+    heap[at] = value;
+}
+
+/* The candidates of one chunk of a corpus range (vector._scan): each (question, document) whose
+   float32 score is >= the question's threshold at that moment, appended in (question, document)
+   order with its score; each candidate also joins its question's k best of the range (a min-heap
+   in `best`, sizes[q] of them), and once there are k, the threshold rises to the larger of the
+   question's floor and the k-th best - margin (rounded down to float32): a lower bound of the
+   final depth-th best - 2M, as the numpy path's merged best, only sooner. A NaN score or
+   threshold compares false, as numpy's greater_equal. Returns the count (room for every score of
+   the chunk is the caller's). */
+INLINE Py_ssize_t candidates_body(const float *scores, float *threshold, const float *floor, const double *margin,
+                                  float *best, int64_t *sizes, Py_ssize_t n_questions, Py_ssize_t width, Py_ssize_t k,
+                                  int64_t start, int64_t *rows, int64_t *cols, float *values) {
     Py_ssize_t found = 0;
     for (Py_ssize_t q = 0; q < n_questions; q++) {
         const float *line = scores + q * width;
-        const float t = threshold[q];
+        float *heap = best + q * k;
+        Py_ssize_t size = (Py_ssize_t)sizes[q];
+        float t = threshold[q];
         for (Py_ssize_t c = 0; c < width; c += STRIDE) {
             const Py_ssize_t end = c + STRIDE <= width ? c + STRIDE : width;
             if (end - c == STRIDE && !any_at_least(line + c, t)) {
                 continue;
             }
             for (Py_ssize_t d = c; d < end; d++) {
-                if (line[d] >= t) {
-                    if (found < room) {
-                        rows[found] = (int64_t)q;
-                        cols[found] = start + (int64_t)d;
-                        values[found] = line[d];
-                    }
-                    found++;
+                const float score = line[d];
+                if (!(score >= t)) {
+                    continue;
                 }
+                rows[found] = (int64_t)q;
+                cols[found] = start + (int64_t)d;
+                values[found] = score;
+                found++;
+                if (size < k) {
+                    heap_push(heap, size++, score);
+                    if (size < k) {
+                        continue;
+                    }
+                } else if (score > heap[0]) {
+                    heap_replace_root(heap, k, score);
+                } else {
+                    continue;
+                }
+                const float raised = below(heap[0], margin[q]);
+                t = raised > floor[q] ? raised : floor[q];
             }
         }
+        threshold[q] = t;
+        sizes[q] = (int64_t)size;
     }
     return found;
 }
@@ -134,21 +211,23 @@ INLINE int rescore_body(const float *documents, Py_ssize_t n_documents, const vo
     return 1;
 }
 
-typedef Py_ssize_t (*candidates_fn)(const float *, const float *, Py_ssize_t, Py_ssize_t, int64_t, Py_ssize_t,
-                                    int64_t *, int64_t *, float *);
+typedef Py_ssize_t (*candidates_fn)(const float *, float *, const float *, const double *, float *, int64_t *,
+                                    Py_ssize_t, Py_ssize_t, Py_ssize_t, int64_t, int64_t *, int64_t *, float *);
 typedef int (*rescore_fn)(const float *, Py_ssize_t, const void *, int, Py_ssize_t, Py_ssize_t, const int64_t *,
                           const int64_t *, Py_ssize_t, double *);
 
 #define CANDIDATES_ARGS                                                                                              \
-    const float *scores, const float *threshold, Py_ssize_t n_questions, Py_ssize_t width, int64_t start,            \
-        Py_ssize_t room, int64_t *rows, int64_t *cols, float *values
+    const float *scores, float *threshold, const float *floor, const double *margin, float *best, int64_t *sizes,    \
+        Py_ssize_t n_questions, Py_ssize_t width, Py_ssize_t k, int64_t start, int64_t *rows, int64_t *cols,          \
+        float *values
+#define CANDIDATES_CALL scores, threshold, floor, margin, best, sizes, n_questions, width, k, start, rows, cols, values
 #define RESCORE_ARGS                                                                                                 \
     const float *documents, Py_ssize_t n_documents, const void *questions, int narrow, Py_ssize_t n_questions,       \
         Py_ssize_t dims, const int64_t *which_documents, const int64_t *which_questions, Py_ssize_t n_pairs,         \
         double *exact
 
 static Py_ssize_t candidates_default(CANDIDATES_ARGS) {
-    return candidates_body(scores, threshold, n_questions, width, start, room, rows, cols, values);
+    return candidates_body(CANDIDATES_CALL);
 }
 static int rescore_default(RESCORE_ARGS) {
     return rescore_body(documents, n_documents, questions, narrow, n_questions, dims, which_documents,
@@ -159,7 +238,7 @@ static rescore_fn rescore = rescore_default;
 
 #ifdef DISPATCH
 __attribute__((target("avx2"))) static Py_ssize_t candidates_avx2(CANDIDATES_ARGS) {
-    return candidates_body(scores, threshold, n_questions, width, start, room, rows, cols, values);
+    return candidates_body(CANDIDATES_CALL);
 }
 __attribute__((target("avx2"))) static int rescore_avx2(RESCORE_ARGS) {
     return rescore_body(documents, n_documents, questions, narrow, n_questions, dims, which_documents,
@@ -199,33 +278,49 @@ static void release(Py_buffer **buffers, size_t count) {
 }
 
 PyDoc_STRVAR(chunk_candidates_doc,
-             "chunk_candidates(scores, threshold, rows, cols, values, n_questions, width, start) -> count\n\n"
+             "chunk_candidates(scores, threshold, floor, margin, best, sizes, rows, cols, values, n_questions,"
+             " width, k, start) -> count\n\n"
              "Each (question, document) of a chunk whose float32 score is >= the question's threshold, in"
-             " (question, document) order: its row, its column + start and its score, written while the"
-             " buffers have room. C-contiguous buffers: scores float32 (n_questions x width), threshold"
-             " float32 (n_questions); rows and cols int64 and values float32, of equal room. Returns the"
-             " count, which may exceed the room.");
+             " (question, document) order: its row, its column + start and its score; each joins its"
+             " question's k best (best, sizes), which raise the threshold (in place) once there are k."
+             " C-contiguous buffers: scores float32 (n_questions x width), threshold and floor float32"
+             " and margin float64 (n_questions), best float32 (n_questions x k), sizes int64"
+             " (n_questions); rows and cols int64 and values float32, with room for every score.");
 
 static PyObject *chunk_candidates(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer scores, threshold, rows, cols, values;
-    Py_ssize_t n_questions, width;
+    Py_buffer scores, threshold, floor, margin, best, sizes, rows, cols, values;
+    Py_ssize_t n_questions, width, k;
     long long start;
-    if (!PyArg_ParseTuple(args, "y*y*w*w*w*nnL", &scores, &threshold, &rows, &cols, &values, &n_questions, &width,
-                          &start)) {
+    if (!PyArg_ParseTuple(args, "y*w*y*y*w*w*w*w*w*nnnL", &scores, &threshold, &floor, &margin, &best, &sizes, &rows,
+                          &cols, &values, &n_questions, &width, &k, &start)) {
         return NULL;
     }
     Py_ssize_t found = -1;
-    const Py_ssize_t room = rows.len / (Py_ssize_t)sizeof(int64_t);
+    const Py_ssize_t room = n_questions * width;
     if (long_enough(&scores, n_questions * width, sizeof(float), "scores") &&
         long_enough(&threshold, n_questions, sizeof(float), "threshold") &&
-        long_enough(&cols, room, sizeof(int64_t), "cols") && long_enough(&values, room, sizeof(float), "values")) {
-        Py_BEGIN_ALLOW_THREADS;
-        found = candidates(scores.buf, threshold.buf, n_questions, width, (int64_t)start, room, rows.buf, cols.buf,
-                           values.buf);
-        Py_END_ALLOW_THREADS;
+        long_enough(&floor, n_questions, sizeof(float), "floor") &&
+        long_enough(&margin, n_questions, sizeof(double), "margin") &&
+        long_enough(&best, n_questions * k, sizeof(float), "best") &&
+        long_enough(&sizes, n_questions, sizeof(int64_t), "sizes") &&
+        long_enough(&rows, room, sizeof(int64_t), "rows") && long_enough(&cols, room, sizeof(int64_t), "cols") &&
+        long_enough(&values, room, sizeof(float), "values")) {
+        const int64_t *held = sizes.buf;
+        int sound = k > 0;
+        for (Py_ssize_t q = 0; sound && q < n_questions; q++) {
+            sound = held[q] >= 0 && held[q] <= k;
+        }
+        if (!sound) {
+            PyErr_SetString(PyExc_ValueError, "_vector_kernel: k must be positive and each size within 0..k");
+        } else {
+            Py_BEGIN_ALLOW_THREADS;
+            found = candidates(scores.buf, threshold.buf, floor.buf, margin.buf, best.buf, sizes.buf, n_questions,
+                               width, k, (int64_t)start, rows.buf, cols.buf, values.buf);
+            Py_END_ALLOW_THREADS;
+        }
     }
-    Py_buffer *all[] = {&scores, &threshold, &rows, &cols, &values};
+    Py_buffer *all[] = {&scores, &threshold, &floor, &margin, &best, &sizes, &rows, &cols, &values};
     release(all, sizeof(all) / sizeof(all[0]));
     return found < 0 ? NULL : PyLong_FromSsize_t(found);
 }

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["KERNEL", "ChunkCandidates", "Rescoring"]
+__all__ = ["KERNEL", "Rescoring", "scan_range"]
 
 
 def _load() -> ModuleType | None:
@@ -29,77 +29,53 @@ def _load() -> ModuleType | None:
 
 KERNEL: ModuleType | None = _load()
 
-# The first room for candidates, per question of the batch, grown by doubling as needed.
-_ROOM_PER_QUESTION = 16
 
-
-class ChunkCandidates:
-    """The candidates of one corpus range, added chunk by chunk: each (question, document) whose
-    float32 score is >= the question's threshold (NaN compares false), in chunk order, then by
-    question, then by document, with its float32 score."""
-
-    def __init__(self, n_questions: int, width: int) -> None:
-        """For chunks of `n_questions` x at most `width` scores."""
-        self._kernel = KERNEL
-        if self._kernel is None:
-            # One mask for every full chunk: a fresh array per chunk costs its page faults each time.
-            self._mask = np.empty((n_questions, width), dtype=bool)
-            self._pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-            return
-        self._used = 0
-        self._buffers: tuple[np.ndarray, ...] = ()
-        self._grow(max(1024, _ROOM_PER_QUESTION * n_questions))
-
-    def _grow(self, room: int) -> None:
-        used = self._used
-        fresh: tuple[np.ndarray, ...] = (
-            np.empty(room, dtype=np.int64),
-            np.empty(room, dtype=np.int64),
-            np.empty(room, dtype=np.float32),
-        )
-        if used:
-            for new, old in zip(fresh, self._buffers, strict=True):
+def scan_range(
+    questions32: np.ndarray,
+    documents: np.ndarray,
+    bounds: tuple[int, int],
+    width: int,
+    k: int,
+    margin: np.ndarray,
+    floor: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """retrieval.methods.vector._scan by the C kernel: the range's documents scored `width` at a
+    time in float32, then each chunk's candidates (question, document, float32 score: by chunk,
+    then question, then document) found while its scores are in cache, each question's k best kept
+    in a heap that raises its threshold, max(floor, k-th best - margin), as soon as there are k
+    (numpy's path merges them every few chunks: its threshold lags, more candidates, the same
+    final ones). Returns the candidates and each question's k best (-inf where fewer)."""
+    assert KERNEL is not None
+    n_questions = len(questions32)
+    lo, hi = bounds
+    best = np.full((n_questions, k), -np.inf, dtype=np.float32)
+    sizes = np.zeros(n_questions, dtype=np.int64)
+    floors = np.ascontiguousarray(floor, dtype=np.float32)
+    threshold = floors.copy()
+    margins = np.ascontiguousarray(margin, dtype=np.float64)
+    # One score buffer for every full chunk: a fresh array per chunk costs its page faults each time.
+    width = min(width, hi - lo)
+    scores_buffer = np.empty((n_questions, width), dtype=np.float32)
+    # Candidate buffers, grown by doubling, always with room for every score of the next chunk.
+    room = max(4 * n_questions * width, 1)
+    buffers: tuple[np.ndarray, ...] = (np.empty(room, np.int64), np.empty(room, np.int64), np.empty(room, np.float32))
+    used = 0
+    for start in range(lo, hi, width):
+        chunk = np.asarray(documents[start : min(start + width, hi)], dtype=np.float32)
+        scores = scores_buffer if len(chunk) == width else np.empty((n_questions, len(chunk)), dtype=np.float32)
+        np.matmul(questions32, chunk.T, out=scores)
+        if used + scores.size > len(buffers[0]):
+            grown = tuple(np.empty(2 * len(buffers[0]) + scores.size, buffer.dtype) for buffer in buffers)
+            for new, old in zip(grown, buffers, strict=True):
                 new[:used] = old[:used]
-        self._buffers = fresh
-
-    def add(self, scores: np.ndarray, threshold: np.ndarray, start: int) -> tuple[np.ndarray, ...]:
-        """The candidates of the chunk whose first document is `start`: their rows (questions) and
-        float32 scores. `scores` is questions x documents (float32, C order), `threshold` one float32
-        a question (any shape of that size)."""
-        if self._kernel is None:
-            return self._numpy_add(scores, threshold, start)
-        n_questions, width = scores.shape
-        limits = np.ascontiguousarray(threshold, dtype=np.float32).reshape(-1)
-        while True:
-            rows, cols, values = (buffer[self._used :] for buffer in self._buffers)
-            count = self._kernel.chunk_candidates(scores, limits, rows, cols, values, n_questions, width, start)
-            if count <= len(rows):
-                break
-            # More candidates than room: the buffers grow and the chunk is searched again.
-            self._grow(max(2 * len(self._buffers[0]), self._used + count))
-        at, self._used = self._used, self._used + count
-        return self._buffers[0][at : self._used], self._buffers[2][at : self._used]
-
-    def _numpy_add(self, scores: np.ndarray, threshold: np.ndarray, start: int) -> tuple[np.ndarray, ...]:
-        full = scores.shape == self._mask.shape
-        mask = self._mask if full else np.empty(scores.shape, dtype=bool)
-        np.greater_equal(scores, threshold.reshape(-1, 1), out=mask)
-        # flatnonzero then divmod: the same (row, col) pairs in the same order as np.nonzero,
-        # which costs three to four times more on a 2-D mask.
-        flat = np.flatnonzero(mask)
-        row, col = np.divmod(flat, scores.shape[1])
-        found = scores.reshape(-1)[flat]
-        self._pieces.append((row, col + start, found))
-        return row, found
-
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        """Every candidate added: rows (questions), documents, float32 scores."""
-        if self._kernel is not None:
-            return tuple(buffer[: self._used] for buffer in self._buffers)
-        if not self._pieces:
-            empty = np.empty(0, dtype=np.int64)
-            return empty, empty, np.empty(0, dtype=np.float32)
-        return tuple(np.concatenate(parts) for parts in zip(*self._pieces, strict=True))
+            buffers = grown
+        rows, cols, values = (buffer[used:] for buffer in buffers)
+        used += KERNEL.chunk_candidates(
+            scores, threshold, floors, margins, best, sizes, rows, cols, values,
+            n_questions, scores.shape[1], k, start,
+        )  # fmt: skip
+    row, col, found = (buffer[:used] for buffer in buffers)
+    return row, col, found, best
 
 
 class Rescoring:
