@@ -118,14 +118,15 @@ def call_kernel(
     floor = threshold.astype(np.float32)
     raised = floor.copy()
     margin = np.full(n_questions, 1e-4)
-    best = np.full((n_questions, k), -np.inf, np.float32)
+    best = np.full((n_questions, 2 * k), np.nan, np.float32)
     sizes = np.zeros(n_questions, np.int64)
     room = n_questions * width
     rows, cols, values = np.zeros(room, np.int64), np.zeros(room, np.int64), np.zeros(room, np.float32)
     count = KERNEL.chunk_candidates(
         scores, raised, floor, margin, best, sizes, rows, cols, values, n_questions, width, k, start
     )
-    return count, (rows[:count], cols[:count], values[:count], best, raised)
+    KERNEL.kept_best(best, sizes, n_questions, k)
+    return count, (rows[:count], cols[:count], values[:count], best[:, :k], raised)
 
 
 def chunk_scores(width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -152,10 +153,10 @@ def test_chunk_candidates_are_numpy_s_in_the_same_order(width: int) -> None:
 
 @needs_kernel
 @pytest.mark.parametrize("width", [16, 100])
-@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("k", [1, 3, 5])
 def test_each_question_s_k_best_raise_its_threshold_as_they_come(width: int, k: int) -> None:
-    # The reference: each question's scores in order, a candidate when >= the threshold, the k
-    # best so far kept, and once there are k the threshold max(floor, k-th best - margin).
+    # The reference: each question's scores in order, a candidate when >= the threshold; once k
+    # are held, and each time 2k are, the k best kept and the threshold max(floor, k-th best - margin).
     scores, threshold = chunk_scores(width)
     count, (rows, cols, values, best, raised) = call_kernel(scores, threshold, k)
     expected: list[tuple[int, int, float]] = []
@@ -166,11 +167,13 @@ def test_each_question_s_k_best_raise_its_threshold_as_they_come(width: int, k: 
             if not score >= t:
                 continue
             expected.append((q, d, float(score)))
-            kept = sorted([*kept, float(score)], reverse=True)[:k]
-            if len(kept) == k:
+            kept.append(float(score))
+            if len(kept) in (k, 2 * k):
+                kept = sorted(kept, reverse=True)[:k]
                 t = max(threshold[q], vector._below(np.array([kept[-1]], np.float32), np.array([1e-4]))[0])
         assert raised[q] == t or (np.isnan(raised[q]) and np.isnan(t))
-        np.testing.assert_array_equal(np.sort(best[q])[::-1][: len(kept)], np.array(kept, np.float32))
+        top = sorted(kept, reverse=True)[:k]
+        np.testing.assert_array_equal(np.sort(best[q])[::-1], np.array(top + [-np.inf] * (k - len(top)), np.float32))
     assert count == len(expected)
     assert list(zip(rows.tolist(), cols.tolist(), values.tolist(), strict=True)) == expected
 
@@ -190,6 +193,7 @@ def test_a_range_scan_grows_its_buffers_and_finds_every_candidate() -> None:
     np.testing.assert_array_equal(col, expected[1])
     np.testing.assert_array_equal(found, expected[2])
     assert best.shape == (50, 10**4) and np.isinf(best[:, 800:]).all()
+    np.testing.assert_array_equal(np.sort(best[:, :800], axis=1), np.sort(scores, axis=1))
 
 
 @needs_kernel
@@ -233,12 +237,14 @@ def test_the_kernel_refuses_short_buffers_and_indices_out_of_range() -> None:
     with pytest.raises(ValueError, match="documents"):
         KERNEL.rescored(documents, questions, np.array([0]), np.array([0]), out, False, 5, 2, 3, 1)
     scores = np.zeros((2, 3), np.float32)
-    state = [np.zeros(2, np.float32), np.zeros(2, np.float32), np.zeros(2), np.zeros((2, 1), np.float32)]
+    state = [np.zeros(2, np.float32), np.zeros(2, np.float32), np.zeros(2), np.zeros((2, 2), np.float32)]
     buffers = [np.empty(8, t) for t in "qqf"]
     with pytest.raises(ValueError, match="scores"):
         KERNEL.chunk_candidates(scores, *state, np.zeros(2, np.int64), *buffers, 2, 4, 1, 0)
-    with pytest.raises(ValueError, match="size"):  # a heap said to hold more than k
+    with pytest.raises(ValueError, match="size"):  # best said to hold 2k already
         KERNEL.chunk_candidates(scores, *state, np.full(2, 2, np.int64), *buffers, 2, 3, 1, 0)
+    with pytest.raises(ValueError, match="size"):
+        KERNEL.kept_best(state[3], np.full(2, 3, np.int64), 2, 1)
     with pytest.raises(ValueError, match="contiguous"):  # a strided view: never read as if contiguous
         KERNEL.chunk_candidates(scores[:, ::2], *state, np.zeros(2, np.int64), *buffers, 2, 2, 1, 0)
 
@@ -273,3 +279,18 @@ def test_the_package_imports_and_searches_without_the_extension(tmp_path: Path) 
     with np.load(path) as got:
         np.testing.assert_array_equal(got["indices"], np.stack([r.indices for r in expected]))
         np.testing.assert_array_equal(got["scores"], np.stack([r.scores for r in expected]))
+
+
+@needs_kernel
+@pytest.mark.parametrize("k", [1, 2, 7, 64])
+def test_kept_best_keeps_each_question_s_k_largest_with_duplicates(k: int) -> None:
+    assert KERNEL is not None
+    rng = np.random.default_rng(k)
+    best = rng.integers(-3, 4, (40, 2 * k)).astype(np.float32)  # many equal values
+    sizes = rng.integers(0, 2 * k + 1, 40).astype(np.int64)
+    held = [np.sort(row[:size])[::-1][:k] for row, size in zip(best, sizes, strict=True)]
+    KERNEL.kept_best(best, sizes, 40, k)
+    for row, size, want in zip(best, sizes, held, strict=True):
+        assert size == min(len(want), k)
+        padded = np.concatenate([want, np.full(k - len(want), -np.inf, np.float32)])
+        np.testing.assert_array_equal(np.sort(row[:k])[::-1], padded)

@@ -4,8 +4,9 @@
    `chunk_candidates`: for one chunk of documents just scored in float32
    (retrieval.methods.support.vector_kernel.scan_range), every (question, document) whose float32
    score is >= the question's threshold, in (question, document) order, with its score, each
-   question's k best kept in a heap that raises its threshold: one pass over the scores while they
-   are in cache, instead of a compare, a flatnonzero, a divmod and the merges of the best.
+   question's best kept beside, raising its threshold every k candidates: one pass over the scores
+   while they are in cache, instead of a compare, a flatnonzero, a divmod and the merges of the
+   best (`kept_best` then gives each question's k best).
 
    `rescored`: (document, question) pairs scored in float64 from the documents' float32 rows in
    the corpus, read in place (no gathered copy), in document order.
@@ -16,6 +17,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -101,54 +103,65 @@ INLINE float below(float value, double margin) {
     return rounded;
 }
 
-/* A min-heap of float32 scores: the root is the smallest. */
-INLINE void heap_push(float *heap, Py_ssize_t size, float value) {
-    Py_ssize_t at = size;
-    while (at > 0) {
-        const Py_ssize_t parent = (at - 1) / 2;
-        if (heap[parent] <= value) {
-            break;
+/* Reorders values[0..n) so that values[0..k) are its k largest (0 < k <= n; no NaN): a
+   quickselect, median of three, expected linear time. */
+INLINE void keep_largest(float *values, Py_ssize_t n, Py_ssize_t k) {
+    Py_ssize_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const Py_ssize_t mid = lo + (hi - lo) / 2;
+        float a = values[lo], b = values[mid], c = values[hi];
+        const float pivot = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (values[i] > pivot) {
+                i++;
+            }
+            while (values[j] < pivot) {
+                j--;
+            }
+            if (i <= j) {
+                const float swap = values[i];
+                values[i] = values[j];
+                values[j] = swap;
+                i++;
+                j--;
+            }
         }
-        heap[at] = heap[parent];
-        at = parent;
+        /* values[lo..j] >= pivot >= values[i..hi], and values[j+1..i-1] == pivot. */
+        if (k - 1 <= j) {
+            hi = j;
+        } else if (k - 1 >= i) {
+            lo = i;
+        } else {
+            return;
+        }
     }
-    heap[at] = value;
 }
 
-INLINE void heap_replace_root(float *heap, Py_ssize_t size, float value) {
-    Py_ssize_t at = 0;
-    for (;;) {
-        Py_ssize_t child = 2 * at + 1;
-        if (child >= size) {
-            break;
-        }
-        if (child + 1 < size && heap[child + 1] < heap[child]) {
-            child++;
-        }
-        if (heap[child] >= value) {
-            break;
-        }
-        heap[at] = heap[child];
-        at = child;
+/* The smallest of values[0..n). */
+INLINE float smallest(const float *values, Py_ssize_t n) {
+    float least = values[0];
+    for (Py_ssize_t i = 1; i < n; i++) {
+        least = values[i] < least ? values[i] : least;
     }
-    heap[at] = value;
+    return least;
 }
 
 /* The candidates of one chunk of a corpus range (vector._scan): each (question, document) whose
    float32 score is >= the question's threshold at that moment, appended in (question, document)
-   order with its score; each candidate also joins its question's k best of the range (a min-heap
-   in `best`, sizes[q] of them), and once there are k, the threshold rises to the larger of the
-   question's floor and the k-th best - margin (rounded down to float32): a lower bound of the
-   final depth-th best - 2M, as the numpy path's merged best, only sooner. A NaN score or
-   threshold compares false, as numpy's greater_equal. Returns the count (room for every score of
-   the chunk is the caller's). */
+   order with its score. Each candidate also joins its question's best (2k places in `best`,
+   sizes[q] held): once k are held, and each time 2k are, the k largest are kept and the
+   threshold rises to the larger of the question's floor and the k-th best - margin (rounded down
+   to float32): a lower bound of the final depth-th best - 2M, as the numpy path's merged best,
+   question by question. A NaN score or threshold compares false, as numpy's greater_equal.
+   Returns the count (room for every score of the chunk is the caller's). */
 INLINE Py_ssize_t candidates_body(const float *scores, float *threshold, const float *floor, const double *margin,
                                   float *best, int64_t *sizes, Py_ssize_t n_questions, Py_ssize_t width, Py_ssize_t k,
                                   int64_t start, int64_t *rows, int64_t *cols, float *values) {
     Py_ssize_t found = 0;
     for (Py_ssize_t q = 0; q < n_questions; q++) {
         const float *line = scores + q * width;
-        float *heap = best + q * k;
+        float *held = best + q * 2 * k;
         Py_ssize_t size = (Py_ssize_t)sizes[q];
         float t = threshold[q];
         for (Py_ssize_t c = 0; c < width; c += STRIDE) {
@@ -165,17 +178,18 @@ INLINE Py_ssize_t candidates_body(const float *scores, float *threshold, const f
                 cols[found] = start + (int64_t)d;
                 values[found] = score;
                 found++;
-                if (size < k) {
-                    heap_push(heap, size++, score);
-                    if (size < k) {
-                        continue;
-                    }
-                } else if (score > heap[0]) {
-                    heap_replace_root(heap, k, score);
+                held[size++] = score;
+                float kth;
+                if (size == 2 * k) {
+                    keep_largest(held, size, k);
+                    size = k;
+                    kth = smallest(held, k);
+                } else if (size == k) {
+                    kth = smallest(held, k);
                 } else {
                     continue;
                 }
-                const float raised = below(heap[0], margin[q]);
+                const float raised = below(kth, margin[q]);
                 t = raised > floor[q] ? raised : floor[q];
             }
         }
@@ -282,9 +296,9 @@ PyDoc_STRVAR(chunk_candidates_doc,
              " width, k, start) -> count\n\n"
              "Each (question, document) of a chunk whose float32 score is >= the question's threshold, in"
              " (question, document) order: its row, its column + start and its score; each joins its"
-             " question's k best (best, sizes), which raise the threshold (in place) once there are k."
-             " C-contiguous buffers: scores float32 (n_questions x width), threshold and floor float32"
-             " and margin float64 (n_questions), best float32 (n_questions x k), sizes int64"
+             " question's best (best, sizes), which raise the threshold (in place) once there are k, and"
+             " each k more. C-contiguous buffers: scores float32 (n_questions x width), threshold and floor"
+             " float32 and margin float64 (n_questions), best float32 (n_questions x 2k), sizes int64"
              " (n_questions); rows and cols int64 and values float32, with room for every score.");
 
 static PyObject *chunk_candidates(PyObject *self, PyObject *args) {
@@ -302,17 +316,17 @@ static PyObject *chunk_candidates(PyObject *self, PyObject *args) {
         long_enough(&threshold, n_questions, sizeof(float), "threshold") &&
         long_enough(&floor, n_questions, sizeof(float), "floor") &&
         long_enough(&margin, n_questions, sizeof(double), "margin") &&
-        long_enough(&best, n_questions * k, sizeof(float), "best") &&
+        long_enough(&best, n_questions * 2 * k, sizeof(float), "best") &&
         long_enough(&sizes, n_questions, sizeof(int64_t), "sizes") &&
         long_enough(&rows, room, sizeof(int64_t), "rows") && long_enough(&cols, room, sizeof(int64_t), "cols") &&
         long_enough(&values, room, sizeof(float), "values")) {
         const int64_t *held = sizes.buf;
         int sound = k > 0;
         for (Py_ssize_t q = 0; sound && q < n_questions; q++) {
-            sound = held[q] >= 0 && held[q] <= k;
+            sound = held[q] >= 0 && held[q] < 2 * k;
         }
         if (!sound) {
-            PyErr_SetString(PyExc_ValueError, "_vector_kernel: k must be positive and each size within 0..k");
+            PyErr_SetString(PyExc_ValueError, "_vector_kernel: k must be positive and each size below 2k");
         } else {
             Py_BEGIN_ALLOW_THREADS;
             found = candidates(scores.buf, threshold.buf, floor.buf, margin.buf, best.buf, sizes.buf, n_questions,
@@ -323,6 +337,52 @@ static PyObject *chunk_candidates(PyObject *self, PyObject *args) {
     Py_buffer *all[] = {&scores, &threshold, &floor, &margin, &best, &sizes, &rows, &cols, &values};
     release(all, sizeof(all) / sizeof(all[0]));
     return found < 0 ? NULL : PyLong_FromSsize_t(found);
+}
+
+PyDoc_STRVAR(kept_best_doc,
+             "kept_best(best, sizes, n_questions, k)\n\n"
+             "Each question's k largest of the sizes[q] held in its 2k places of best (float32,"
+             " n_questions x 2k), moved to its first k places (the rest of them -inf where fewer).");
+
+static PyObject *kept_best(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer best, sizes;
+    Py_ssize_t n_questions, k;
+    if (!PyArg_ParseTuple(args, "w*w*nn", &best, &sizes, &n_questions, &k)) {
+        return NULL;
+    }
+    int done = 0;
+    if (long_enough(&best, n_questions * 2 * k, sizeof(float), "best") &&
+        long_enough(&sizes, n_questions, sizeof(int64_t), "sizes")) {
+        int64_t *held = sizes.buf;
+        done = k > 0;
+        for (Py_ssize_t q = 0; done && q < n_questions; q++) {
+            done = held[q] >= 0 && held[q] <= 2 * k;
+        }
+        if (!done) {
+            PyErr_SetString(PyExc_ValueError, "_vector_kernel: k must be positive and each size within 0..2k");
+        } else {
+            float *values = best.buf;
+            Py_BEGIN_ALLOW_THREADS;
+            for (Py_ssize_t q = 0; q < n_questions; q++) {
+                float *row = values + q * 2 * k;
+                if (held[q] > k) {
+                    keep_largest(row, held[q], k);
+                    held[q] = k;
+                }
+                for (Py_ssize_t i = held[q]; i < k; i++) {
+                    row[i] = -INFINITY;
+                }
+            }
+            Py_END_ALLOW_THREADS;
+        }
+    }
+    PyBuffer_Release(&best);
+    PyBuffer_Release(&sizes);
+    if (!done) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(rescored_doc,
@@ -366,6 +426,7 @@ static PyObject *rescored(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"chunk_candidates", chunk_candidates, METH_VARARGS, chunk_candidates_doc},
+    {"kept_best", kept_best, METH_VARARGS, kept_best_doc},
     {"rescored", rescored, METH_VARARGS, rescored_doc},
     {NULL, NULL, 0, NULL},
 };

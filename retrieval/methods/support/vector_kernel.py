@@ -41,14 +41,15 @@ def scan_range(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """retrieval.methods.vector._scan by the C kernel: the range's documents scored `width` at a
     time in float32, then each chunk's candidates (question, document, float32 score: by chunk,
-    then question, then document) found while its scores are in cache, each question's k best kept
-    in a heap that raises its threshold, max(floor, k-th best - margin), as soon as there are k
-    (numpy's path merges them every few chunks: its threshold lags, more candidates, the same
-    final ones). Returns the candidates and each question's k best (-inf where fewer)."""
+    then question, then document) found while its scores are in cache, each question's best kept
+    beside, which raise its threshold, max(floor, k-th best - margin), once there are k and every k
+    more (numpy's path merges every question's at once, every few chunks: its threshold lags, more
+    candidates, the same final ones). Returns the candidates and each question's k best (-inf
+    where fewer)."""
     assert KERNEL is not None
     n_questions = len(questions32)
     lo, hi = bounds
-    best = np.full((n_questions, k), -np.inf, dtype=np.float32)
+    best = np.empty((n_questions, 2 * k), dtype=np.float32)
     sizes = np.zeros(n_questions, dtype=np.int64)
     floors = np.ascontiguousarray(floor, dtype=np.float32)
     threshold = floors.copy()
@@ -74,8 +75,9 @@ def scan_range(
             scores, threshold, floors, margins, best, sizes, rows, cols, values,
             n_questions, scores.shape[1], k, start,
         )  # fmt: skip
+    KERNEL.kept_best(best, sizes, n_questions, k)
     row, col, found = (buffer[:used] for buffer in buffers)
-    return row, col, found, best
+    return row, col, found, best[:, :k]
 
 
 class Rescoring:
