@@ -1,13 +1,15 @@
 """The package installs as a wheel with everything it needs: the package data the tool reads at run
 time, the extras the README names, the entry points (the command, the pytest plugin), the one
-version, and the vector search's compiled kernel where a C compiler exists (a wheel for this
-interpreter and platform; without a compiler, a pure wheel that searches with numpy). Built from a
+version, and the vector search's compiled kernel where a C compiler exists (the package declares
+an extension: a wheel for this interpreter and platform, without the kernel where the compiler is
+missing, the build going on: it then searches with numpy). Built from a
 copy of the sources (nothing written into the checkout), without the network (the build backend
 is the test extra's setuptools, called as pip would call it)."""
 
 from __future__ import annotations
 
 import email.parser
+import os
 import shutil
 import subprocess
 import sys
@@ -28,8 +30,7 @@ def _compiler() -> bool:
     return shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is not None
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+def _build(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str] | None = None) -> zipfile.ZipFile:
     source = tmp_path_factory.mktemp("source")
     # Without the kernel an editable install built in place: the wheel's is compiled from the source.
     ignored = shutil.ignore_patterns("__pycache__", "*.so", "*.pyd")
@@ -40,18 +41,20 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     # What `pip wheel --no-build-isolation` calls (PEP 517), without pip's own start.
     build = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
     done = subprocess.run(
-        [sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True, timeout=300, env=env
     )
     assert done.returncode == 0, done.stdout + done.stderr
     (built,) = out.glob("*.whl")
-    if _compiler():
-        version = f"cp{sys.version_info.major}{sys.version_info.minor}"
-        platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
-        tag = f"{version}-{version}-{platform}"
-    else:
-        tag = "py3-none-any"
+    version = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    tag = f"{version}-{version}-{platform}"
     assert built.name == f"retrieval_regression-{retrieval.__version__}-{tag}.whl"
     return zipfile.ZipFile(built)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    return _build(tmp_path_factory)
 
 
 def test_the_wheel_holds_every_file_the_package_reads(wheel: zipfile.ZipFile) -> None:
@@ -82,3 +85,11 @@ def test_the_wheel_names_the_version_the_extras_and_the_entry_points(wheel: zipf
     entry_points = wheel.read(f"{info}/entry_points.txt").decode()
     assert "[pytest11]\nretrieval = retrieval.gate.plugin" in entry_points
     assert "retrieval-eval = retrieval.cli:main" in entry_points
+
+
+def test_the_wheel_builds_without_a_compiler_and_without_the_kernel(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The extension is optional: where the compiler is missing, the build goes on without it.
+    built = _build(tmp_path_factory, env={**os.environ, "CC": str(tmp_path_factory.getbasetemp() / "no-cc")})
+    names = set(built.namelist())
+    assert KERNEL + ".c" in names and "retrieval/methods/vector.py" in names
+    assert not [name for name in names if name.startswith(KERNEL) and not name.endswith(".c")]
