@@ -44,7 +44,9 @@ def _summary(path: Path) -> str:
 
 def _modules(folder: Path) -> list[str]:
     names = [p.stem for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"]
-    data = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix not in {".py", ".pyc"})
+    # A compiled extension (built in place by `pip install -e .`, or absent) is its source's: the
+    # tree is the same with or without a build.
+    data = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix not in {".py", ".pyc", ".so", ".pyd"})
     # A folder of data (no __init__.py), such as data/stopwords/: named, its files are its own.
     folders = sorted(
         f"{p.name}/"

@@ -22,8 +22,10 @@ from threadpoolctl import threadpool_limits
 
 from retrieval.config import Settings
 from retrieval.methods.base import Context
+from retrieval.methods.support import vector_kernel
 from retrieval.methods.support.shard_answers import Candidates, packed
 from retrieval.methods.support.sharding import Shard, ShardedSearch
+from retrieval.methods.support.vector_kernel import Rescoring, scan_range
 from retrieval.methods.support.vector_shards import whole_shard_candidates
 from retrieval.run.ranking import SCORE_DECIMALS, Ranking, top_k
 
@@ -38,14 +40,17 @@ QUESTION_BATCH = 256
 # Above this many documents the corpus is scored chunk by chunk (see _scan).
 DOCUMENT_BLOCK = 16_384
 # Documents scored together by one float32 product in the scan (at most DOCUMENT_BLOCK): 1,000
-# questions x 2,048 documents took 2.2-2.3 s of one thread for 500,000 documents, against 2.4-2.6 s
-# for 500 questions x 16,384 (OpenBLAS; 1,024 and 4,096 within the noise of 2,048).
-SCORE_CHUNK = 2048
+# questions x 512 documents (2 MiB of scores, in a core's L2 for the candidate pass): one thread,
+# 1M documents, products 5.47 s and the C kernel's pass 0.18 s, against 5.64 s and 0.32 s at
+# 2,048 (5.80 s of products at 256). Without the kernel, NUMPY_SCORE_CHUNK: 1,000 x 2,048 took
+# 2.2-2.3 s for 500,000 documents against 2.4-2.6 s for 500 x 16,384 (1,024 and 4,096 within the noise).
+SCORE_CHUNK = 512
+NUMPY_SCORE_CHUNK = 2048
 # Questions scored together: bounds the score chunk at 1,024 x SCORE_CHUNK float32.
 BLOCKED_QUESTION_BATCH = 1024
 # A batch of at least this many questions is searched on threads, one a core, BLAS held to one
-# thread each: numpy releases the GIL in the products, the compare, flatnonzero, the partitions and
-# the rescoring's gathers, so each core runs its own product or its single-core work, instead of
+# thread each: numpy (and the C kernel) releases the GIL in the products, the candidate pass, the
+# partitions and the rescoring, so each core runs its own product or its single-core work, instead of
 # cores idle beside the single-core work and BLAS's threads spinning between products. The corpus
 # is cut into one range a core (each product then takes every question of the batch: 1,000
 # questions a product ran 9 % faster than 500), and the rescoring into one part of the questions a
@@ -62,9 +67,13 @@ ESTIMATE_LEAST = 6
 ESTIMATE_SEED = 0
 
 
-# A range's scan: its candidates' documents and float32 scores by question, each question's
-# offsets into them, and each question's k best candidate scores (`_scan`).
-Scanned = tuple[np.ndarray, np.ndarray, list[int], np.ndarray]
+# A range's scan: its candidates' questions, documents and float32 scores, in chunk order, then by
+# question, then by document; and each question's k best candidate scores (`_scan`).
+Scanned = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# A range's final candidates: their documents by question (question q's from starts[q] to
+# starts[q + 1], in document order), the starts, and their float64 scores where the C kernel
+# computed them (`_kept`).
+Kept = tuple[np.ndarray, list[int], np.ndarray | None]
 
 
 def _cores() -> int:
@@ -147,15 +156,18 @@ def _blocked_rankings(
     else:
         estimate = np.full(n_questions, -np.inf, dtype=np.float32)
     floor = _below(estimate, margin)
-    width = min(SCORE_CHUNK, DOCUMENT_BLOCK)
+    width = min(SCORE_CHUNK if vector_kernel.KERNEL is not None else NUMPY_SCORE_CHUNK, DOCUMENT_BLOCK)
     edges = [min(n, -(-n * i // parts // width) * width) for i in range(parts + 1)]
     ranges = [(lo, hi) for lo, hi in itertools.pairwise(edges) if hi > lo]
-    scans = list(pool.map(lambda r: _scan(questions32, documents, r, k, margin, floor), ranges))
-    # The rest is per question: each core takes its part, merges the ranges' best into the
-    # depth-th best t, and rescores its candidates (no serial pass over every candidate).
-    ranked = list(pool.map(lambda part: _rescored(batch, documents, scans, part, k, margin), split))
-    rankings = [ranking for part, _ in ranked for ranking in part]
-    kth = np.concatenate([part_kth for _, part_kth in ranked])
+    scans = list(pool.map(lambda r: _scan(questions32, documents, r, width, k, margin, floor), ranges))
+    # No serial pass over every candidate: each core merges its part of the questions' best into
+    # the depth-th best t, then filters (and scores in float64) the candidates of the range it
+    # scanned, then ranks its part of the questions.
+    kth = np.concatenate(list(pool.map(lambda part: _kth([scan[3][part] for scan in scans], k), split)))
+    threshold = _below(kth, margin)
+    kept = list(pool.map(lambda scan: _kept(scan, threshold, batch, documents), scans))
+    rankings = [ranking for part in pool.map(lambda part: _ranked(batch, documents, kept, part, k), split)
+                for ranking in part]  # fmt: skip
     missed = np.flatnonzero(~(kth >= estimate))  # NaN compares false: searched again too
     if len(missed):
         again = _blocked_rankings(batch[missed], documents, depth, largest, pool, parts, estimated=False)
@@ -187,23 +199,26 @@ def _scan(
     questions32: np.ndarray,
     documents: np.ndarray,
     bounds: tuple[int, int],
+    width: int,
     k: int,
     margin: np.ndarray,
     floor: np.ndarray,
 ) -> Scanned:
-    """The candidates (document, float32 score, by question: question q's from starts[q] to
-    starts[q + 1], in document order) of the documents in `bounds`, those that score >= their
-    chunk's threshold (`_blocked_rankings`), and each question's k best candidate scores. The
+    """The candidates (question, document, float32 score; by chunk, then question, then document)
+    of the documents in `bounds`, scored `width` at a time, those that score >= their chunk's threshold
+    (`_blocked_rankings`), and each question's k best candidate scores. The
     range's best are merged (`_merged_best`) only once some question has as many new candidates as
     k, and after the last chunk: the threshold may lag behind them (it stays a lower bound), a
-    partition every few chunks instead of one per chunk."""
+    partition every few chunks instead of one per chunk. Where the C kernel was built, it scans
+    the range instead (`scan_range`: the same candidates' superset, a threshold raised sooner)."""
     n_questions = len(questions32)
     lo, hi = bounds
+    if vector_kernel.KERNEL is not None:
+        return scan_range(questions32, documents, bounds, width, k, margin, floor)
     best = np.full((n_questions, k), -np.inf, dtype=np.float32)
     threshold = floor[:, None]
-    # One score buffer and one mask for every full chunk: a fresh array per chunk costs its page
-    # faults each time.
-    width = min(SCORE_CHUNK, DOCUMENT_BLOCK, hi - lo)
+    # One score buffer for every full chunk: a fresh array per chunk costs its page faults each time.
+    width = min(width, hi - lo)
     scores_buffer = np.empty((n_questions, width), dtype=np.float32)
     mask_buffer = np.empty((n_questions, width), dtype=bool)
     rows: list[np.ndarray] = []
@@ -239,57 +254,53 @@ def _scan(
             best = _merged_best(best, pending, pending_counts, k)
             threshold = np.maximum(floor, _below(best.min(axis=1), margin))[:, None]
             pending, pending_counts = [], np.zeros(n_questions, dtype=np.int64)
-    # The depth-th best t over the corpus is at least the range's own, so a candidate below the
-    # range's final threshold can be dropped here already. Chunks come in document order and each
-    # chunk's pairs by question, then document: a stable sort by question (a radix sort on 16-bit
-    # rows) orders them by (question, document), in this core's thread.
-    row, col, found = np.concatenate(rows), np.concatenate(cols), np.concatenate(values)
-    keep = found >= _below(best.min(axis=1), margin)[row]
-    row, col, found = row[keep].astype(np.int16 if n_questions < 2**15 else np.int64), col[keep], found[keep]
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(values), best
+
+
+def _kth(bests: list[np.ndarray], k: int) -> np.ndarray:
+    """Each question's depth-th best float32 score t over every range's k best."""
+    if len(bests) == 1:
+        return bests[0].min(axis=1)
+    return -np.partition(-np.concatenate(bests, axis=1), k - 1, axis=1)[:, k - 1]
+
+
+def _kept(scan: Scanned, threshold: np.ndarray, batch: np.ndarray, documents: np.ndarray) -> Kept:
+    """The range's candidates that score >= their question's `threshold` (t - 2M), by question,
+    then document, and their float64 scores from the C kernel (in chunk order: the range's rows
+    read forward, once), None where it was not built (`_ranked` computes them). Chunks come in
+    document order and each chunk's pairs by question, then document: a stable sort by question
+    (a radix sort on 16-bit rows) orders them by (question, document)."""
+    row, col, found, _ = scan
+    keep = found >= threshold[row]
+    row, col = row[keep], col[keep]
+    exact = Rescoring(batch, documents).pairs(col, row)
+    row = row.astype(np.int16 if len(batch) < 2**15 else np.int64)
     order = np.argsort(row, kind="stable")
-    counts = np.bincount(row, minlength=n_questions)
-    return col[order], found[order], np.concatenate([[0], np.cumsum(counts)]).tolist(), best
+    starts = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=len(batch)))]).tolist()
+    return col[order], starts, None if exact is None else exact[order]
 
 
-def _rescored(
-    batch: np.ndarray, documents: np.ndarray, scans: list[Scanned], part: np.ndarray, k: int, margin: np.ndarray
-) -> tuple[list[Ranking], np.ndarray]:
-    """The rankings of the questions in `part`, and their depth-th best candidate scores t: the
-    candidates of every range that score >= t - 2M (`_blocked_rankings`), in document order, scored
-    again in float64, rounded, and ranked by top_k (the tie rule)."""
-    bests = np.concatenate([scan[3][part] for scan in scans], axis=1)
-    kth = -np.partition(-bests, k - 1, axis=1)[:, k - 1] if len(scans) > 1 else bests.min(axis=1)
-    threshold = _below(kth, margin[part]).tolist()
+def _ranked(batch: np.ndarray, documents: np.ndarray, kept: list[Kept], part: np.ndarray, k: int) -> list[Ranking]:
+    """The rankings of the questions in `part`: their candidates of every range (`_kept`), in
+    document order, their float64 scores rounded, ranked by top_k (the tie rule)."""
+    rescore = Rescoring(batch, documents)
     rankings: list[Ranking] = []
-    # Buffers reused from question to question, grown as needed: np.take into them, without bounds
-    # checks (mode "clip": the candidates are corpus indices), then the float64 copy and product in
-    # place: 0.72 s a million rows against 0.80 s for a fresh fancy index and float64 array each
-    # time (with mode "raise", the default, which buffers the output, kept buffers measured slower).
-    rows = np.empty((0, documents.shape[1]), dtype=documents.dtype)
-    wide = np.empty((0, documents.shape[1]), dtype=np.float64)
-    exact = np.empty(0, dtype=np.float64)
-    for at, question in enumerate(part.tolist()):
+    for question in part.tolist():
         pieces = [
-            (col[starts[question] : starts[question + 1]], found[starts[question] : starts[question + 1]])
-            for col, found, starts, _ in scans
+            (
+                col[starts[question] : starts[question + 1]],
+                None if exact is None else exact[starts[question] : starts[question + 1]],
+            )
+            for col, starts, exact in kept
         ]
-        if len(pieces) == 1:
-            candidates, values = pieces[0]
+        candidates = pieces[0][0] if len(pieces) == 1 else np.concatenate([col for col, _ in pieces])
+        if pieces[0][1] is None:
+            scores = rescore.one(candidates, question)
         else:
-            candidates = np.concatenate([piece for piece, _ in pieces])
-            values = np.concatenate([value for _, value in pieces])
-        candidates = candidates[values >= threshold[at]]
-        m = len(candidates)
-        if m > len(rows):
-            size = max(m, 2 * len(rows))
-            rows, wide = np.empty((size, rows.shape[1]), rows.dtype), np.empty((size, rows.shape[1]))
-            exact = np.empty(size)
-        np.take(documents, candidates, axis=0, out=rows[:m], mode="clip")
-        np.copyto(wide[:m], rows[:m])
-        np.matmul(wide[:m], batch[question], out=exact[:m])
-        best_of = top_k(np.round(exact[:m], SCORE_DECIMALS, out=exact[:m]), k)
+            scores = pieces[0][1] if len(pieces) == 1 else np.concatenate([exact for _, exact in pieces])
+        best_of = top_k(np.round(scores, SCORE_DECIMALS), k)
         rankings.append(Ranking(candidates[best_of.indices], best_of.scores))
-    return rankings, kth
+    return rankings
 
 
 def _merged_best(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import importlib.machinery
 import tomllib
 from pathlib import Path
 
@@ -17,10 +18,15 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_non_python_file_of_the_package_is_package_data() -> None:
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["retrieval"]
     package = ROOT / "retrieval"
+    # A compiled extension built in place (`pip install -e .`) is an ext-module's build, not data.
+    built = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     data = [
         p.relative_to(package).as_posix()
         for p in package.rglob("*")
-        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+        if p.is_file()
+        and p.suffix not in {".py", ".pyc"}
+        and "__pycache__" not in p.parts
+        and not p.name.endswith(built)
     ]
     assert "config/defaults.toml" in data
     missing = [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)]

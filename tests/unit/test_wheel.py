@@ -1,14 +1,19 @@
 """The package installs as a wheel with everything it needs: the package data the tool reads at run
-time, the extras the README names, the entry points (the command, the pytest plugin) and the one
-version. Built from a copy of the sources (nothing written into the checkout), without the
-network (the build backend is the test extra's setuptools, called as pip would call it)."""
+time, the extras the README names, the entry points (the command, the pytest plugin), the one
+version, and the vector search's compiled kernel where a C compiler exists (the package declares
+an extension: a wheel for this interpreter and platform, without the kernel where the compiler is
+missing, the build going on: it then searches with numpy). Built from a
+copy of the sources (nothing written into the checkout), without the network (the build backend
+is the test extra's setuptools, called as pip would call it)."""
 
 from __future__ import annotations
 
 import email.parser
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
@@ -18,24 +23,38 @@ import pytest
 import retrieval
 
 ROOT = Path(__file__).resolve().parents[2]
+KERNEL = "retrieval/methods/support/_vector_kernel"
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+def _compiler() -> bool:
+    return shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is not None
+
+
+def _build(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str] | None = None) -> zipfile.ZipFile:
     source = tmp_path_factory.mktemp("source")
-    shutil.copytree(ROOT / "retrieval", source / "retrieval", ignore=shutil.ignore_patterns("__pycache__"))
+    # Without the kernel an editable install built in place: the wheel's is compiled from the source.
+    ignored = shutil.ignore_patterns("__pycache__", "*.so", "*.pyd")
+    shutil.copytree(ROOT / "retrieval", source / "retrieval", ignore=ignored)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("dist")
     # What `pip wheel --no-build-isolation` calls (PEP 517), without pip's own start.
     build = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
     done = subprocess.run(
-        [sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True, timeout=300, env=env
     )
     assert done.returncode == 0, done.stdout + done.stderr
     (built,) = out.glob("*.whl")
-    assert built.name == f"retrieval_regression-{retrieval.__version__}-py3-none-any.whl"
+    version = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    tag = f"{version}-{version}-{platform}"
+    assert built.name == f"retrieval_regression-{retrieval.__version__}-{tag}.whl"
     return zipfile.ZipFile(built)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    return _build(tmp_path_factory)
 
 
 def test_the_wheel_holds_every_file_the_package_reads(wheel: zipfile.ZipFile) -> None:
@@ -49,6 +68,13 @@ def test_the_wheel_holds_every_file_the_package_reads(wheel: zipfile.ZipFile) ->
     assert {"retrieval/config/defaults.toml", "retrieval/py.typed", "retrieval/methods/prompts/rerank-v1.txt"} <= names
 
 
+def test_the_wheel_holds_the_compiled_kernel_where_a_compiler_exists(wheel: zipfile.ZipFile) -> None:
+    if not _compiler():
+        pytest.skip("no C compiler: the wheel searches with numpy alone")
+    names = set(wheel.namelist())
+    assert {KERNEL + sysconfig.get_config_var("EXT_SUFFIX"), KERNEL + ".c"} <= names
+
+
 def test_the_wheel_names_the_version_the_extras_and_the_entry_points(wheel: zipfile.ZipFile) -> None:
     info = f"retrieval_regression-{retrieval.__version__}.dist-info"
     metadata = email.parser.Parser().parsestr(wheel.read(f"{info}/METADATA").decode())
@@ -59,3 +85,11 @@ def test_the_wheel_names_the_version_the_extras_and_the_entry_points(wheel: zipf
     entry_points = wheel.read(f"{info}/entry_points.txt").decode()
     assert "[pytest11]\nretrieval = retrieval.gate.plugin" in entry_points
     assert "retrieval-eval = retrieval.cli:main" in entry_points
+
+
+def test_the_wheel_builds_without_a_compiler_and_without_the_kernel(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The extension is optional: where the compiler is missing, the build goes on without it.
+    built = _build(tmp_path_factory, env={**os.environ, "CC": str(tmp_path_factory.getbasetemp() / "no-cc")})
+    names = set(built.namelist())
+    assert KERNEL + ".c" in names and "retrieval/methods/vector.py" in names
+    assert not [name for name in names if name.startswith(KERNEL) and not name.endswith(".c")]
