@@ -209,7 +209,9 @@ class Recordings:
             self._read = b""
         assert self._server.stdin is not None
         self._server.stdin.write(f"{spec_path}\n".encode())
-        self.live = int(self._line(120))
+        pid = self._line(120)
+        assert pid is not None, "the recording server did not fork within 120 s"
+        self.live = int(pid)
         return self.live
 
     def ended(self, timeout: float) -> int | None:
