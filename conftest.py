@@ -57,8 +57,17 @@ if _UNUSED_PLUGINS not in os.environ.get("PYTEST_ADDOPTS", ""):
 # The Ray module's tests share one 2-node cluster (a module fixture, 8-25 s to start): under
 # `-n auto` they all go to one worker, where it starts once, the other tests spreading as usual.
 # The frameworks' tests likewise: importing LangChain, LlamaIndex and Haystack cost about 3 s of CPU
-# in each worker that ran one of them (the default run's CPU: see the CHANGELOG).
-ONE_WORKER = ("tests/unit/test_ray_executor.py", "tests/unit/test_frameworks.py")
+# in each worker that ran one of them (the default run's CPU: see the CHANGELOG). The recording
+# children's tests likewise: their server of forked children imports the package once (0.7 s of CPU);
+# and the modules whose module fixture costs a third of a second (the wheel's build, the executor's
+# 3,000-document corpus and its vectors), which each worker that ran one of their tests made again.
+ONE_WORKER = (
+    "tests/unit/test_ray_executor.py",
+    "tests/unit/test_frameworks.py",
+    "tests/unit/test_store_faults.py",
+    "tests/unit/test_wheel.py",
+    "tests/unit/test_executor.py",
+)
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -201,28 +201,45 @@ def _made(folder: str) -> Path:
         with contextlib.chdir(root):  # the fixture retriever reads ranks.json from the working directory
             make_project(root)
         publish(base / "work", base / "origin.git")
-        for repository in (base / "work", base / "origin.git"):  # its objects in one pack: fewer files to copy
-            git(repository, "repack", "-adq")
-            git(repository, "prune-packed")
+        _packed(base)
 
     return made_once("pull-request", folder, make)
+
+
+def _packed(base: Path) -> None:
+    for repository in (base / "work", base / "origin.git"):  # its objects in one pack: fewer files to copy
+        git(repository, "repack", "-adq")
+        git(repository, "prune-packed")
 
 
 class PullRequest:
     """The adopter's repository, on the pull request's branch `pr` (see the module docstring)."""
 
-    def __init__(self, base: Path, folder: str = "") -> None:
+    def __init__(self, base: Path, folder: str = "", made: Path | None = None) -> None:
         self.origin = base / "origin.git"
         self.top = base / "work"
         self.root = self.top / folder if folder else self.top
         # A copy of the one made for this process: the same files, commits and refs, and its
         # remote this copy's `origin` (the one path the repository holds).
-        made = _made(folder)
+        made = made or _made(folder)
         inert = shutil.ignore_patterns("*.sample")  # git's sample hooks, which never run
         shutil.copytree(made / "origin.git", self.origin, symlinks=True, ignore=inert)
         shutil.copytree(made / "work", self.top, symlinks=True, ignore=inert)
         config = self.top / ".git" / "config"
         config.write_text(config.read_text().replace(str(made / "origin.git"), str(self.origin)))
+
+    @classmethod
+    def from_main(cls, base: Path, message: str, change: Callable[[PullRequest], None]) -> PullRequest:
+        """A new pull request whose `main` has `change` (`on_main(message)`): made once per process for
+        this message (one change per message), then copied as the plain one is."""
+
+        def make(folder: Path) -> None:
+            made = cls(folder)
+            with made.on_main(message):
+                change(made)
+            _packed(folder)
+
+        return cls(base, made=made_once("pull-request-on-main", message, make))
 
     @contextlib.contextmanager
     def on_main(self, message: str, *args: str) -> Iterator[None]:

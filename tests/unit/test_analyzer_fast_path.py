@@ -9,6 +9,7 @@ still holds after a deliberate change to those (which bumps ANALYZER_VERSION).
 
 from __future__ import annotations
 
+import functools
 import random
 import unicodedata
 
@@ -30,6 +31,13 @@ def plain_words(segment: str) -> list[str]:
 
 
 def plain_analyze(text: str) -> list[str]:
+    return list(_plain_terms(text))  # a list of its own
+
+
+@functools.cache
+def _plain_terms(text: str) -> tuple[str, ...]:
+    # Remembered: the same texts are the expectation of several cases (each batch size, each
+    # module's comparison): 6,788 texts of 16,877 calls.
     text = unicodedata.normalize("NFKC", text)
     terms: list[str] = []
     start = 0
@@ -40,7 +48,7 @@ def plain_analyze(text: str) -> list[str]:
         terms.append(f"{plain_fold(prefix)}-{number}")
         start = match.end()
     terms.extend(plain_words(text[start:]))
-    return terms
+    return tuple(terms)
 
 
 # Pieces that stress each fast path: identifier shapes and near misses, every kind of

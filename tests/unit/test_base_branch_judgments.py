@@ -24,12 +24,13 @@ GRADED = [(i, t, y, GRADES[i]) for i, t, y, _ in QUESTIONS]
 WORSE = {**GOOD, "q2": ["d5", "d3"]}  # q2's answer (d2) out of the top 2 and the top 10
 
 
+def _graded(made: PullRequest) -> None:
+    write_questions(made.root, GRADED)  # type: ignore[arg-type]  # relevant as id -> grade
+
+
 @pytest.fixture
 def pr(tmp_path: Path) -> PullRequest:
-    made = PullRequest(tmp_path)
-    with made.on_main("graded judgments"):
-        write_questions(made.root, GRADED)  # type: ignore[arg-type]  # relevant as id -> grade
-    return made
+    return PullRequest.from_main(tmp_path, "graded judgments", _graded)
 
 
 def _judge(pr: PullRequest, question: str, document: str, grade: int) -> None:

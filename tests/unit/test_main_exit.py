@@ -15,13 +15,14 @@ _SCRIPT = """
 import atexit, sys, threading
 from retrieval.__main__ import _exit_without_teardown
 atexit.register(lambda: sys.stdout.write(" atexit"))
-if sys.argv[1] == "thread":
-    done = threading.Event()
-    threading.Thread(target=done.wait, args=(0.5,)).start()
+done = threading.Event()
+if sys.argv[1] == "thread":  # alive until the exit above has returned (a wait of 0.5 s before)
+    threading.Thread(target=done.wait).start()
 sys.stdout.write("unflushed")
 sys.stderr.write("err")
 _exit_without_teardown(3)
 sys.stdout.write(" interpreter")
+done.set()
 """
 
 

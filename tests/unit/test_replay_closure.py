@@ -91,6 +91,10 @@ class CountingService:
 
     def stop(self) -> None:
         self._stop.set()
+        # Wakes the accept() under way (it fails, and the thread returns) rather than waiting for its
+        # timeout: up to 50 ms a test, 29 tests.
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
         self._listener.close()
 

@@ -6,7 +6,9 @@ The recordings are real (the fake embeddings server, a FIXTURE, answers them); e
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import shlex
 import shutil
 import signal
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 from dataset_files import write_dataset
 from fake_embeddings import FakeEmbeddingsServer
-from recording_child import POINTS, dataset, settings
+from recording_child import POINTS, Recordings, dataset, settings
 
 from retrieval.cli import main
 from retrieval.config import load_settings
@@ -29,7 +31,8 @@ from retrieval.gate.accept import accept
 from retrieval.gate.result import run_gate
 from retrieval.recording.cassette_files import CassetteError
 
-CHILD = Path(__file__).with_name("recording_child.py")
+RECORDINGS = Recordings()
+atexit.register(RECORDINGS.close)
 # A child reaches its point in a few seconds (imports, a recording of 64 documents); far more on a loaded machine.
 REACH_SECONDS = 120
 
@@ -48,40 +51,49 @@ def _leftovers(root: Path) -> list[str]:
 
 
 class Child:
-    """A recording process started on `root`, stopped at `pause`."""
+    """A recording process started on `root`, stopped at `pause` (forked by RECORDINGS)."""
 
     def __init__(self, root: Path, url: str, pause: str | None, edited: bool = True) -> None:
         self.marker = root / f"reached-{len(list(root.glob('reached-*')))}"
         spec = root / f"{self.marker.name}.json"
+        self.stderr, self.go = root / f"{self.marker.name}.stderr", root / f"{self.marker.name}.go"
+        os.mkfifo(self.go)
         spec.write_text(
-            json.dumps({"root": str(root), "url": url, "pause": pause, "marker": str(self.marker), "edited": edited})
+            json.dumps(
+                {
+                    "root": str(root),
+                    "url": url,
+                    "pause": pause,
+                    "marker": str(self.marker),
+                    "edited": edited,
+                    "go": str(self.go),
+                    "stderr": str(self.stderr),
+                }
+            )
         )
-        self.process = subprocess.Popen(
-            [sys.executable, str(CHILD), str(spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.pid = RECORDINGS.start(spec)
 
     def reached(self) -> None:
         deadline = time.monotonic() + REACH_SECONDS
         while not self.marker.exists():
-            if self.process.poll() is not None:
-                raise AssertionError(f"the child ended ({self.process.returncode}): {self.process.stderr.read()}")  # type: ignore[union-attr]
+            code = RECORDINGS.ended(0.05)
+            if code is not None:
+                raise AssertionError(f"the child ended ({code}): {self.stderr.read_text()}")
             if time.monotonic() > deadline:
-                self.process.kill()
+                RECORDINGS.stop_live()
                 raise AssertionError("the child never reached its point")
-            time.sleep(0.05)
 
     def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
+        os.kill(self.pid, signal.SIGKILL)
+        assert RECORDINGS.ended(30) == -signal.SIGKILL
 
     def finish(self) -> str:
         """Let a child stopped at "staged" commit; its stderr."""
-        _, err = self.process.communicate("go\n", timeout=REACH_SECONDS)
-        assert self.process.returncode == 0, err
+        with self.go.open("w") as go:
+            go.write("go\n")
+        code = RECORDINGS.ended(REACH_SECONDS)
+        err = self.stderr.read_text()
+        assert code == 0, err
         return err
 
 
@@ -92,6 +104,7 @@ def recorded(tmp_path: Path, embeddings_server: FakeEmbeddingsServer) -> Iterato
     evaluate(dataset(tmp_path), settings(tmp_path, embeddings_server.url), mode="record")
     (tmp_path / "cassettes" / "fixture" / "rerank-m.json").write_text('{"interactions": [{"kept": true}]}')
     yield tmp_path, embeddings_server.url
+    RECORDINGS.stop_live()  # a test that failed with its child stopped at its point
 
 
 def test_a_second_recording_is_refused_in_one_line_and_removes_nothing(recorded: tuple[Path, str]) -> None:
