@@ -30,7 +30,10 @@ def _scipys(values: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, co
 
 
 def test_the_interval_is_scipys_to_the_last_bit(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert paired._scipy_release() in paired.REPEATED, "the installed scipy is not one this repeats"
+    if paired._scipy_release() not in paired.REPEATED:
+        # A scipy release the replica was not checked against takes scipy's own path: a new release
+        # of scipy must not fail the suite, only ask for the check (then add it to REPEATED).
+        pytest.skip(f"scipy {paired._scipy_release()} is not in REPEATED: its bootstrap is scipy's own")
     rng = np.random.default_rng(43)
     cases = []
     for _ in range(50):
