@@ -41,6 +41,10 @@ def test_blocked_rankings_equal_the_one_block_product(
     seed: int, block: int, batch: int, threaded: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     questions, documents = corpus_with_ties(seed)
+    # Each batch of questions is searched on its own, chunk by chunk: about three batches and a
+    # short last one cross every path, so small batches take every few questions (those that copy a
+    # document and those that do not), not all 40: each further batch paid ~70 chunks of Python.
+    questions = questions[:: max(1, len(questions) // (3 * batch + 1))]
     rng = np.random.default_rng(100 + seed)
     for depth in (1, 10, int(rng.integers(1, len(documents) + 30))):
         expected = cosine_rankings(questions, documents, depth)  # one block: DOCUMENT_BLOCK is larger
