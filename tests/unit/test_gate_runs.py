@@ -238,6 +238,11 @@ def test_a_method_that_ran_without_a_baseline_figure_fails_the_coverage_item(
     )
 
 
+# The whole gate run with `required = true` beside the project's own test: the same files and the same
+# outcome in every case below, so the first case of a process runs it and the others read its status.
+_REQUIRED_MET: list[int] = []
+
+
 @pytest.mark.parametrize(
     ("args", "why"),
     [
@@ -269,7 +274,9 @@ def test_a_configured_gate_not_run_says_why_and_fails_when_required(
     failed.stdout.fnmatch_lines(
         [f"retrieval gate FAILED: required = true in [[]tool.retrieval], but this run did not gate: {why}."]
     )
-    assert _run(pytester).ret == pytest.ExitCode.OK  # the whole gate ran: required is met
+    if not _REQUIRED_MET:
+        _REQUIRED_MET.append(_run(pytester).ret)
+    assert _REQUIRED_MET[0] == pytest.ExitCode.OK  # the whole gate ran: required is met
 
 
 def test_a_baselines_folder_without_configuration_fails(pytester: pytest.Pytester, project: Path) -> None:
