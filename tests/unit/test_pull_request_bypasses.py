@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pull_request import PullRequest
+from made_once import made_once
+from pull_request import Check, PullRequest
 from trust_project import GOOD, QUESTIONS, git, write_questions, write_ranks
 
 WORSE = {**GOOD, "q2": ["d5", "d1"]}  # q2's document (d2) falls from rank 1 to rank 3: out of the top 2
@@ -47,8 +48,9 @@ def _passes_once_accepted(pr: PullRequest, *shown: str) -> None:
     _passes(pr, *shown)
 
 
-def _passes(pr: PullRequest, *shown: str) -> None:
-    check = pr.required_check()
+def _passes(pr: PullRequest, *shown: str, check: Check | None = None) -> None:
+    """The required check (`check` where it was run already) passes, and the summary shows `shown`."""
+    check = check or pr.required_check()
     assert (check.status, check.printed, check.listed) == (0, {}, {}), check.stdout + check.stderr
     lines = check.summary.splitlines()
     assert lines[1].startswith("## Retrieval gate against `origin/main`: PASSED, all ")
@@ -144,6 +146,25 @@ def test_a_question_the_base_branch_gates_removed_is_a_drop_until_accepted(pr: P
     _passes_once_accepted(pr, "question q2: removed")
 
 
+def _accepted(made: Path) -> None:
+    """The pull request made worse on q2, its drops accepted with REASON and committed."""
+    made_pr = PullRequest(made)
+    write_ranks(made_pr.root, WORSE)
+    assert made_pr.accept(REASON).returncode == 0
+
+
+@pytest.fixture
+def accepted_pr(tmp_path: Path) -> PullRequest:
+    """`pr` made worse on q2 and its drops accepted with REASON: made once a process, then copied."""
+    return PullRequest(tmp_path, made=made_once("pull-request-accepted", REASON, _accepted))
+
+
+# The required check once the acceptance's reason is restored: the same files and the same commits
+# (the edit, then its revert) whichever edit a case below made, so the first case of a process runs
+# it and the others assert on what it gave.
+_RESTORED: list[Check] = []
+
+
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
@@ -154,10 +175,9 @@ def test_a_question_the_base_branch_gates_removed_is_a_drop_until_accepted(pr: P
     ids=["empty", "null", "missing"],
 )
 def test_an_acceptance_written_by_hand_without_a_reason_fails_in_one_line(
-    pr: PullRequest, edit: Callable[[dict[str, Any]], object], said: str
+    accepted_pr: PullRequest, edit: Callable[[dict[str, Any]], object], said: str
 ) -> None:
-    write_ranks(pr.root, WORSE)
-    assert pr.accept(REASON).returncode == 0
+    pr = accepted_pr
     path = pr.root / "baselines" / "metrics.json"
     recorded = path.read_text()
     data = json.loads(recorded)
@@ -173,7 +193,9 @@ def test_an_acceptance_written_by_hand_without_a_reason_fails_in_one_line(
     # The reason restored: the acceptance holds again.
     path.write_text(recorded)
     pr.commit("the reason back")
-    _passes(pr, "table mrr: 1.0000 -> 0.8333")
+    if not _RESTORED:
+        _RESTORED.append(pr.required_check())
+    _passes(pr, "table mrr: 1.0000 -> 0.8333", check=_RESTORED[0])
 
 
 def test_a_snapshot_edited_by_hand_to_match_a_worse_ranking_fails_in_one_line(pr: PullRequest) -> None:
