@@ -5,9 +5,6 @@ import os
 import sys
 import threading
 
-from retrieval import cli
-from retrieval.cli import main
-
 
 def _exit_without_teardown(code: int) -> None:
     """End the process with `code` as the interpreter's exit would, without its teardown.
@@ -32,6 +29,11 @@ def _exit_without_teardown(code: int) -> None:
 
 
 if __name__ == "__main__":
+    # Imported here, not above: importing this module for `_exit_without_teardown` alone (its
+    # test, in a fresh interpreter) then costs the standard library, not the whole command.
+    from retrieval import cli
+    from retrieval.cli import main
+
     cli._left_to_exit = []  # the command's objects are left to the process's end (cli._left_to_exit)
     code = main()
     _exit_without_teardown(code)

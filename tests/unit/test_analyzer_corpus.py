@@ -44,7 +44,8 @@ def test_demo_set(batch: int) -> None:
 
 
 def test_generated_french_text(batch: int) -> None:
-    assert_same_as_analyze(french_texts(300, seed=1))
+    # One text a batch, 150 of them are as many batch boundaries (all 300 took 0.4 s there).
+    assert_same_as_analyze(french_texts(300, seed=1)[: 150 if batch == 1 else None])
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -56,6 +57,26 @@ def _figures(run: Run) -> list[tuple[str, str, list[str], list[float]]]:
     ]
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, FakeEmbeddingsServer, Run]]:
+    """The small demo recorded once for the module (its folder, the server it was recorded from,
+    kept running, and the recording's run): a test that starts from a committed recording copies
+    the folder (`_from_recording`) instead of recording again."""
+    server = FakeEmbeddingsServer()
+    folder = tmp_path_factory.mktemp("recorded")
+    try:
+        yield folder, server, evaluate(_small(), _settings(folder, server.url), mode="record")
+    finally:
+        server.stop()
+
+
+def _from_recording(tmp_path: Path, recorded: tuple[Path, FakeEmbeddingsServer, Run]) -> Settings:
+    """The module's recording copied to tmp_path: its settings there."""
+    folder, server, _ = recorded
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    return _settings(tmp_path, server.url)
+
+
 def _segment_files(tmp_path: Path) -> dict[str, tuple[bytes, int]]:
     folder = tmp_path / "vectors" / "fixture"
     return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
@@ -77,10 +98,9 @@ def test_live_record_and_replay_read_the_same_stored_vectors(
 
 
 def test_re_recording_one_changed_document_appends_one_vector_and_modifies_no_file(
-    tmp_path: Path, embeddings_server: FakeEmbeddingsServer
+    tmp_path: Path, recorded: tuple[Path, FakeEmbeddingsServer, Run]
 ) -> None:
-    dataset, settings = _small(), _settings(tmp_path, embeddings_server.url)
-    evaluate(dataset, settings, mode="record")
+    dataset, settings, embeddings_server = _small(), _from_recording(tmp_path, recorded), recorded[1]
     before = _segment_files(tmp_path)
     manifest = tmp_path / "cassettes" / "fixture" / STORE_MANIFEST
     [first] = json.loads(manifest.read_text())["segments"]
@@ -132,10 +152,9 @@ def test_growth_after_changing_one_percent_of_the_documents(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("step", ["segment", "exchange"])
 def test_a_recording_failing_midway_leaves_the_old_store_whole(
-    tmp_path: Path, embeddings_server: FakeEmbeddingsServer, monkeypatch: pytest.MonkeyPatch, step: str
+    tmp_path: Path, recorded: tuple[Path, FakeEmbeddingsServer, Run], monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    dataset, settings = _small(), _settings(tmp_path, embeddings_server.url)
-    first = evaluate(dataset, settings, mode="record")
+    dataset, settings, first = _small(), _from_recording(tmp_path, recorded), recorded[2]
     cassettes = tmp_path / "cassettes" / "fixture"
     committed = {p.name: p.read_bytes() for p in cassettes.iterdir()}
     segments = _segment_files(tmp_path)
@@ -206,14 +225,14 @@ def test_an_older_corpus_cassette_is_named_with_its_conversion(tmp_path: Path) -
 
 
 def test_converting_an_older_corpus_cassette_keeps_its_vectors_and_figures(
-    tmp_path: Path, embeddings_server: FakeEmbeddingsServer
+    tmp_path: Path, recorded: tuple[Path, FakeEmbeddingsServer, Run]
 ) -> None:
     from retrieval.evaluation.corpus_vectors import LEGACY_STAGE, convert_corpus_cassette
     from retrieval.evaluation.embeddings import embed_texts
     from retrieval.recording.network import closed_network
 
-    dataset, settings = _small(), _settings(tmp_path, embeddings_server.url)
-    recorded = evaluate(dataset, settings, mode="record")
+    dataset, settings = _small(), _from_recording(tmp_path, recorded)
+    first = recorded[2]
     folder = tmp_path / "cassettes" / "fixture"
     # An older recording: the corpus's calls in a cassette of their own, no store.
     (folder / STORE_MANIFEST).unlink()
@@ -236,7 +255,7 @@ def test_converting_an_older_corpus_cassette_keeps_its_vectors_and_figures(
     vectors, found = store.lookup(corpus_space(embedder, settings.profile.embeddings), documents)
     assert found.all()
     np.testing.assert_array_equal(vectors, legacy)
-    assert _figures(evaluate(dataset, settings, mode="replay")) == _figures(recorded)
+    assert _figures(evaluate(dataset, settings, mode="replay")) == _figures(first)
 
 
 def test_the_repository_commits_no_corpus_vectors_in_cassettes() -> None:
@@ -258,10 +277,9 @@ def test_the_repository_commits_no_corpus_vectors_in_cassettes() -> None:
     ids=["NaN", "zero", "infinity", "1e30"],
 )
 def test_a_replay_refuses_a_bad_stored_vector_whose_digests_agree(
-    tmp_path: Path, embeddings_server: FakeEmbeddingsServer, row: float, problem: str
+    tmp_path: Path, recorded: tuple[Path, FakeEmbeddingsServer, Run], row: float, problem: str
 ) -> None:
-    dataset, settings = _small(), _settings(tmp_path, embeddings_server.url)
-    evaluate(dataset, settings, mode="record")
+    dataset, settings = _small(), _from_recording(tmp_path, recorded)
     manifest = tmp_path / "cassettes" / "fixture" / STORE_MANIFEST
     # The segment rewritten with one bad row and the manifest's digests made to agree with it: only
     # the values can tell (what a hand edit, a bad merge or a buggy version could commit).

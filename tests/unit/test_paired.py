@@ -240,10 +240,13 @@ def test_scipy_bootstrap_gives_the_figures_of_the_former_numpy_interval() -> Non
     # interpolates at the percentile 100 * alpha), so no figure printed with 4 decimals moves.
     rng = np.random.default_rng(0)
     identical = 0
+    draws: dict[int, list[np.ndarray]] = {}  # the seeded draws depend on n alone: drawn once per n
     for _ in range(200):
         n = int(rng.integers(2, 60))
         differences = np.round(rng.normal(size=n) * (rng.random() < 0.5) + rng.integers(-1, 2, size=n), 4)
-        means = np.concatenate([differences[d].mean(axis=1) for d in bootstrap_draws(n, RESAMPLES, SEED)])
+        if n not in draws:
+            draws[n] = list(bootstrap_draws(n, RESAMPLES, SEED))
+        means = np.concatenate([differences[d].mean(axis=1) for d in draws[n]])
         tail = (1 - 0.95) / 2  # as the former code computed it
         former = tuple(float(x) for x in np.quantile(means, [tail, 1 - tail]))
         now = bootstrap_interval(differences)

@@ -76,7 +76,7 @@ class Child:
     def reached(self) -> None:
         deadline = time.monotonic() + REACH_SECONDS
         while not self.marker.exists():
-            code = RECORDINGS.ended(0.05)
+            code = RECORDINGS.ended(0.01)  # how soon the marker is seen (a wait for the child's end)
             if code is not None:
                 raise AssertionError(f"the child ended ({code}): {self.stderr.read_text()}")
             if time.monotonic() > deadline:
@@ -97,13 +97,27 @@ class Child:
         return err
 
 
+@pytest.fixture(scope="module")
+def recorded_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """Set A recorded once for the module (in this process), with a cassette of a stage no later
+    recording re-records, and the server it was recorded from, kept running: its folder and URL.
+    A recording names no folder of its own (its files are the same under any root)."""
+    server = FakeEmbeddingsServer()
+    folder = tmp_path_factory.mktemp("recorded")
+    try:
+        evaluate(dataset(folder), settings(folder, server.url), mode="record")
+        (folder / "cassettes" / "fixture" / "rerank-m.json").write_text('{"interactions": [{"kept": true}]}')
+        yield folder, server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
-def recorded(tmp_path: Path, embeddings_server: FakeEmbeddingsServer) -> Iterator[tuple[Path, str]]:
-    """A project whose set A is committed (recorded in this process), with a cassette of a stage no
-    later recording re-records (kept by every commit)."""
-    evaluate(dataset(tmp_path), settings(tmp_path, embeddings_server.url), mode="record")
-    (tmp_path / "cassettes" / "fixture" / "rerank-m.json").write_text('{"interactions": [{"kept": true}]}')
-    yield tmp_path, embeddings_server.url
+def recorded(tmp_path: Path, recorded_once: tuple[Path, str]) -> Iterator[tuple[Path, str]]:
+    """A project whose set A is committed (a copy of `recorded_once`), and the server's URL."""
+    folder, url = recorded_once
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    yield tmp_path, url
     RECORDINGS.stop_live()  # a test that failed with its child stopped at its point
 
 
