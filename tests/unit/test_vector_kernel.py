@@ -121,7 +121,7 @@ def call_kernel(
     best = np.full((n_questions, 2 * k), np.nan, np.float32)
     sizes = np.zeros(n_questions, np.int64)
     room = n_questions * width
-    rows, cols, values = np.zeros(room, np.int64), np.zeros(room, np.int64), np.zeros(room, np.float32)
+    rows, cols, values = np.zeros(room, np.int32), np.zeros(room, np.int32), np.zeros(room, np.float32)
     count = KERNEL.chunk_candidates(
         scores, raised, floor, margin, best, sizes, rows, cols, values, n_questions, width, k, start
     )
@@ -186,7 +186,9 @@ def test_a_range_scan_grows_its_buffers_and_finds_every_candidate() -> None:
     documents = rng.standard_normal((1000, 8)).astype(np.float32)
     floor = np.full(50, -np.inf, np.float32)
     row, col, found, best = vector_kernel.scan_range(questions32, documents, (100, 900), 64, 10**4, np.zeros(50), floor)
-    scores = questions32 @ documents[100:900].T
+    # The same products as the scan's, chunk by chunk (one product over another shape may round a
+    # float32 score's last bit differently).
+    scores = np.concatenate([questions32 @ documents[at : min(at + 64, 900)].T for at in range(100, 900, 64)], axis=1)
     chunks = [numpy_candidates(scores[:, at : at + 64], floor, 100 + at) for at in range(0, 800, 64)]
     expected = [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
     np.testing.assert_array_equal(row, expected[0])
@@ -196,32 +198,54 @@ def test_a_range_scan_grows_its_buffers_and_finds_every_candidate() -> None:
     np.testing.assert_array_equal(np.sort(best[:, :800], axis=1), np.sort(scores, axis=1))
 
 
+def kept_rescored(
+    row: np.ndarray, col: np.ndarray, values: np.ndarray, threshold: np.ndarray, places: np.ndarray,
+    documents: np.ndarray, questions: np.ndarray, room: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    assert KERNEL is not None
+    out_documents, exact = np.full(room, -1, np.int64), np.full(room, np.nan)
+    KERNEL.kept_rescored(
+        row, col, values, threshold, places, documents, questions, questions.dtype == np.float32, out_documents,
+        exact, len(row), len(documents), len(questions), documents.shape[1], room,
+    )  # fmt: skip
+    return out_documents, exact
+
+
 @needs_kernel
 @pytest.mark.parametrize("dims", [1, 7, 16, 33, 384])
-def test_rescored_pairs_are_float64_dot_products(dims: int) -> None:
+def test_kept_candidates_are_placed_by_question_with_float64_dot_products(dims: int) -> None:
     rng = np.random.default_rng(dims)
     documents = rng.standard_normal((300, dims)).astype(np.float32)
-    which_documents = rng.integers(0, 300, 500)
-    which_questions = rng.integers(0, 20, 500)
+    row = np.sort(rng.integers(0, 20, 500)).astype(np.int32)
+    col = rng.integers(0, 300, 500).astype(np.int32)
+    values = rng.standard_normal(500).astype(np.float32)
+    threshold = rng.standard_normal(20).astype(np.float32)
+    threshold[3] = values[np.flatnonzero(row == 3)[0]] if (row == 3).any() else 0  # a score at its threshold: kept
+    threshold[5] = np.nan  # compares false: none kept
+    keep = values >= threshold[row]
+    counts = np.zeros(20, np.int64)
+    assert KERNEL is not None
+    KERNEL.kept_counts(row, values, threshold, counts, 500, 20)
+    np.testing.assert_array_equal(counts, np.bincount(row[keep], minlength=20))
+    assert counts[5] == 0 and ((row == 3).sum() == 0 or counts[3] >= 1)
+    starts = np.concatenate([[0], np.cumsum(counts)])
     questions = rng.standard_normal((20, dims)).astype(np.float32)
     wide = questions.astype(np.float64)
-    expected = np.einsum("ij,ij->i", documents[which_documents].astype(np.float64), wide[which_questions])
-    exact = vector_kernel.Rescoring(wide, documents).pairs(which_documents, which_questions)
-    assert exact is not None
+    places = starts[:-1].copy()
+    got_documents, exact = kept_rescored(row, col, values, threshold, places, documents, wide, int(starts[-1]))
+    np.testing.assert_array_equal(places, starts[1:])  # each question's places filled, no more
+    np.testing.assert_array_equal(got_documents, col[keep])  # rows ascending: in order
+    expected = np.einsum("ij,ij->i", documents[col[keep]].astype(np.float64), wide[row[keep]])
     np.testing.assert_allclose(exact, expected, rtol=0, atol=1e-13 * np.sqrt(dims))
-    # Questions that float32 holds exactly are read as float32 (half the bytes): the same sums,
-    # bit for bit, as from their float64 rows.
-    assert KERNEL is not None
-    wide_only = np.empty(500)
-    KERNEL.rescored(documents, wide, which_documents, which_questions, wide_only, False, 300, 20, dims, 500)
-    np.testing.assert_array_equal(exact, wide_only)
-    # Questions that float32 does not hold exactly are read in float64.
+    # Questions that float32 holds exactly, read as float32 (half the bytes): the same sums, bit for bit.
+    _, narrow = kept_rescored(row, col, values, threshold, starts[:-1].copy(), documents, questions, int(starts[-1]))
+    np.testing.assert_array_equal(narrow, exact)
+    # Questions that float32 does not hold are read in float64.
     wider = wide + 1e-12
-    exact = vector_kernel.Rescoring(wider, documents).pairs(which_documents, which_questions)
-    assert exact is not None
-    expected = np.einsum("ij,ij->i", documents[which_documents].astype(np.float64), wider[which_questions])
+    _, exact = kept_rescored(row, col, values, threshold, starts[:-1].copy(), documents, wider, int(starts[-1]))
+    expected = np.einsum("ij,ij->i", documents[col[keep]].astype(np.float64), wider[row[keep]])
     np.testing.assert_allclose(exact, expected, rtol=0, atol=1e-13 * np.sqrt(dims))
-    assert not np.array_equal(exact, wide_only)
+    assert not np.array_equal(exact, narrow)
 
 
 @needs_kernel
@@ -229,20 +253,50 @@ def test_the_kernel_refuses_short_buffers_and_indices_out_of_range() -> None:
     assert KERNEL is not None
     documents = np.zeros((4, 3), np.float32)
     questions = np.zeros((2, 3))
-    out = np.empty(1)
-    with pytest.raises(IndexError):
-        KERNEL.rescored(documents, questions, np.array([4]), np.array([0]), out, False, 4, 2, 3, 1)
-    with pytest.raises(IndexError):
-        KERNEL.rescored(documents, questions, np.array([0]), np.array([-1]), out, False, 4, 2, 3, 1)
+    one = np.ones(1, np.float32)
+
+    def rescore(row: int, col: int, place: int, n_documents: int = 4) -> None:
+        rows, cols, places = np.array([row], np.int32), np.array([col], np.int32), np.array([place, 0], np.int64)
+        assert KERNEL is not None
+        KERNEL.kept_rescored(
+            rows, cols, one, np.zeros(2, np.float32), places, documents, questions, False, np.empty(1, np.int64),
+            np.empty(1), 1, n_documents, 2, 3, 1,
+        )  # fmt: skip
+
+    rescore(0, 3, 0)
+    for row, col, place in ((0, 4, 0), (2, 0, 0), (-1, 0, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1)):
+        with pytest.raises(IndexError):
+            rescore(row, col, place)
     with pytest.raises(ValueError, match="documents"):
-        KERNEL.rescored(documents, questions, np.array([0]), np.array([0]), out, False, 5, 2, 3, 1)
+        rescore(0, 0, 0, n_documents=5)
+    with pytest.raises(IndexError):
+        KERNEL.kept_counts(np.array([2], np.int32), one, np.zeros(2, np.float32), np.zeros(2, np.int64), 1, 2)
+    with pytest.raises(ValueError, match="counts"):
+        KERNEL.kept_counts(np.array([0], np.int32), one, np.zeros(2, np.float32), np.zeros(1, np.int64), 1, 2)
+    ranked = [np.zeros(2, np.int64), np.zeros(2), np.array([0, 1, 2], np.int64)]
+    out = [np.empty((2, 1), np.int64), np.empty((2, 1)), np.empty(2, np.int64)]
+    KERNEL.ranked(*ranked, *out, 0, 2, 1, 1e9)
+    with pytest.raises(ValueError, match=r"lo\.\.hi"):
+        KERNEL.ranked(*ranked, *out, 0, 3, 1, 1e9)
+    with pytest.raises(ValueError, match="ascend"):
+        KERNEL.ranked(ranked[0], ranked[1], np.array([0, 2, 1], np.int64), *out, 0, 2, 1, 1e9)
+    with pytest.raises(ValueError, match="documents"):  # starts past the candidates
+        KERNEL.ranked(ranked[0], ranked[1], np.array([0, 1, 3], np.int64), *out, 0, 2, 1, 1e9)
+    with pytest.raises(ValueError, match="exact"):
+        KERNEL.ranked(ranked[0], np.zeros(1), ranked[2], *out, 0, 2, 1, 1e9)
+    with pytest.raises(ValueError, match="scores"):
+        KERNEL.ranked(*ranked, out[0], np.empty(1), out[2], 0, 2, 1, 1e9)
     scores = np.zeros((2, 3), np.float32)
     state = [np.zeros(2, np.float32), np.zeros(2, np.float32), np.zeros(2), np.zeros((2, 2), np.float32)]
-    buffers = [np.empty(8, t) for t in "qqf"]
+    buffers = [np.empty(8, t) for t in "iif"]
     with pytest.raises(ValueError, match="scores"):
         KERNEL.chunk_candidates(scores, *state, np.zeros(2, np.int64), *buffers, 2, 4, 1, 0)
     with pytest.raises(ValueError, match="size"):  # best said to hold 2k already
         KERNEL.chunk_candidates(scores, *state, np.full(2, 2, np.int64), *buffers, 2, 3, 1, 0)
+    with pytest.raises(ValueError, match="int32"):  # a column past int32
+        KERNEL.chunk_candidates(scores, *state, np.zeros(2, np.int64), *buffers, 2, 3, 1, 2**31 - 3)
+    with pytest.raises(ValueError, match="rows"):  # int64 rows: half the room
+        KERNEL.chunk_candidates(scores, *state, np.zeros(2, np.int64), np.empty(2, np.int64), *buffers[1:], 2, 3, 1, 0)
     with pytest.raises(ValueError, match="size"):
         KERNEL.kept_best(state[3], np.full(2, 3, np.int64), 2, 1)
     with pytest.raises(ValueError, match="contiguous"):  # a strided view: never read as if contiguous
