@@ -232,7 +232,7 @@ def _scan(
         chunk = np.asarray(documents[start : min(start + width, hi)], dtype=np.float32)
         full = len(chunk) == width
         scores = scores_buffer if full else np.empty((n_questions, len(chunk)), dtype=np.float32)
-        np.matmul(questions32, chunk.T, out=scores)
+        vector_kernel.products(questions32, chunk, scores)
         filled = start == lo and scores.shape[1] >= k
         if filled:
             # The range's first chunk fills each question's best at once.

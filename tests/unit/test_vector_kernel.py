@@ -9,6 +9,8 @@ import sys
 import sysconfig
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ import pytest
 from retrieval.methods import vector
 from retrieval.methods.support import vector_kernel
 from retrieval.methods.vector import DOCUMENT_BLOCK, cosine_rankings
-from retrieval.run.ranking import Ranking
+from retrieval.run.ranking import Ranking, top_k
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = vector_kernel.KERNEL
@@ -348,3 +350,126 @@ def test_kept_best_keeps_each_question_s_k_largest_with_duplicates(k: int) -> No
         assert size == min(len(want), k)
         padded = np.concatenate([want, np.full(k - len(want), -np.inf, np.float32)])
         np.testing.assert_array_equal(np.sort(row[:k])[::-1], padded)
+
+
+@pytest.mark.parametrize("path", ["kernel", "numpy"])
+@pytest.mark.parametrize("seed", range(2))
+def test_float32_scores_anywhere_within_their_error_bound_miss_no_document(
+    path: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The adversary the margin is for: every float32 score 0.9 of its bound M away from its
+    # float64 cosine, towards the wrong side (the documents of the final top, and those tied with
+    # its last, pushed down; every other pushed up), in clusters of 800 near-ties (within 1e-7,
+    # M about 5e-5) that a depth of 300 cuts through: the 500 outside the top score above it, so
+    # the depth-th best float32 score t is about r + 0.9 M (r the depth-th best cosine) and the
+    # top's last documents score about t - 1.8 M: candidates with a margin of 2 M, not with M.
+    if path == "numpy":
+        monkeypatch.setattr(vector_kernel, "KERNEL", None)
+    elif KERNEL is None:
+        pytest.skip("the C kernel was not built (no C compiler)")
+    rng = np.random.default_rng(seed)
+    dims, depth = 384, 300
+    questions = rng.standard_normal((3, dims))
+    questions /= np.linalg.norm(questions, axis=1, keepdims=True)
+    parts = [rng.standard_normal((DOCUMENT_BLOCK, dims))]
+    for question in questions:
+        noise = rng.standard_normal((800, dims))
+        noise -= np.outer(noise @ question, question)
+        noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+        parts.append(0.5 * question + np.sqrt(0.75) * noise)
+    documents = np.concatenate(parts)
+    documents = rng.permutation(documents / np.linalg.norm(documents, axis=1, keepdims=True)).astype(np.float32)
+    questions32 = questions.astype(np.float32)
+    with monkeypatch.context() as patch:
+        patch.setattr(vector, "DOCUMENT_BLOCK", 10**9)  # one block: every product in float64
+        expected = cosine_rankings(questions32, documents, depth)
+    last = np.array([ranking.scores[-1] for ranking in expected])
+    bound = vector._float32_error(questions32.astype(np.float64), vector._largest_norm(documents))
+    assert bound.min() > 1e-5  # far wider than the clusters' spread
+
+    def adversarial(queries: np.ndarray, chunk: np.ndarray, out: np.ndarray) -> None:
+        rows = [int(np.flatnonzero((questions32 == query).all(axis=1))[0]) for query in queries]
+        exact = queries.astype(np.float64) @ chunk.astype(np.float64).T
+        top = np.round(exact, vector.SCORE_DECIMALS) >= last[rows][:, None]
+        out[...] = exact + np.where(top, -0.9, 0.9) * bound[rows][:, None]
+
+    monkeypatch.setattr(vector_kernel, "products", adversarial)
+    monkeypatch.setattr(vector, "ESTIMATE_SAMPLE", 0)  # no sampled estimate (its products are numpy's)
+    got = cosine_rankings(questions32, documents, depth)
+    assert_same(got, expected)
+    # The adversary moved the order: the float32 top differs from the float64 one in every question.
+    scores = np.empty((3, len(documents)), np.float32)
+    adversarial(questions32, documents, scores)
+    assert all(
+        set(np.argsort(-row, kind="stable")[:depth].tolist()) != set(ranking.indices.tolist())
+        for row, ranking in zip(scores, expected, strict=True)
+    )
+
+
+def edge_scores(rng: np.random.Generator, m: int) -> np.ndarray:
+    """Float64 scores whose rounding and order are hard: exact ties, zeros of both signs, halves
+    of the last decimal (ties to even) and their neighbours, infinities, large and tiny values."""
+    half = (np.arange(-6, 6) + 0.5) / 10.0**vector.SCORE_DECIMALS
+    pool = np.concatenate([
+        half, np.nextafter(half, np.inf), np.nextafter(half, -np.inf), [0.0, -0.0, 1e-300, -1e-300],
+        [np.inf, -np.inf, 4.5e6, -4.5e6, 2.0**52 / 1e9, 1e12, 0.3, 0.3000000005, 0.3000000015],
+        np.round(rng.standard_normal(8), 3),
+    ])  # fmt: skip
+    return np.where(rng.random(m) < 0.5, rng.choice(pool, m), rng.standard_normal(m) * 10.0 ** rng.integers(-12, 3, m))
+
+
+@needs_kernel
+@pytest.mark.parametrize("k", [1, 3, 50, 400])
+def test_ranked_rounds_and_orders_as_top_k(k: int) -> None:
+    # Each question's candidates in document order (their documents ascending), ranked by the C
+    # kernel, against np.round then top_k: the same documents, the same scores bit for bit (the
+    # sign of a zero included), ties to the lower document; a NaN leaves the question to top_k.
+    assert KERNEL is not None
+    rng = np.random.default_rng(k)
+    sizes = rng.integers(0, 2 * k + 5, 30)
+    sizes[:3] = [0, k, k + 1]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    exact = edge_scores(rng, int(starts[-1]))
+    exact[starts[5] : starts[5] + 1] = np.nan if sizes[5] else exact[starts[5] : starts[5] + 1]
+    documents = np.concatenate([np.sort(rng.choice(10**6, size, replace=False)) for size in sizes]).astype(np.int64)
+    indices, scores = np.full((30, k), -1, np.int64), np.full((30, k), np.nan)
+    lengths = np.full(30, -2, np.int64)
+    KERNEL.ranked(documents, exact, starts, indices, scores, lengths, 0, 17, k, 10.0**vector.SCORE_DECIMALS)
+    KERNEL.ranked(documents, exact, starts, indices, scores, lengths, 17, 30, k, 10.0**vector.SCORE_DECIMALS)
+    for q in range(30):
+        segment = exact[starts[q] : starts[q + 1]]
+        if np.isnan(segment).any():
+            assert lengths[q] == -1
+            continue
+        want = top_k(np.round(segment, vector.SCORE_DECIMALS), k)
+        assert lengths[q] == len(want) == min(k, sizes[q])
+        np.testing.assert_array_equal(indices[q, : lengths[q]], documents[starts[q] : starts[q + 1]][want.indices])
+        assert scores[q, : lengths[q]].tobytes() == want.scores.tobytes()
+    assert (lengths == -1).sum() == (sizes[5] > 0)
+
+
+def test_ranked_candidates_rank_a_nan_question_as_top_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A candidate whose float32 score passed but whose float64 score is NaN cannot come from real
+    # vectors; the kernel leaves such a question to top_k, which never ranks a NaN.
+    if KERNEL is None:
+        pytest.skip("the C kernel was not built (no C compiler)")
+    questions, documents = corpus(6)
+    expected = cosine_rankings(questions, documents, 30)
+    ranked, spoilt = KERNEL.ranked, []
+
+    def with_nan(candidates: np.ndarray, exact: np.ndarray, starts: np.ndarray, *args: Any) -> None:
+        if args[3] <= 1 < args[4]:  # the part holding question 1: its candidate ranked best becomes NaN
+            at = int(starts[1]) + int(np.argmax(exact[starts[1] : starts[2]]))
+            spoilt.append(int(candidates[at]))
+            exact[at] = np.nan
+        ranked(candidates, exact, starts, *args)
+
+    proxy = SimpleNamespace(**{name: getattr(KERNEL, name) for name in dir(KERNEL) if name[0] != "_"})
+    proxy.ranked = with_nan
+    monkeypatch.setattr(vector_kernel, "KERNEL", proxy)
+    got = cosine_rankings(questions, documents, 30)
+    assert_same(got[:1] + got[2:], expected[:1] + expected[2:])
+    assert spoilt == [expected[1].indices[0]]  # its best
+    assert_same(
+        [Ranking(got[1].indices[:29], got[1].scores[:29])], [Ranking(expected[1].indices[1:], expected[1].scores[1:])]
+    )

@@ -20,7 +20,7 @@ import numpy as np
 
 from retrieval.run.ranking import SCORE_DECIMALS, Ranking, top_k
 
-__all__ = ["KERNEL", "Rescoring", "in_place", "ranked_candidates", "scan_range"]
+__all__ = ["KERNEL", "Rescoring", "in_place", "products", "ranked_candidates", "scan_range"]
 
 
 def _load() -> ModuleType | None:
@@ -32,6 +32,12 @@ def _load() -> ModuleType | None:
 
 
 KERNEL: ModuleType | None = _load()
+
+
+def products(questions32: np.ndarray, chunk: np.ndarray, out: np.ndarray) -> None:
+    """A chunk's float32 scores, questions x documents, into `out`: the scan's only products, so
+    that a test can give scores anywhere within float32's error bound (`_float32_error`)."""
+    np.matmul(questions32, chunk.T, out=out)
 
 
 def scan_range(
@@ -68,7 +74,7 @@ def scan_range(
     for start in range(lo, hi, width):
         chunk = np.asarray(documents[start : min(start + width, hi)], dtype=np.float32)
         scores = scores_buffer if len(chunk) == width else np.empty((n_questions, len(chunk)), dtype=np.float32)
-        np.matmul(questions32, chunk.T, out=scores)
+        products(questions32, chunk, scores)
         if used + scores.size > len(buffers[0]):
             grown = tuple(np.empty(2 * len(buffers[0]) + scores.size, buffer.dtype) for buffer in buffers)
             for new, old in zip(grown, buffers, strict=True):
