@@ -193,7 +193,8 @@ def _estimates(questions32: np.ndarray, documents: np.ndarray, k: int) -> np.nda
         return none
     picks = np.sort(np.random.default_rng(ESTIMATE_SEED).choice(n, size, replace=False))
     scores = questions32 @ np.asarray(documents[picks], dtype=np.float32).T
-    estimate = -np.partition(-scores, rank - 1, axis=1)[:, rank - 1]
+    # The rank-th largest as the (size - rank)-th smallest: no negated copies of the scores.
+    estimate = np.partition(scores, size - rank, axis=1)[:, size - rank]
     return np.where(np.isnan(estimate), none, estimate)
 
 

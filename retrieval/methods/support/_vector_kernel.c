@@ -61,6 +61,18 @@ INLINE int any_at_least(const float *line, float t) {
 }
 #endif
 
+#ifdef DISPATCH
+/* The same test in two AVX2 compares of 8 (the AVX2 clone of the candidate pass). */
+static inline __attribute__((target("avx2"))) int any_at_least_avx2(const float *line, float t) {
+    const __m256 limit = _mm256_set1_ps(t);
+    const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(line), limit, _CMP_GE_OQ);
+    const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(line + 8), limit, _CMP_GE_OQ);
+    return _mm256_movemask_ps(_mm256_or_ps(a, b));
+}
+#else
+#define any_at_least_avx2 any_at_least
+#endif
+
 /* The float64 dot product of a float32 row with a question given in float64 (dot) or in float32
    (dot32: a float64 question that float32 holds exactly, half the bytes to read; each term and
    so the result the same). */
@@ -160,7 +172,7 @@ INLINE float smallest(const float *values, Py_ssize_t n) {
    Returns the count (room for every score of the chunk is the caller's). */
 INLINE Py_ssize_t candidates_body(const float *scores, float *threshold, const float *floor, const double *margin,
                                   float *best, int64_t *sizes, Py_ssize_t n_questions, Py_ssize_t width, Py_ssize_t k,
-                                  int64_t start, int32_t *rows, int32_t *cols, float *values) {
+                                  int64_t start, int32_t *rows, int32_t *cols, float *values, int wide) {
     Py_ssize_t found = 0;
     for (Py_ssize_t q = 0; q < n_questions; q++) {
         const float *line = scores + q * width;
@@ -169,7 +181,7 @@ INLINE Py_ssize_t candidates_body(const float *scores, float *threshold, const f
         float t = threshold[q];
         for (Py_ssize_t c = 0; c < width; c += STRIDE) {
             const Py_ssize_t end = c + STRIDE <= width ? c + STRIDE : width;
-            if (end - c == STRIDE && !any_at_least(line + c, t)) {
+            if (end - c == STRIDE && !(wide ? any_at_least_avx2(line + c, t) : any_at_least(line + c, t))) {
                 continue;
             }
             for (Py_ssize_t d = c; d < end; d++) {
@@ -362,7 +374,7 @@ typedef int (*kept_fn)(const int32_t *, const int32_t *, const float *, Py_ssize
         dims, out_documents, out_exact, room
 
 static Py_ssize_t candidates_default(CANDIDATES_ARGS) {
-    return candidates_body(CANDIDATES_CALL);
+    return candidates_body(CANDIDATES_CALL, 0);
 }
 static int kept_default(KEPT_ARGS) {
     return kept_body(KEPT_CALL);
@@ -372,7 +384,7 @@ static kept_fn kept = kept_default;
 
 #ifdef DISPATCH
 __attribute__((target("avx2"))) static Py_ssize_t candidates_avx2(CANDIDATES_ARGS) {
-    return candidates_body(CANDIDATES_CALL);
+    return candidates_body(CANDIDATES_CALL, 1);
 }
 __attribute__((target("avx2"))) static int kept_avx2(KEPT_ARGS) {
     return kept_body(KEPT_CALL);
