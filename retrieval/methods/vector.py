@@ -25,7 +25,7 @@ from retrieval.methods.base import Context
 from retrieval.methods.support import vector_kernel
 from retrieval.methods.support.shard_answers import Candidates, packed
 from retrieval.methods.support.sharding import Shard, ShardedSearch
-from retrieval.methods.support.vector_kernel import Rescoring, scan_range
+from retrieval.methods.support.vector_kernel import Rescoring, ranked_candidates, scan_range
 from retrieval.methods.support.vector_shards import whole_shard_candidates
 from retrieval.run.ranking import SCORE_DECIMALS, Ranking, top_k
 
@@ -71,9 +71,8 @@ ESTIMATE_SEED = 0
 # question, then by document; and each question's k best candidate scores (`_scan`).
 Scanned = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 # A range's final candidates: their documents by question (question q's from starts[q] to
-# starts[q + 1], in document order), the starts, and their float64 scores where the C kernel
-# computed them (`_kept`).
-Kept = tuple[np.ndarray, list[int], np.ndarray | None]
+# starts[q + 1], in document order), and the starts (`_kept`).
+Kept = tuple[np.ndarray, list[int]]
 
 
 def _cores() -> int:
@@ -165,9 +164,12 @@ def _blocked_rankings(
     # scanned, then ranks its part of the questions.
     kth = np.concatenate(list(pool.map(lambda part: _kth([scan[3][part] for scan in scans], k), split)))
     threshold = _below(kth, margin)
-    kept = list(pool.map(lambda scan: _kept(scan, threshold, batch, documents), scans))
-    rankings = [ranking for part in pool.map(lambda part: _ranked(batch, documents, kept, part, k), split)
-                for ranking in part]  # fmt: skip
+    if vector_kernel.in_place(documents):
+        rankings = ranked_candidates(scans, threshold, batch, documents, k, pool, split)
+    else:
+        kept = list(pool.map(lambda scan: _kept(scan, threshold, len(batch)), scans))
+        rankings = [ranking for part in pool.map(lambda part: _ranked(batch, documents, kept, part, k), split)
+                    for ranking in part]  # fmt: skip
     missed = np.flatnonzero(~(kth >= estimate))  # NaN compares false: searched again too
     if len(missed):
         again = _blocked_rankings(batch[missed], documents, depth, largest, pool, parts, estimated=False)
@@ -191,7 +193,8 @@ def _estimates(questions32: np.ndarray, documents: np.ndarray, k: int) -> np.nda
         return none
     picks = np.sort(np.random.default_rng(ESTIMATE_SEED).choice(n, size, replace=False))
     scores = questions32 @ np.asarray(documents[picks], dtype=np.float32).T
-    estimate = -np.partition(-scores, rank - 1, axis=1)[:, rank - 1]
+    # The rank-th largest as the (size - rank)-th smallest: no negated copies of the scores.
+    estimate = np.partition(scores, size - rank, axis=1)[:, size - rank]
     return np.where(np.isnan(estimate), none, estimate)
 
 
@@ -230,7 +233,7 @@ def _scan(
         chunk = np.asarray(documents[start : min(start + width, hi)], dtype=np.float32)
         full = len(chunk) == width
         scores = scores_buffer if full else np.empty((n_questions, len(chunk)), dtype=np.float32)
-        np.matmul(questions32, chunk.T, out=scores)
+        vector_kernel.products(questions32, chunk, scores)
         filled = start == lo and scores.shape[1] >= k
         if filled:
             # The range's first chunk fills each question's best at once.
@@ -264,41 +267,29 @@ def _kth(bests: list[np.ndarray], k: int) -> np.ndarray:
     return -np.partition(-np.concatenate(bests, axis=1), k - 1, axis=1)[:, k - 1]
 
 
-def _kept(scan: Scanned, threshold: np.ndarray, batch: np.ndarray, documents: np.ndarray) -> Kept:
+def _kept(scan: Scanned, threshold: np.ndarray, n_questions: int) -> Kept:
     """The range's candidates that score >= their question's `threshold` (t - 2M), by question,
-    then document, and their float64 scores from the C kernel (in chunk order: the range's rows
-    read forward, once), None where it was not built (`_ranked` computes them). Chunks come in
-    document order and each chunk's pairs by question, then document: a stable sort by question
-    (a radix sort on 16-bit rows) orders them by (question, document)."""
+    then document. Chunks come in document order and each chunk's pairs by question, then
+    document: a stable sort by question (a radix sort on 16-bit rows) orders them by (question,
+    document). (Where the C kernel reads the corpus in place, `ranked_candidates` does this.)"""
     row, col, found, _ = scan
     keep = found >= threshold[row]
     row, col = row[keep], col[keep]
-    exact = Rescoring(batch, documents).pairs(col, row)
-    row = row.astype(np.int16 if len(batch) < 2**15 else np.int64)
+    row = row.astype(np.int16 if n_questions < 2**15 else np.int64)
     order = np.argsort(row, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=len(batch)))]).tolist()
-    return col[order], starts, None if exact is None else exact[order]
+    starts = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n_questions))]).tolist()
+    return col[order], starts
 
 
 def _ranked(batch: np.ndarray, documents: np.ndarray, kept: list[Kept], part: np.ndarray, k: int) -> list[Ranking]:
     """The rankings of the questions in `part`: their candidates of every range (`_kept`), in
-    document order, their float64 scores rounded, ranked by top_k (the tie rule)."""
+    document order, their float64 scores (numpy's) rounded, ranked by top_k (the tie rule)."""
     rescore = Rescoring(batch, documents)
     rankings: list[Ranking] = []
     for question in part.tolist():
-        pieces = [
-            (
-                col[starts[question] : starts[question + 1]],
-                None if exact is None else exact[starts[question] : starts[question + 1]],
-            )
-            for col, starts, exact in kept
-        ]
-        candidates = pieces[0][0] if len(pieces) == 1 else np.concatenate([col for col, _ in pieces])
-        if pieces[0][1] is None:
-            scores = rescore.one(candidates, question)
-        else:
-            scores = pieces[0][1] if len(pieces) == 1 else np.concatenate([exact for _, exact in pieces])
-        best_of = top_k(np.round(scores, SCORE_DECIMALS), k)
+        pieces = [col[starts[question] : starts[question + 1]] for col, starts in kept]
+        candidates = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        best_of = top_k(np.round(rescore.one(candidates, question), SCORE_DECIMALS), k)
         rankings.append(Ranking(candidates[best_of.indices], best_of.scores))
     return rankings
 

@@ -9,6 +9,8 @@ import sys
 import sysconfig
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ import pytest
 from retrieval.methods import vector
 from retrieval.methods.support import vector_kernel
 from retrieval.methods.vector import DOCUMENT_BLOCK, cosine_rankings
-from retrieval.run.ranking import Ranking
+from retrieval.run.ranking import Ranking, top_k
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = vector_kernel.KERNEL
@@ -121,7 +123,7 @@ def call_kernel(
     best = np.full((n_questions, 2 * k), np.nan, np.float32)
     sizes = np.zeros(n_questions, np.int64)
     room = n_questions * width
-    rows, cols, values = np.zeros(room, np.int64), np.zeros(room, np.int64), np.zeros(room, np.float32)
+    rows, cols, values = np.zeros(room, np.int32), np.zeros(room, np.int32), np.zeros(room, np.float32)
     count = KERNEL.chunk_candidates(
         scores, raised, floor, margin, best, sizes, rows, cols, values, n_questions, width, k, start
     )
@@ -186,7 +188,9 @@ def test_a_range_scan_grows_its_buffers_and_finds_every_candidate() -> None:
     documents = rng.standard_normal((1000, 8)).astype(np.float32)
     floor = np.full(50, -np.inf, np.float32)
     row, col, found, best = vector_kernel.scan_range(questions32, documents, (100, 900), 64, 10**4, np.zeros(50), floor)
-    scores = questions32 @ documents[100:900].T
+    # The same products as the scan's, chunk by chunk (one product over another shape may round a
+    # float32 score's last bit differently).
+    scores = np.concatenate([questions32 @ documents[at : min(at + 64, 900)].T for at in range(100, 900, 64)], axis=1)
     chunks = [numpy_candidates(scores[:, at : at + 64], floor, 100 + at) for at in range(0, 800, 64)]
     expected = [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
     np.testing.assert_array_equal(row, expected[0])
@@ -196,32 +200,54 @@ def test_a_range_scan_grows_its_buffers_and_finds_every_candidate() -> None:
     np.testing.assert_array_equal(np.sort(best[:, :800], axis=1), np.sort(scores, axis=1))
 
 
+def kept_rescored(
+    row: np.ndarray, col: np.ndarray, values: np.ndarray, threshold: np.ndarray, places: np.ndarray,
+    documents: np.ndarray, questions: np.ndarray, room: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    assert KERNEL is not None
+    out_documents, exact = np.full(room, -1, np.int64), np.full(room, np.nan)
+    KERNEL.kept_rescored(
+        row, col, values, threshold, places, documents, questions, questions.dtype == np.float32, out_documents,
+        exact, len(row), len(documents), len(questions), documents.shape[1], room,
+    )  # fmt: skip
+    return out_documents, exact
+
+
 @needs_kernel
 @pytest.mark.parametrize("dims", [1, 7, 16, 33, 384])
-def test_rescored_pairs_are_float64_dot_products(dims: int) -> None:
+def test_kept_candidates_are_placed_by_question_with_float64_dot_products(dims: int) -> None:
     rng = np.random.default_rng(dims)
     documents = rng.standard_normal((300, dims)).astype(np.float32)
-    which_documents = rng.integers(0, 300, 500)
-    which_questions = rng.integers(0, 20, 500)
+    row = np.sort(rng.integers(0, 20, 500)).astype(np.int32)
+    col = rng.integers(0, 300, 500).astype(np.int32)
+    values = rng.standard_normal(500).astype(np.float32)
+    threshold = rng.standard_normal(20).astype(np.float32)
+    threshold[3] = values[np.flatnonzero(row == 3)[0]] if (row == 3).any() else 0  # a score at its threshold: kept
+    threshold[5] = np.nan  # compares false: none kept
+    keep = values >= threshold[row]
+    counts = np.zeros(20, np.int64)
+    assert KERNEL is not None
+    KERNEL.kept_counts(row, values, threshold, counts, 500, 20)
+    np.testing.assert_array_equal(counts, np.bincount(row[keep], minlength=20))
+    assert counts[5] == 0 and ((row == 3).sum() == 0 or counts[3] >= 1)
+    starts = np.concatenate([[0], np.cumsum(counts)])
     questions = rng.standard_normal((20, dims)).astype(np.float32)
     wide = questions.astype(np.float64)
-    expected = np.einsum("ij,ij->i", documents[which_documents].astype(np.float64), wide[which_questions])
-    exact = vector_kernel.Rescoring(wide, documents).pairs(which_documents, which_questions)
-    assert exact is not None
+    places = starts[:-1].copy()
+    got_documents, exact = kept_rescored(row, col, values, threshold, places, documents, wide, int(starts[-1]))
+    np.testing.assert_array_equal(places, starts[1:])  # each question's places filled, no more
+    np.testing.assert_array_equal(got_documents, col[keep])  # rows ascending: in order
+    expected = np.einsum("ij,ij->i", documents[col[keep]].astype(np.float64), wide[row[keep]])
     np.testing.assert_allclose(exact, expected, rtol=0, atol=1e-13 * np.sqrt(dims))
-    # Questions that float32 holds exactly are read as float32 (half the bytes): the same sums,
-    # bit for bit, as from their float64 rows.
-    assert KERNEL is not None
-    wide_only = np.empty(500)
-    KERNEL.rescored(documents, wide, which_documents, which_questions, wide_only, False, 300, 20, dims, 500)
-    np.testing.assert_array_equal(exact, wide_only)
-    # Questions that float32 does not hold exactly are read in float64.
+    # Questions that float32 holds exactly, read as float32 (half the bytes): the same sums, bit for bit.
+    _, narrow = kept_rescored(row, col, values, threshold, starts[:-1].copy(), documents, questions, int(starts[-1]))
+    np.testing.assert_array_equal(narrow, exact)
+    # Questions that float32 does not hold are read in float64.
     wider = wide + 1e-12
-    exact = vector_kernel.Rescoring(wider, documents).pairs(which_documents, which_questions)
-    assert exact is not None
-    expected = np.einsum("ij,ij->i", documents[which_documents].astype(np.float64), wider[which_questions])
+    _, exact = kept_rescored(row, col, values, threshold, starts[:-1].copy(), documents, wider, int(starts[-1]))
+    expected = np.einsum("ij,ij->i", documents[col[keep]].astype(np.float64), wider[row[keep]])
     np.testing.assert_allclose(exact, expected, rtol=0, atol=1e-13 * np.sqrt(dims))
-    assert not np.array_equal(exact, wide_only)
+    assert not np.array_equal(exact, narrow)
 
 
 @needs_kernel
@@ -229,20 +255,50 @@ def test_the_kernel_refuses_short_buffers_and_indices_out_of_range() -> None:
     assert KERNEL is not None
     documents = np.zeros((4, 3), np.float32)
     questions = np.zeros((2, 3))
-    out = np.empty(1)
-    with pytest.raises(IndexError):
-        KERNEL.rescored(documents, questions, np.array([4]), np.array([0]), out, False, 4, 2, 3, 1)
-    with pytest.raises(IndexError):
-        KERNEL.rescored(documents, questions, np.array([0]), np.array([-1]), out, False, 4, 2, 3, 1)
+    one = np.ones(1, np.float32)
+
+    def rescore(row: int, col: int, place: int, n_documents: int = 4) -> None:
+        rows, cols, places = np.array([row], np.int32), np.array([col], np.int32), np.array([place, 0], np.int64)
+        assert KERNEL is not None
+        KERNEL.kept_rescored(
+            rows, cols, one, np.zeros(2, np.float32), places, documents, questions, False, np.empty(1, np.int64),
+            np.empty(1), 1, n_documents, 2, 3, 1,
+        )  # fmt: skip
+
+    rescore(0, 3, 0)
+    for row, col, place in ((0, 4, 0), (2, 0, 0), (-1, 0, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1)):
+        with pytest.raises(IndexError):
+            rescore(row, col, place)
     with pytest.raises(ValueError, match="documents"):
-        KERNEL.rescored(documents, questions, np.array([0]), np.array([0]), out, False, 5, 2, 3, 1)
+        rescore(0, 0, 0, n_documents=5)
+    with pytest.raises(IndexError):
+        KERNEL.kept_counts(np.array([2], np.int32), one, np.zeros(2, np.float32), np.zeros(2, np.int64), 1, 2)
+    with pytest.raises(ValueError, match="counts"):
+        KERNEL.kept_counts(np.array([0], np.int32), one, np.zeros(2, np.float32), np.zeros(1, np.int64), 1, 2)
+    ranked = [np.zeros(2, np.int64), np.zeros(2), np.array([0, 1, 2], np.int64)]
+    out = [np.empty((2, 1), np.int64), np.empty((2, 1)), np.empty(2, np.int64)]
+    KERNEL.ranked(*ranked, *out, 0, 2, 1, 1e9)
+    with pytest.raises(ValueError, match=r"lo\.\.hi"):
+        KERNEL.ranked(*ranked, *out, 0, 3, 1, 1e9)
+    with pytest.raises(ValueError, match="ascend"):
+        KERNEL.ranked(ranked[0], ranked[1], np.array([0, 2, 1], np.int64), *out, 0, 2, 1, 1e9)
+    with pytest.raises(ValueError, match="documents"):  # starts past the candidates
+        KERNEL.ranked(ranked[0], ranked[1], np.array([0, 1, 3], np.int64), *out, 0, 2, 1, 1e9)
+    with pytest.raises(ValueError, match="exact"):
+        KERNEL.ranked(ranked[0], np.zeros(1), ranked[2], *out, 0, 2, 1, 1e9)
+    with pytest.raises(ValueError, match="scores"):
+        KERNEL.ranked(*ranked, out[0], np.empty(1), out[2], 0, 2, 1, 1e9)
     scores = np.zeros((2, 3), np.float32)
     state = [np.zeros(2, np.float32), np.zeros(2, np.float32), np.zeros(2), np.zeros((2, 2), np.float32)]
-    buffers = [np.empty(8, t) for t in "qqf"]
+    buffers = [np.empty(8, t) for t in "iif"]
     with pytest.raises(ValueError, match="scores"):
         KERNEL.chunk_candidates(scores, *state, np.zeros(2, np.int64), *buffers, 2, 4, 1, 0)
     with pytest.raises(ValueError, match="size"):  # best said to hold 2k already
         KERNEL.chunk_candidates(scores, *state, np.full(2, 2, np.int64), *buffers, 2, 3, 1, 0)
+    with pytest.raises(ValueError, match="int32"):  # a column past int32
+        KERNEL.chunk_candidates(scores, *state, np.zeros(2, np.int64), *buffers, 2, 3, 1, 2**31 - 3)
+    with pytest.raises(ValueError, match="rows"):  # int64 rows: half the room
+        KERNEL.chunk_candidates(scores, *state, np.zeros(2, np.int64), np.empty(2, np.int64), *buffers[1:], 2, 3, 1, 0)
     with pytest.raises(ValueError, match="size"):
         KERNEL.kept_best(state[3], np.full(2, 3, np.int64), 2, 1)
     with pytest.raises(ValueError, match="contiguous"):  # a strided view: never read as if contiguous
@@ -294,3 +350,126 @@ def test_kept_best_keeps_each_question_s_k_largest_with_duplicates(k: int) -> No
         assert size == min(len(want), k)
         padded = np.concatenate([want, np.full(k - len(want), -np.inf, np.float32)])
         np.testing.assert_array_equal(np.sort(row[:k])[::-1], padded)
+
+
+@pytest.mark.parametrize("path", ["kernel", "numpy"])
+@pytest.mark.parametrize("seed", range(2))
+def test_float32_scores_anywhere_within_their_error_bound_miss_no_document(
+    path: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The adversary the margin is for: every float32 score 0.9 of its bound M away from its
+    # float64 cosine, towards the wrong side (the documents of the final top, and those tied with
+    # its last, pushed down; every other pushed up), in clusters of 800 near-ties (within 1e-7,
+    # M about 5e-5) that a depth of 300 cuts through: the 500 outside the top score above it, so
+    # the depth-th best float32 score t is about r + 0.9 M (r the depth-th best cosine) and the
+    # top's last documents score about t - 1.8 M: candidates with a margin of 2 M, not with M.
+    if path == "numpy":
+        monkeypatch.setattr(vector_kernel, "KERNEL", None)
+    elif KERNEL is None:
+        pytest.skip("the C kernel was not built (no C compiler)")
+    rng = np.random.default_rng(seed)
+    dims, depth = 384, 300
+    questions = rng.standard_normal((3, dims))
+    questions /= np.linalg.norm(questions, axis=1, keepdims=True)
+    parts = [rng.standard_normal((DOCUMENT_BLOCK, dims))]
+    for question in questions:
+        noise = rng.standard_normal((800, dims))
+        noise -= np.outer(noise @ question, question)
+        noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+        parts.append(0.5 * question + np.sqrt(0.75) * noise)
+    documents = np.concatenate(parts)
+    documents = rng.permutation(documents / np.linalg.norm(documents, axis=1, keepdims=True)).astype(np.float32)
+    questions32 = questions.astype(np.float32)
+    with monkeypatch.context() as patch:
+        patch.setattr(vector, "DOCUMENT_BLOCK", 10**9)  # one block: every product in float64
+        expected = cosine_rankings(questions32, documents, depth)
+    last = np.array([ranking.scores[-1] for ranking in expected])
+    bound = vector._float32_error(questions32.astype(np.float64), vector._largest_norm(documents))
+    assert bound.min() > 1e-5  # far wider than the clusters' spread
+
+    def adversarial(queries: np.ndarray, chunk: np.ndarray, out: np.ndarray) -> None:
+        rows = [int(np.flatnonzero((questions32 == query).all(axis=1))[0]) for query in queries]
+        exact = queries.astype(np.float64) @ chunk.astype(np.float64).T
+        top = np.round(exact, vector.SCORE_DECIMALS) >= last[rows][:, None]
+        out[...] = exact + np.where(top, -0.9, 0.9) * bound[rows][:, None]
+
+    monkeypatch.setattr(vector_kernel, "products", adversarial)
+    monkeypatch.setattr(vector, "ESTIMATE_SAMPLE", 0)  # no sampled estimate (its products are numpy's)
+    got = cosine_rankings(questions32, documents, depth)
+    assert_same(got, expected)
+    # The adversary moved the order: the float32 top differs from the float64 one in every question.
+    scores = np.empty((3, len(documents)), np.float32)
+    adversarial(questions32, documents, scores)
+    assert all(
+        set(np.argsort(-row, kind="stable")[:depth].tolist()) != set(ranking.indices.tolist())
+        for row, ranking in zip(scores, expected, strict=True)
+    )
+
+
+def edge_scores(rng: np.random.Generator, m: int) -> np.ndarray:
+    """Float64 scores whose rounding and order are hard: exact ties, zeros of both signs, halves
+    of the last decimal (ties to even) and their neighbours, infinities, large and tiny values."""
+    half = (np.arange(-6, 6) + 0.5) / 10.0**vector.SCORE_DECIMALS
+    pool = np.concatenate([
+        half, np.nextafter(half, np.inf), np.nextafter(half, -np.inf), [0.0, -0.0, 1e-300, -1e-300],
+        [np.inf, -np.inf, 4.5e6, -4.5e6, 2.0**52 / 1e9, 1e12, 0.3, 0.3000000005, 0.3000000015],
+        np.round(rng.standard_normal(8), 3),
+    ])  # fmt: skip
+    return np.where(rng.random(m) < 0.5, rng.choice(pool, m), rng.standard_normal(m) * 10.0 ** rng.integers(-12, 3, m))
+
+
+@needs_kernel
+@pytest.mark.parametrize("k", [1, 3, 50, 400])
+def test_ranked_rounds_and_orders_as_top_k(k: int) -> None:
+    # Each question's candidates in document order (their documents ascending), ranked by the C
+    # kernel, against np.round then top_k: the same documents, the same scores bit for bit (the
+    # sign of a zero included), ties to the lower document; a NaN leaves the question to top_k.
+    assert KERNEL is not None
+    rng = np.random.default_rng(k)
+    sizes = rng.integers(0, 2 * k + 5, 30)
+    sizes[:3] = [0, k, k + 1]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    exact = edge_scores(rng, int(starts[-1]))
+    exact[starts[5] : starts[5] + 1] = np.nan if sizes[5] else exact[starts[5] : starts[5] + 1]
+    documents = np.concatenate([np.sort(rng.choice(10**6, size, replace=False)) for size in sizes]).astype(np.int64)
+    indices, scores = np.full((30, k), -1, np.int64), np.full((30, k), np.nan)
+    lengths = np.full(30, -2, np.int64)
+    KERNEL.ranked(documents, exact, starts, indices, scores, lengths, 0, 17, k, 10.0**vector.SCORE_DECIMALS)
+    KERNEL.ranked(documents, exact, starts, indices, scores, lengths, 17, 30, k, 10.0**vector.SCORE_DECIMALS)
+    for q in range(30):
+        segment = exact[starts[q] : starts[q + 1]]
+        if np.isnan(segment).any():
+            assert lengths[q] == -1
+            continue
+        want = top_k(np.round(segment, vector.SCORE_DECIMALS), k)
+        assert lengths[q] == len(want) == min(k, sizes[q])
+        np.testing.assert_array_equal(indices[q, : lengths[q]], documents[starts[q] : starts[q + 1]][want.indices])
+        assert scores[q, : lengths[q]].tobytes() == want.scores.tobytes()
+    assert (lengths == -1).sum() == (sizes[5] > 0)
+
+
+def test_ranked_candidates_rank_a_nan_question_as_top_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A candidate whose float32 score passed but whose float64 score is NaN cannot come from real
+    # vectors; the kernel leaves such a question to top_k, which never ranks a NaN.
+    if KERNEL is None:
+        pytest.skip("the C kernel was not built (no C compiler)")
+    questions, documents = corpus(6)
+    expected = cosine_rankings(questions, documents, 30)
+    ranked, spoilt = KERNEL.ranked, []
+
+    def with_nan(candidates: np.ndarray, exact: np.ndarray, starts: np.ndarray, *args: Any) -> None:
+        if args[3] <= 1 < args[4]:  # the part holding question 1: its candidate ranked best becomes NaN
+            at = int(starts[1]) + int(np.argmax(exact[starts[1] : starts[2]]))
+            spoilt.append(int(candidates[at]))
+            exact[at] = np.nan
+        ranked(candidates, exact, starts, *args)
+
+    proxy = SimpleNamespace(**{name: getattr(KERNEL, name) for name in dir(KERNEL) if name[0] != "_"})
+    proxy.ranked = with_nan
+    monkeypatch.setattr(vector_kernel, "KERNEL", proxy)
+    got = cosine_rankings(questions, documents, 30)
+    assert_same(got[:1] + got[2:], expected[:1] + expected[2:])
+    assert spoilt == [expected[1].indices[0]]  # its best
+    assert_same(
+        [Ranking(got[1].indices[:29], got[1].scores[:29])], [Ranking(expected[1].indices[1:], expected[1].scores[1:])]
+    )

@@ -12,11 +12,15 @@ SCORE_DECIMALS that precedes every ranking.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 
 import numpy as np
 
-__all__ = ["KERNEL", "Rescoring", "scan_range"]
+from retrieval.run.ranking import SCORE_DECIMALS, Ranking, top_k
+
+__all__ = ["KERNEL", "Rescoring", "in_place", "products", "ranked_candidates", "scan_range"]
 
 
 def _load() -> ModuleType | None:
@@ -28,6 +32,12 @@ def _load() -> ModuleType | None:
 
 
 KERNEL: ModuleType | None = _load()
+
+
+def products(questions32: np.ndarray, chunk: np.ndarray, out: np.ndarray) -> None:
+    """A chunk's float32 scores, questions x documents, into `out`: the scan's only products, so
+    that a test can give scores anywhere within float32's error bound (`_float32_error`)."""
+    np.matmul(questions32, chunk.T, out=out)
 
 
 def scan_range(
@@ -59,12 +69,12 @@ def scan_range(
     scores_buffer = np.empty((n_questions, width), dtype=np.float32)
     # Candidate buffers, grown by doubling, always with room for every score of the next chunk.
     room = max(4 * n_questions * width, 1)
-    buffers: tuple[np.ndarray, ...] = (np.empty(room, np.int64), np.empty(room, np.int64), np.empty(room, np.float32))
+    buffers: tuple[np.ndarray, ...] = (np.empty(room, np.int32), np.empty(room, np.int32), np.empty(room, np.float32))
     used = 0
     for start in range(lo, hi, width):
         chunk = np.asarray(documents[start : min(start + width, hi)], dtype=np.float32)
         scores = scores_buffer if len(chunk) == width else np.empty((n_questions, len(chunk)), dtype=np.float32)
-        np.matmul(questions32, chunk.T, out=scores)
+        products(questions32, chunk, scores)
         if used + scores.size > len(buffers[0]):
             grown = tuple(np.empty(2 * len(buffers[0]) + scores.size, buffer.dtype) for buffer in buffers)
             for new, old in zip(grown, buffers, strict=True):
@@ -80,44 +90,95 @@ def scan_range(
     return row, col, found, best[:, :k]
 
 
+def in_place(documents: np.ndarray) -> bool:
+    """Whether the C kernel can search this corpus to the end: its float32 rows read in place by
+    the rescoring (a C-contiguous float32 array, possibly memory-mapped), its columns int32."""
+    return (
+        KERNEL is not None and documents.dtype == np.float32 and documents.flags.c_contiguous and len(documents) < 2**31
+    )
+
+
+def ranked_candidates(
+    scans: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    threshold: np.ndarray,
+    questions: np.ndarray,
+    documents: np.ndarray,
+    k: int,
+    pool: ThreadPoolExecutor,
+    parts: Sequence[np.ndarray],
+) -> list[Ranking]:
+    """Each question's ranking from the ranges' scans (`scan_range`, in corpus order): the
+    candidates >= its `threshold` (t - 2M) counted by range, then each range's scored in float64
+    by the core that scanned it, in chunk order (its rows read forward once), into one array where
+    each question's candidates follow each other in document order (question first, then range);
+    then each part of the questions (contiguous) rounded and ranked by a core, as top_k ranks them:
+    the same rankings as vector._kept and vector._ranked, without a Python step per question
+    beyond its Ranking. A question with a NaN score is ranked by top_k itself."""
+    assert KERNEL is not None and in_place(documents)
+    kernel = KERNEL
+    n_questions, dims = questions.shape
+    limit = np.ascontiguousarray(threshold, dtype=np.float32)
+    queries: np.ndarray = np.ascontiguousarray(questions, dtype=np.float64)
+    narrow = queries.astype(np.float32)
+    if np.array_equal(narrow, queries):  # float32 embeddings: the same products, half the bytes
+        queries = narrow
+    counts = np.zeros((len(scans), n_questions), dtype=np.int64)
+
+    def count(r: int) -> None:
+        kernel.kept_counts(scans[r][0], scans[r][2], limit, counts[r], len(scans[r][0]), n_questions)
+
+    list(pool.map(count, range(len(scans))))
+    offsets = np.zeros(n_questions * len(scans) + 1, dtype=np.int64)
+    np.cumsum(counts.T.reshape(-1), out=offsets[1:])
+    # Each range's next place for each question, advanced by the kernel: a copy, never a view of offsets.
+    places = offsets[:-1].reshape(n_questions, len(scans)).T.copy()
+    total = int(offsets[-1])
+    kept_documents, exact = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.float64)
+
+    def rescore(r: int) -> None:
+        row, col, found, _ = scans[r]
+        kernel.kept_rescored(
+            row, col, found, limit, places[r], documents, queries, queries.dtype == np.float32,
+            kept_documents, exact, len(row), len(documents), n_questions, dims, total,
+        )  # fmt: skip
+
+    list(pool.map(rescore, range(len(scans))))
+    starts = np.ascontiguousarray(offsets[:: len(scans)])
+    indices = np.empty((n_questions, k), dtype=np.int64)
+    scores = np.empty((n_questions, k), dtype=np.float64)
+    lengths = np.empty(n_questions, dtype=np.int64)
+    scale = 10.0**SCORE_DECIMALS
+
+    def rank(part: np.ndarray) -> None:
+        lo, hi = int(part[0]), int(part[-1]) + 1
+        kernel.ranked(kept_documents, exact, starts, indices, scores, lengths, lo, hi, k, scale)
+
+    list(pool.map(rank, [part for part in parts if len(part)]))
+    rankings: list[Ranking] = []
+    for question, length in enumerate(lengths.tolist()):
+        if length >= 0:
+            rankings.append(Ranking(indices[question, :length], scores[question, :length]))
+            continue
+        first, last = int(starts[question]), int(starts[question + 1])
+        best_of = top_k(np.round(exact[first:last], SCORE_DECIMALS), k)
+        rankings.append(Ranking(kept_documents[first:last][best_of.indices], best_of.scores))
+    return rankings
+
+
 class Rescoring:
-    """Candidates' float64 dot products with their questions. The C kernel takes a corpus range's
-    candidates of every question at once, in chunk order (the range's rows read forward once, the
-    rows of a chunk's candidates close together), each float32 row read in place. numpy takes a
-    question at a time (in a question's order, its candidates' rows are random reads, as much data
-    as the scan itself): the rows gathered into a buffer reused from question to question (np.take
-    without bounds checks, mode "clip": the candidates are corpus indices), copied to float64 in
-    place and multiplied: 0.72 s a million rows against 0.80 s for a fresh fancy index and float64
-    array each time (mode "raise", which buffers the output, measured slower with kept buffers)."""
+    """Candidates' float64 dot products with their questions, by numpy, where the C kernel cannot
+    read the corpus in place (`ranked_candidates` scores them otherwise): a question at a time (in
+    a question's order, its candidates' rows are random reads, as much data as the scan itself):
+    the rows gathered into a buffer reused from question to question (np.take without bounds
+    checks, mode "clip": the candidates are corpus indices), copied to float64 in place and
+    multiplied: 0.72 s a million rows against 0.80 s for a fresh fancy index and float64 array
+    each time (mode "raise", which buffers the output, measured slower with kept buffers)."""
 
     def __init__(self, questions: np.ndarray, documents: np.ndarray) -> None:
         """For float64 `questions` against `documents` (a 2-D array, possibly memory-mapped)."""
         self._questions, self._documents = questions, documents
-        in_place = documents.dtype == np.float32 and documents.flags.c_contiguous
-        self._kernel = KERNEL if in_place else None
         self._rows = np.empty((0, documents.shape[1]), dtype=documents.dtype)
         self._wide = np.empty((0, documents.shape[1]), dtype=np.float64)
-
-    def pairs(self, documents: np.ndarray, questions: np.ndarray) -> np.ndarray | None:
-        """The float64 score of document documents[i] for question questions[i], each i, from the
-        C kernel; None where it was not built, or cannot read this corpus in place."""
-        if self._kernel is None:
-            return None
-        queries: np.ndarray = np.ascontiguousarray(self._questions, dtype=np.float64)
-        narrow = queries.astype(np.float32)
-        # Questions that float32 holds exactly (float32 embeddings): half the bytes to read a pair,
-        # the same products.
-        if np.array_equal(narrow, queries):
-            queries = narrow
-        which_documents = np.ascontiguousarray(documents, dtype=np.int64)
-        which_questions = np.ascontiguousarray(questions, dtype=np.int64)
-        exact = np.empty(len(which_documents))
-        n, dims = self._documents.shape
-        self._kernel.rescored(
-            self._documents, queries, which_documents, which_questions, exact, queries.dtype == np.float32,
-            n, len(queries), dims, len(exact),
-        )  # fmt: skip
-        return exact
 
     def one(self, candidates: np.ndarray, question: int) -> np.ndarray:
         """The float64 scores of the documents `candidates` for question number `question`, by numpy."""
