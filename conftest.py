@@ -61,13 +61,17 @@ if _UNUSED_PLUGINS not in os.environ.get("PYTEST_ADDOPTS", ""):
 # children's tests likewise: their server of forked children imports the package once (0.7 s of CPU);
 # and the modules whose module fixture costs a third of a second (the wheel's build, the executor's
 # 3,000-document corpus and its vectors), which each worker that ran one of their tests made again.
+# A group of several modules shares one worker for what they all import: Ray (about 0.4 s of CPU)
+# for the executor's tests that import it, scipy.stats (0.45 s) for the bootstrap's replica.
 ONE_WORKER = (
-    "tests/unit/test_ray_executor.py",
-    "tests/unit/test_frameworks.py",
-    "tests/unit/test_store_faults.py",
-    "tests/unit/test_wheel.py",
-    "tests/unit/test_executor.py",
+    ("tests/unit/test_ray_executor.py",),
+    ("tests/unit/test_frameworks.py",),
+    ("tests/unit/test_store_faults.py",),
+    ("tests/unit/test_wheel.py",),
+    ("tests/unit/test_executor.py", "tests/unit/test_ray_overlap.py", "tests/unit/test_ray_connection.py"),
+    ("tests/unit/test_repeated_bootstrap.py",),
 )
+_GROUP_OF = {module: group[0] for group in ONE_WORKER for module in group}
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
@@ -75,8 +79,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from retrieval.gate.plugin import gate_scheduler
 
     def scope(nodeid: str) -> str:
-        module = nodeid.split("::", 1)[0]
-        return module if module in ONE_WORKER else nodeid
+        return _GROUP_OF.get(nodeid.split("::", 1)[0], nodeid)
 
     return gate_scheduler(config, log, scope)
 
