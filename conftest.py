@@ -74,6 +74,23 @@ ONE_WORKER = (
 _GROUP_OF = {module: group[0] for group in ONE_WORKER for module in group}
 
 
+# The scopes go out heaviest first, weighed by the tests' seconds in the last run that measured
+# them (pytest's cache; merged, so that a run of a few files updates theirs only): the run ended
+# on whichever long test came last in collection order (test_workflow.py's comment script in
+# node, about a second), the other worker idle meanwhile. A test the cache does not know weighs
+# the median; without the cache (a fresh clone, -p no:cacheprovider), xdist's order as before.
+_DURATIONS = "retrieval-regression/durations"
+_MEASURED: dict[str, float] = {}  # this session's, in the process that schedules (not a worker)
+
+
+def _weights(config: pytest.Config) -> dict[str, float]:
+    cache = getattr(config, "cache", None)
+    known = cache.get(_DURATIONS, None) if cache is not None else None
+    if not isinstance(known, dict):
+        return {}
+    return {k: v for k, v in known.items() if isinstance(k, str) and isinstance(v, int | float) and v >= 0}
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from retrieval.gate.plugin import gate_scheduler
@@ -81,7 +98,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     def scope(nodeid: str) -> str:
         return _GROUP_OF.get(nodeid.split("::", 1)[0], nodeid)
 
-    return gate_scheduler(config, log, scope)
+    known = _weights(config)
+    if not known:
+        return gate_scheduler(config, log, scope)
+    median = sorted(known.values())[len(known) // 2]
+    return gate_scheduler(config, log, scope, lambda nodeid: known.get(nodeid, median))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the phases' seconds, summed
+        _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
+
+
+def _remember_durations(config: pytest.Config) -> None:
+    cache = getattr(config, "cache", None)
+    if cache is not None and _MEASURED and not hasattr(config, "workerinput"):
+        cache.set(_DURATIONS, {**_weights(config), **{k: round(v, 4) for k, v in _MEASURED.items()}})
 
 
 # --- The slow cases ---------------------------------------------------------------------------
@@ -176,6 +208,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    _remember_durations(session.config)
     output = getattr(session.config, "workeroutput", None)
     if output is not None:  # a pytest-xdist worker: its controller says it
         output["slow_left_out"] = session.config.stash[_LEFT_OUT]
