@@ -61,13 +61,34 @@ if _UNUSED_PLUGINS not in os.environ.get("PYTEST_ADDOPTS", ""):
 # children's tests likewise: their server of forked children imports the package once (0.7 s of CPU);
 # and the modules whose module fixture costs a third of a second (the wheel's build, the executor's
 # 3,000-document corpus and its vectors), which each worker that ran one of their tests made again.
+# A group of several modules shares one worker for what they all import: Ray (about 0.4 s of CPU)
+# for the executor's tests that import it, scipy.stats (0.45 s) for the bootstrap's replica.
 ONE_WORKER = (
-    "tests/unit/test_ray_executor.py",
-    "tests/unit/test_frameworks.py",
-    "tests/unit/test_store_faults.py",
-    "tests/unit/test_wheel.py",
-    "tests/unit/test_executor.py",
+    ("tests/unit/test_ray_executor.py",),
+    ("tests/unit/test_frameworks.py",),
+    ("tests/unit/test_store_faults.py",),
+    ("tests/unit/test_wheel.py",),
+    ("tests/unit/test_executor.py", "tests/unit/test_ray_overlap.py", "tests/unit/test_ray_connection.py"),
+    ("tests/unit/test_repeated_bootstrap.py",),
 )
+_GROUP_OF = {module: group[0] for group in ONE_WORKER for module in group}
+
+
+# The scopes go out heaviest first, weighed by the tests' seconds in the last run that measured
+# them (pytest's cache; merged, so that a run of a few files updates theirs only): the run ended
+# on whichever long test came last in collection order (test_workflow.py's comment script in
+# node, about a second), the other worker idle meanwhile. A test the cache does not know weighs
+# the median; without the cache (a fresh clone, -p no:cacheprovider), xdist's order as before.
+_DURATIONS = "retrieval-regression/durations"
+_MEASURED: dict[str, float] = {}  # this session's, in the process that schedules (not a worker)
+
+
+def _weights(config: pytest.Config) -> dict[str, float]:
+    cache = getattr(config, "cache", None)
+    known = cache.get(_DURATIONS, None) if cache is not None else None
+    if not isinstance(known, dict):
+        return {}
+    return {k: v for k, v in known.items() if isinstance(k, str) and isinstance(v, int | float) and v >= 0}
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
@@ -75,10 +96,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from retrieval.gate.plugin import gate_scheduler
 
     def scope(nodeid: str) -> str:
-        module = nodeid.split("::", 1)[0]
-        return module if module in ONE_WORKER else nodeid
+        return _GROUP_OF.get(nodeid.split("::", 1)[0], nodeid)
 
-    return gate_scheduler(config, log, scope)
+    known = _weights(config)
+    if not known:
+        return gate_scheduler(config, log, scope)
+    median = sorted(known.values())[len(known) // 2]
+    return gate_scheduler(config, log, scope, lambda nodeid: known.get(nodeid, median))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the phases' seconds, summed
+        _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
+
+
+def _remember_durations(config: pytest.Config) -> None:
+    cache = getattr(config, "cache", None)
+    if cache is not None and _MEASURED and not hasattr(config, "workerinput"):
+        cache.set(_DURATIONS, {**_weights(config), **{k: round(v, 4) for k, v in _MEASURED.items()}})
 
 
 # --- The slow cases ---------------------------------------------------------------------------
@@ -173,6 +208,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    _remember_durations(session.config)
     output = getattr(session.config, "workeroutput", None)
     if output is not None:  # a pytest-xdist worker: its controller says it
         output["slow_left_out"] = session.config.stash[_LEFT_OUT]

@@ -128,17 +128,36 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return gate_scheduler(config, log)
 
 
-def gate_scheduler(config: pytest.Config, log: Any, scope: Callable[[str], str] = str) -> Any:
+def gate_scheduler(
+    config: pytest.Config,
+    log: Any,
+    scope: Callable[[str], str] = str,
+    weight: Callable[[str], float] | None = None,
+) -> Any:
     """The scheduler above, the other tests' scope given by `scope(node id)` (each test its own
     by default): a conftest's own `pytest_xdist_make_scheduler` (tryfirst) can keep a module's
-    tests on one worker, where its module-scoped fixture starts once. None unless `--dist load`."""
+    tests on one worker, where its module-scoped fixture starts once. With `weight(node id)`, a
+    test's expected seconds (a previous run's), the scopes are sent heaviest first (their tests'
+    summed weights; ties in xdist's order, the scopes of most tests first): the run then ends on
+    short tests, instead of one worker running a long one that came last while the others wait.
+    None unless `--dist load`."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class GateTogether(LoadScopeScheduling):
+        ranked = weight is None
+
         def _split_scope(self, nodeid: str) -> str:
             return GROUP if GATE_ID in nodeid else scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ranked and weight is not None:  # the first unit sent: the queue is whole
+                self.ranked = True
+                units = sorted(self.workqueue.items(), key=lambda unit: -sum(map(weight, unit[1])))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
         def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
             # A finished scope leaves the worker's work: xdist counts the pending tests of every

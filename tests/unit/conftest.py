@@ -1,23 +1,24 @@
 """Fixtures shared by the unit tests.
 
 Nothing heavy is imported here at collection: a run of one test module pays for what that module
-imports, not for the whole package (the package's modules load before the first in-process
-pytester run, the LLM clients when a test asks for one)."""
+imports, not for the whole package (pytester's in-process runs keep what they import, see
+kept_modules.py; the LLM clients load when a test asks for one)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import importlib.metadata
 import importlib.util
-import pkgutil
+import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+import _pytest.pytester
 import pytest
 
 from retrieval.adapters import pg_cluster  # the standard library only
@@ -32,41 +33,17 @@ if TYPE_CHECKING:
     from retrieval.providers.openai_chat import OpenAIChat
 
 
-@cache
-def _package_loaded() -> None:
-    """Import every module of the package, vcrpy and the installed pytest plugins, once in this
-    process.
+@pytest.fixture
+def _runs_keep_modules(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """pytester's snapshots of sys.modules are kept_modules.KeepingSnapshot's while the test runs."""
+    from kept_modules import KeepingSnapshot
 
-    pytester's in-process runs (the gate on temporary projects) drop from sys.modules every
-    module first imported during a run, so the next run imports it again: vcrpy and what it
-    patches, and the package's lazily imported modules, cost about 25 ms a run that way; and scipy's C
-    extensions do not survive a second import: a gate run that first called the paired bootstrap
-    dropped scipy.stats, and the next test's import of it failed ("cannot load module more than
-    once per process"), test_baseline_trust.py after test_gate_reference.py. Likewise httpx: it
-    maps httpcore's errors to its own through a table it fills on the first failed request; filled
-    in a run, it kept the dropped httpcore's classes, so that a later test's refused connection
-    escaped as a bare httpcore.ConnectError instead of httpx's (test_recorded_methods.py after
-    test_pytest_plugin.py). A real session imports each once; importing them before the first run
-    does the same for the runs."""
-    import anyio._backends._asyncio  # noqa: F401  (httpx's async client, on its first request)
-    import httpcore  # noqa: F401  (httpx, on its first request)
-    import scipy.stats  # noqa: F401  (retrieval.measures.paired imports it when first called)
-    import Stemmer  # noqa: F401  (retrieval.data.snowball, likewise)
-    import vcr  # noqa: F401
-
-    import retrieval
-
-    for module in pkgutil.walk_packages(retrieval.__path__, "retrieval."):
-        if module.name != "retrieval.__main__":
-            importlib.import_module(module.name)
-    for plugin in importlib.metadata.entry_points(group="pytest11"):
-        if plugin.name not in UNUSED_PLUGINS:  # off in the runs too (the pytester fixture below)
-            importlib.import_module(plugin.module)
-
-
-@pytest.fixture(scope="session")
-def _package_imported() -> None:
-    _package_loaded()
+    config = request.config
+    lasting = tuple(os.path.join(str(p), "") for p in {config.rootpath, sys.prefix, sys.base_prefix, sys.exec_prefix})
+    temporary = os.path.join(str(tmp_path_factory.getbasetemp()), "")
+    monkeypatch.setattr(_pytest.pytester, "SysModulesSnapshot", functools.partial(KeepingSnapshot, lasting, temporary))
 
 
 # The installed plugins no test reads (langsmith's, platformdirs'), off in this session (pyproject.toml's
@@ -103,10 +80,10 @@ def _installed() -> tuple[importlib.metadata.Distribution, ...]:
 
 
 @pytest.fixture
-def pytester(_package_imported: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """pytest's own, once the package is loaded (see _package_loaded), its runs without UNUSED_PLUGINS.
-    Loaded before pytest's fixture is made: it takes a snapshot of sys.modules and puts it back when
-    the test ends, which dropped what the first test loaded.
+def pytester(_runs_keep_modules: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's own, its snapshots of sys.modules keeping what the package and its dependencies
+    imported (kept_modules.py), its runs without UNUSED_PLUGINS. _runs_keep_modules comes before
+    pytest's fixture is made: it takes a snapshot of sys.modules and puts it back when the test ends.
 
     Its runs read the installed distributions once a process: each run looks for plugins twice
     (pluggy's entry points, then pytest's modules to rewrite), and parsing the file lists again

@@ -5,14 +5,22 @@ for a method that reads no embeddings, at the first sharded `rank` for the other
 from __future__ import annotations
 
 import threading
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-pytest.importorskip("ray", reason="the Ray executor needs Ray (pip install 'retrieval-regression[ray]')")
-
-import retrieval.executors.ray_cluster as ray_executor
 from retrieval.methods.support.bm25_shards import BM25Sharding
+
+
+@pytest.fixture(scope="module")
+def ray_executor() -> ModuleType:
+    """retrieval.executors.ray_cluster, imported by the tests rather than at collection: Ray's
+    import (about 0.4 s of CPU) in every pytest-xdist worker, for the one that runs them."""
+    pytest.importorskip("ray", reason="the Ray executor needs Ray (pip install 'retrieval-regression[ray]')")
+    import retrieval.executors.ray_cluster
+
+    return retrieval.executors.ray_cluster
 
 
 class _Search(BM25Sharding):
@@ -36,7 +44,7 @@ class _Context:
 
 
 @pytest.fixture
-def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+def started(monkeypatch: pytest.MonkeyPatch, ray_executor: ModuleType) -> list[tuple[str, bool]]:
     """(method, whether the context was embedded) for each search, in the order they started."""
     calls: list[tuple[str, bool]] = []
     lock = threading.Lock()
@@ -53,7 +61,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
 
 
 def test_a_method_without_embeddings_starts_at_prepare_the_others_at_the_first_rank(
-    started: list[tuple[str, bool]],
+    started: list[tuple[str, bool]], ray_executor: ModuleType
 ) -> None:
     executor = ray_executor.RayExecutor()
     context = _Context()
@@ -72,7 +80,9 @@ def test_a_method_without_embeddings_starts_at_prepare_the_others_at_the_first_r
     assert not executor._running and not executor._waiting
 
 
-def test_a_method_ranked_without_prepare_runs_and_a_failure_reaches_its_rank(started: list[tuple[str, bool]]) -> None:
+def test_a_method_ranked_without_prepare_runs_and_a_failure_reaches_its_rank(
+    started: list[tuple[str, bool]], ray_executor: ModuleType
+) -> None:
     executor = ray_executor.RayExecutor()
     context = _Context()
     assert executor.rank(_Method("vector", needs_vectors=True), context) == ["vector"]
@@ -83,7 +93,7 @@ def test_a_method_ranked_without_prepare_runs_and_a_failure_reaches_its_rank(sta
     executor.stop()
 
 
-def test_stop_waits_for_a_search_nobody_ranked(started: list[tuple[str, bool]]) -> None:
+def test_stop_waits_for_a_search_nobody_ranked(started: list[tuple[str, bool]], ray_executor: ModuleType) -> None:
     executor = ray_executor.RayExecutor()
     context = _Context()
     executor.prepare(_Method("broken", needs_vectors=False), context)  # started, never ranked

@@ -1,7 +1,10 @@
 """The paired bootstrap computed here as scipy computes it (retrieval.measures.paired: REPEATED
 releases): the same interval as `scipy.stats.bootstrap` to the last bit, on seeded inputs of
 every size the gate meets, other resample counts, seeds and confidence levels; scipy's own for
-another release and for values that are not finite (its NaN, its warning)."""
+another release and for values that are not finite (its NaN, its warning).
+
+scipy.stats is imported by the tests, not at collection: about half a second of CPU that every
+pytest-xdist worker paid, for the one worker that runs this module."""
 
 from __future__ import annotations
 
@@ -9,13 +12,14 @@ import warnings
 
 import numpy as np
 import pytest
-import scipy.stats
 
 from retrieval.measures import paired
 from retrieval.measures.paired import RESAMPLE_CHUNK, RESAMPLES, SEED, bootstrap_interval
 
 
 def _scipys(values: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, confidence: float = 0.95) -> tuple:
+    import scipy.stats
+
     result = scipy.stats.bootstrap(
         (values,),
         np.mean,
@@ -30,6 +34,8 @@ def _scipys(values: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, co
 
 
 def test_the_interval_is_scipys_to_the_last_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scipy.stats
+
     if paired._scipy_release() not in paired.REPEATED:
         # A scipy release the replica was not checked against takes scipy's own path: a new release
         # of scipy must not fail the suite, only ask for the check (then add it to REPEATED).
@@ -60,6 +66,8 @@ def test_the_interval_is_scipys_to_the_last_bit(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_another_release_and_values_not_finite_are_scipys(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scipy.stats
+
     values = np.array([0.5, -0.25, 0.0, 1.0])
     expected = _scipys(values)
     called: list[int] = []
