@@ -1,12 +1,12 @@
 """The vector search's passes beyond the float32 products: each chunk's candidates, and their
 float64 rescoring; by the package's optional C kernel where it was built, by numpy otherwise.
 
-`pip install` compiles `_vector_kernel.c` where a C compiler exists (pyproject.toml,
-[[tool.setuptools.ext-modules]], optional) and installs without it where none does: `KERNEL` is
-then None and both passes take numpy's path (tests set `KERNEL` to None to force it). Either way
-the same candidates in the same order; the float64 scores may differ in their last bits (the C
-sum's fixed order against the BLAS dgemv's, which differs by CPU), below the rounding to
-SCORE_DECIMALS that precedes every ranking.
+`pip install` compiles `_vector_kernel.c`, `_vector_scan.c` and `_vector_ranking.c` into one
+module where a C compiler exists (pyproject.toml, [[tool.setuptools.ext-modules]], optional) and
+installs without it where none does: `KERNEL` is then None and both passes take numpy's path
+(tests set `KERNEL` to None to force it). Either way the same candidates in the same order; the
+float64 scores may differ in their last bits (the C sum's fixed order against the BLAS dgemv's,
+which differs by CPU), below the rounding to SCORE_DECIMALS that precedes every ranking.
 """
 
 from __future__ import annotations
