@@ -216,7 +216,8 @@ def _scan(
     the range instead (`scan_range`: the same candidates' superset, a threshold raised sooner)."""
     n_questions = len(questions32)
     lo, hi = bounds
-    if vector_kernel.KERNEL is not None:
+    # The kernel's candidates are int32 rows and columns: a corpus beyond them takes numpy's path.
+    if vector_kernel.KERNEL is not None and hi < 2**31 and n_questions < 2**31:
         return scan_range(questions32, documents, bounds, width, k, margin, floor)
     best = np.full((n_questions, k), -np.inf, dtype=np.float32)
     threshold = floor[:, None]
