@@ -5,7 +5,8 @@ makes one grade per pair from the dataset's own judgments and every source of th
 from __future__ import annotations
 
 import json
-import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,6 @@ from retrieval.data.dataset import DatasetError, load_dataset
 from retrieval.data.judgment_file import (
     JUDGMENTS_FILE,
     Judgment,
-    Key,
     known_judgments,
     read_judgments,
     render_judgments,
@@ -145,25 +145,31 @@ def test_a_damaged_file_is_never_rewritten(tmp_path: Path) -> None:
     assert path.read_text() == _line() + "\n{not json\n"
 
 
-def _write_many(path: str, lock: str, writer: int, count: int) -> None:
-    for n in range(count):
-        judgment = Judgment(f"q{n}", f"d{writer}", n % 4, f"human:writer{writer}", timestamp())
+# Each writer a fresh interpreter importing the judgments file's module alone (a spawned
+# multiprocessing child would import pytest and this test module to find its target).
+WRITER = """
+import sys
+from retrieval.data.judgment_file import Judgment, timestamp, update_judgments
+path, lock, writer, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for n in range(count):
+    judgment = Judgment(f"q{n}", f"d{writer}", n % 4, f"human:writer{writer}", timestamp())
 
-        def add(current: dict[Key, Judgment], j: Judgment = judgment) -> None:
-            current[j.key] = j
+    def add(current, j=judgment):
+        current[j.key] = j
 
-        update_judgments(path, lock, add)
+    update_judgments(path, lock, add)
+"""
 
 
 def test_concurrent_writers_in_other_processes_lose_no_judgment(tmp_path: Path) -> None:
     path, lock = str(tmp_path / JUDGMENTS_FILE), str(tmp_path / "judgments.lock")
-    context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_write_many, args=(path, lock, w, 40)) for w in range(3)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=120)
-        assert worker.exitcode == 0
+    workers = [subprocess.Popen([sys.executable, "-c", WRITER, path, lock, str(w), "40"]) for w in range(3)]
+    try:
+        assert [worker.wait(timeout=120) for worker in workers] == [0, 0, 0]
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
     found = read_judgments(path)
     assert len(found) == 120
     assert {(j.source, j.question) for j in found} == {
