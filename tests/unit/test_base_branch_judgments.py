@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from pull_request import PullRequest
+from pull_request import Check, PullRequest
 from trust_project import GOOD, QUESTIONS, write_questions, write_ranks
 
 REASON = "q2 is out of scope for this release"
@@ -39,12 +39,14 @@ def _judge(pr: PullRequest, question: str, document: str, grade: int) -> None:
         f.write(json.dumps({**line, "date": "2026-12-01T09:00:00Z"}) + "\n")
 
 
-def _fails(pr: PullRequest, item: str, words: str) -> None:
-    """The required check fails, `item` among its failures, said in `words` (its opening)."""
+def _fails(pr: PullRequest, item: str, words: str) -> Check:
+    """The required check fails, `item` among its failures, said in `words` (its opening); the
+    check, for what else a test reads in it (run again, it would say the same of the same commit)."""
     check = pr.required_check()
     assert check.status == 1, check.stdout + check.stderr
     assert item in check.printed, check.stdout + check.stderr
     assert check.printed[item].startswith(words), check.printed[item]
+    return check
 
 
 def _passes_once_accepted(pr: PullRequest, shown: str) -> None:
@@ -68,8 +70,7 @@ def test_a_relevant_grade_raised_by_the_pull_request_does_not_take_a_question_ou
     pr.fresh_baseline()
     pr.commit("relevant_grade 2")
     assert pr.gate().returncode == 0  # its own gate: q2 is no longer measured
-    _fails(pr, "table-mrr", MAIN_MRR)  # q2 measured as main judges it: d2 relevant, now at rank 4
-    check = pr.required_check()
+    check = _fails(pr, "table-mrr", MAIN_MRR)  # q2 measured as main judges it: d2 relevant, now at rank 4
     assert "main counts a document relevant from grade 1 (its relevant_grade; this run's: 2)" in check.stdout
     _passes_once_accepted(pr, "table mrr: 1.0000 -> 0.8125")
 
@@ -100,9 +101,9 @@ def test_a_grade_lowered_in_the_judgments_file_does_not_take_a_question_out_of_t
     pr.fresh_baseline()
     pr.commit("d2 judged not relevant to q2")
     assert pr.gate().returncode == 0
-    _fails(pr, "table-mrr", MAIN_MRR)  # scored under main's judgments of q2
+    check = _fails(pr, "table-mrr", MAIN_MRR)  # scored under main's judgments of q2
     # Shown as an edit of q2 (its relevant document gone), not as a question removed.
-    assert "- `q2`: «mot de passe oublié»; relevant d2 -> none" in pr.required_check().summary
+    assert "- `q2`: «mot de passe oublié»; relevant d2 -> none" in check.summary
     _passes_once_accepted(pr, "table mrr: 1.0000 -> 0.8125")
 
 
@@ -135,12 +136,12 @@ def test_unjudged_warn_set_by_the_pull_request_alone_does_not_let_an_undecided_d
     pr.fresh_baseline()
     pr.commit('unjudged = "warn"')
     assert pr.gate().returncode == 0
-    _fails(
+    check = _fails(
         pr,
         "table-mrr",
         "table mrr fell below the baseline of origin/main: baseline 1.0000, current 0.8750, delta -0.1250",
     )
-    assert "Undecided: judge 1 document(s)" in pr.required_check().printed["table-mrr"]
+    assert "Undecided: judge 1 document(s)" in check.printed["table-mrr"]
     _passes_once_accepted(pr, "table mrr: 1.0000 -> 0.8750")
 
 
