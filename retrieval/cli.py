@@ -15,23 +15,18 @@ from pathlib import Path
 from retrieval.config import ConfigError, Settings, load_settings
 from retrieval.data.dataset import DatasetError, load_dataset
 from retrieval.data.freed_memory import keep_freed_memory
-from retrieval.evaluation.evaluate import evaluate
-from retrieval.evaluation.method_run import raising_method
-from retrieval.evaluation.progress import stderr_progress
 from retrieval.files.atomic import atomic_write_text, replace_files
+from retrieval.gate.baseline_set import recover
 from retrieval.gate.compare import at_k, config_changes, incompatibility
 from retrieval.gate.questions import run_data_changes
 from retrieval.gate.reference import baseline_at
-from retrieval.gate.result import BASELINE_PATH, GateResult, importable, recover
-from retrieval.gate.schema import BaselineError, load_baseline
+from retrieval.gate.schema import BASELINE_PATH, BaselineError, load_baseline
 from retrieval.measures.figures import DIGITS
 from retrieval.moved import RetrievalDeprecationWarning
 from retrieval.providers.base import ProviderError, ReplayMissError
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.recording.recorder import Mode
-from retrieval.report.build import build_report, render_json
 from retrieval.report.gate_summary import render_gate_summary
-from retrieval.report.sections import render_markdown
 from retrieval.run.results import Run, RunLogError, load_run, run_log
 from retrieval.run.trec import trec_files
 from retrieval.text.markdown import fit
@@ -202,7 +197,6 @@ def _all_degraded(run: Run) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation and print the report. Bad input is one line on stderr, exit code 2; an
     exception raised by a method (or a bug) prints its redacted traceback, exit code 1."""
-    keep_freed_memory()
     words = list(sys.argv[1:] if argv is None else argv)
     judging = words[:1] == ["judge"]
     if judging:  # `python -m retrieval judge ...`: the judging command (retrieval.judging.command)
@@ -221,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Python hides DeprecationWarnings raised outside __main__, and this one is for the user.
         warnings.simplefilter("default", RetrievalDeprecationWarning)
     try:
+        if judging:
+            keep_freed_memory()
         return judge_command(judge_args) if judging else _main(args)
     except (DatasetError, ConfigError, ProviderError, CassetteError, BaselineError, RunLogError) as exc:
         # Only here: the gate has no way to run without its cassettes.
@@ -234,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: the cassettes, the cache and the baseline were left as they were", file=sys.stderr)
         return 130
     except Exception as exc:
+        from retrieval.evaluation.method_run import raising_method
+
         if isinstance(exc, OSError) and raising_method(exc) is None:
             where = f" {exc.filename}" if exc.filename else ""
             print(f"error: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
@@ -252,6 +250,8 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
     --summary-output (and --output), that model rendered as the Markdown job summary."""
     from retrieval.gate.outcome import gate_outcome, read_base_branch
     from retrieval.gate.session import planned_items
+    from retrieval.report.build import build_report
+    from retrieval.report.sections import render_markdown
 
     if args.live or args.from_log or args.baseline is not None or args.compact_store or args.convert_corpus_cassette:
         raise ConfigError(
@@ -281,7 +281,17 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
     result = outcome.result
     if args.log and result is not None:
         _write(args.log, run_log(result.run))
-    _write_gate_summary(args, render_gate_summary(verdict, _details(result, settings) if result else ""))
+    details = ""
+    if result is not None:  # its run's report below the verdicts, without a baseline (the verdicts compare)
+        report = build_report(
+            result.run,
+            result.dataset.documents,
+            settings.prices,
+            dropped_questions=result.dataset.dropped_questions,
+            tolerance=settings.tolerance,
+        )
+        details = render_markdown(report, decimals=DIGITS)
+    _write_gate_summary(args, render_gate_summary(verdict, details))
     # As the plugin at session finish: a recording is committed once its secrets item held (every
     # item with --update-baseline); an update is written only when every check held.
     writes = outcome.pending is not None and not failed
@@ -299,19 +309,6 @@ def _gate(settings: Settings, args: argparse.Namespace) -> int:
     elif args.update_baseline:
         print(f"--update-baseline wrote nothing: {len(failed)} check(s) failed", file=sys.stderr)
     return 1 if failed else 0
-
-
-def _details(result: GateResult, settings: Settings) -> str:
-    """The evaluation report of the gate's own run, below its verdicts (no baseline of its own: the
-    verdicts are the comparison)."""
-    report = build_report(
-        result.run,
-        result.dataset.documents,
-        settings.prices,
-        dropped_questions=result.dataset.dropped_questions,
-        tolerance=settings.tolerance,
-    )
-    return render_markdown(report, decimals=DIGITS)
 
 
 # A pull-request comment holds 65,536 characters at most (a character is one byte or more).
@@ -345,6 +342,13 @@ def _main(args: argparse.Namespace) -> int:
         runs = tuple(f"trec:{Path(file).resolve()}" for file in args.run)
         settings = replace(settings, methods=tuple(dict.fromkeys((*settings.methods, *runs))))
     recover(settings)  # a killed update's half-written baseline set is put back before anything reads it
+    keep_freed_memory()  # here: a refused command line or project file ends without numpy (it imports it)
+    from retrieval.evaluation.evaluate import evaluate
+    from retrieval.evaluation.progress import stderr_progress
+    from retrieval.gate.result import importable
+    from retrieval.report.build import build_report, render_json
+    from retrieval.report.sections import render_markdown
+
     if args.gate:
         return _gate(settings, args)
     dataset = load_dataset(

@@ -32,7 +32,7 @@ from retrieval.gate.compare import (
 )
 from retrieval.gate.questions import DataChanges
 from retrieval.gate.reference import BaseBranch, base_branch
-from retrieval.gate.schema import ACCEPTED, BaselineError, load_baseline
+from retrieval.gate.schema import ACCEPTED, BASELINE_PATH, BaselineError, load_baseline
 from retrieval.gate.snapshots import Rankings, load_snapshots, snapshot_path, snapshot_problem
 from retrieval.measures.metrics import MethodScores, score_run
 from retrieval.recording.cassette_files import (
@@ -52,9 +52,6 @@ __all__ = [
     "recover",
     "run_gate",
 ]
-
-# The default of the `baseline` setting (root-relative); kept for callers that name the file.
-BASELINE_PATH = "baselines/metrics.json"
 
 
 @dataclass(frozen=True)

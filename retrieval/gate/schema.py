@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 FORMAT = "retrieval-baseline-1"
+# The default of the `baseline` setting (root-relative); kept for callers that name the file.
+BASELINE_PATH = "baselines/metrics.json"
 # Questions a failure lists before it counts the rest: a change to a corpus of thousands of
 # questions listed every one, in one line of hundreds of kilobytes.
 SHOWN = 10
