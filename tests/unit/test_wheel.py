@@ -68,7 +68,7 @@ def _unoptimised_compiler(folder: Path) -> dict[str, str]:
 
     The wheel's files are what these tests check, not the kernel's speed: the compiler still gets
     the extension's own flags (-O3 -ffp-contract=off, which it must accept) and builds the same
-    module, in half the time (optimising the kernel is most of the build's CPU)."""
+    module, unoptimised: about half the compile's CPU (optimising the kernel is most of it)."""
     if os.name != "posix" or not _compiler():
         return dict(os.environ)
     wrapper = folder / "cc"
