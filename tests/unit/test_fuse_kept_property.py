@@ -23,6 +23,9 @@ WEIGHTS = (0.0, 0.5, 1.0, 1.0, 1.0, 2.0, 3.0)
 KS = (0, 1, 5, 10, 60)
 
 
+Case = tuple[list[str], dict[str, int], list[np.ndarray], list[float], int, int, list[int]]
+
+
 def _lists(rng: np.random.Generator, n: int) -> list[np.ndarray]:
     """Two or three rankings of corpus positions, related so that fused scores tie."""
     first = rng.permutation(n)
@@ -43,7 +46,7 @@ def _lists(rng: np.random.Generator, n: int) -> list[np.ndarray]:
     return [r[: int(rng.integers(1, n + 1))] if rng.random() < 0.4 else r for r in lists]
 
 
-def _case(seed: int) -> tuple[list[str], dict[str, int], list[np.ndarray], list[float], int, int, list[int]]:
+def _case(seed: int) -> Case:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 40))
     ids = [f"d{i:03d}" for i in range(n)]
@@ -55,18 +58,27 @@ def _case(seed: int) -> tuple[list[str], dict[str, int], list[np.ndarray], list[
     return ids, {d: i for i, d in enumerate(ids)}, lists, weights, int(rng.choice(KS)), int(rng.integers(1, 21)), cuts
 
 
-def _reference(ids: list[str], lists: list[np.ndarray], weights: list[float], k: int, top: int) -> list[str]:
-    fused = reciprocal_rank_fusion(
-        [Ranking(r.astype(np.int64), np.zeros(len(r))) for r in lists], len(ids), k=k, weights=weights
-    )
-    return [ids[i] for i in fused.indices[:top]]
-
-
-def test_fuse_kept_agrees_with_the_fusion_of_the_uncut_lists() -> None:
-    exact_cut = exact_whole = 0
+@pytest.fixture(scope="module")
+def cases() -> list[tuple[Case, Ranking]]:
+    """Each seeded case and the reference fusion of its uncut lists: made once for the tests of
+    both sides (each reads them, none changes them)."""
+    made = []
     for seed in range(CASES):
-        ids, order, lists, weights, k, top, cuts = _case(seed)
-        expected = _reference(ids, lists, weights, k, top)
+        case = _case(seed)
+        ids, _, lists, weights, k, _top, _cuts = case
+        for ranking in lists:
+            ranking.flags.writeable = False
+        fused = reciprocal_rank_fusion(
+            [Ranking(r.astype(np.int64), np.zeros(len(r))) for r in lists], len(ids), k=k, weights=weights
+        )
+        made.append((case, fused))
+    return made
+
+
+def test_fuse_kept_agrees_with_the_fusion_of_the_uncut_lists(cases: list[tuple[Case, Ranking]]) -> None:
+    exact_cut = exact_whole = 0
+    for seed, ((ids, order, lists, weights, k, top, cuts), fused_whole) in enumerate(cases):
+        expected = [ids[i] for i in fused_whole.indices[:top]]
 
         whole = fuse_kept(kept_lists([[ids[i] for i in r] for r in lists], [True] * len(lists), order), k, weights, top)
         assert whole.exact, seed
@@ -84,16 +96,12 @@ def test_fuse_kept_agrees_with_the_fusion_of_the_uncut_lists() -> None:
     assert exact_cut > CASES // 4, exact_cut
 
 
-def test_the_cases_hold_ties_zero_weights_and_partial_lists() -> None:
+def test_the_cases_hold_ties_zero_weights_and_partial_lists(cases: list[tuple[Case, Ranking]]) -> None:
     ties = zero = partial = cut_exact_candidates = 0
-    for seed in range(CASES):
-        ids, _, lists, weights, k, _top, cuts = _case(seed)
+    for (ids, _, lists, weights, _k, _top, cuts), fused in cases:
         zero += 0.0 in weights
         partial += any(len(r) < len(ids) for r in lists)
         cut_exact_candidates += any(c < len(r) for r, c in zip(lists, cuts, strict=True))
-        fused = reciprocal_rank_fusion(
-            [Ranking(r.astype(np.int64), np.zeros(len(r))) for r in lists], len(ids), k=k, weights=weights
-        )
         ties += len(np.unique(fused.scores)) < len(fused.scores)
     assert ties > CASES // 6 and zero > CASES // 10 and partial > CASES // 4 and cut_exact_candidates > CASES // 2
 

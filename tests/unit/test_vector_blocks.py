@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -90,10 +91,12 @@ def test_nan_vectors_are_left_out_as_in_one_block(monkeypatch: pytest.MonkeyPatc
     assert len(got[0]) == 0 and len(got[1]) == 15 and not {2, 40} & set(got[1].indices.tolist())
 
 
+@functools.cache
 def clustered_near_ties(seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Per question, 400 unit documents at cosine 0.5 to within float32's rounding of their
     components (their float64 cosines spread over ~1e-7, as does float32's error) among 1,000
-    others: a depth of 300 cuts through every cluster, where float32 alone would choose by its noise."""
+    others: a depth of 300 cuts through every cluster, where float32 alone would choose by its noise.
+    Made once a seed for both search paths, read-only."""
     rng = np.random.default_rng(seed)
     dims, per_cluster = 384, 400
     questions = rng.standard_normal((3, dims))
@@ -106,7 +109,10 @@ def clustered_near_ties(seed: int) -> tuple[np.ndarray, np.ndarray]:
         parts.append(0.5 * q + np.sqrt(0.75) * noise)
     documents = np.concatenate(parts)
     documents /= np.linalg.norm(documents, axis=1, keepdims=True)
-    return questions.astype(np.float32), rng.permutation(documents).astype(np.float32)
+    made = questions.astype(np.float32), rng.permutation(documents).astype(np.float32)
+    for array in made:
+        array.flags.writeable = False
+    return made
 
 
 @pytest.mark.parametrize("seed", range(3))

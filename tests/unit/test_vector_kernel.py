@@ -69,7 +69,11 @@ def test_the_kernel_ranks_as_numpy(seed: int, threaded: int, monkeypatch: pytest
     questions, documents = corpus(seed)
     monkeypatch.setattr(vector, "THREADED_QUESTIONS", threaded)
     monkeypatch.setattr(vector, "_cores", lambda: 3)  # three ranges and parts, of unequal sizes
-    for depth in (1, 10, 1000):
+    # 600, above the kernel's chunk of SCORE_CHUNK documents: a question's best fill across chunks,
+    # its threshold raised from the second, as at 1,000 (whose rescoring cost a third more; a
+    # threshold raised without the margin fails both).
+    assert vector.SCORE_CHUNK < 600
+    for depth in (1, 10, 600):
         got, expected = both_paths(questions, documents, depth)
         assert_same(got, expected)
         assert all(len(r) == depth for r in got)
@@ -367,11 +371,15 @@ def test_float32_scores_anywhere_within_their_error_bound_miss_no_document(
         monkeypatch.setattr(vector_kernel, "KERNEL", None)
     elif KERNEL is None:
         pytest.skip("the C kernel was not built (no C compiler)")
+    # The other documents (cosines about 0.05 at most, far below the clusters' 0.5) only take the
+    # corpus above the block that starts the chunked search: a block of NUMPY_SCORE_CHUNK, the
+    # widest chunk, instead of DOCUMENT_BLOCK, crosses the same paths at a fraction of the cost.
+    monkeypatch.setattr(vector, "DOCUMENT_BLOCK", vector.NUMPY_SCORE_CHUNK)
     rng = np.random.default_rng(seed)
     dims, depth = 384, 300
     questions = rng.standard_normal((3, dims))
     questions /= np.linalg.norm(questions, axis=1, keepdims=True)
-    parts = [rng.standard_normal((DOCUMENT_BLOCK, dims))]
+    parts = [rng.standard_normal((vector.DOCUMENT_BLOCK, dims))]
     for question in questions:
         noise = rng.standard_normal((800, dims))
         noise -= np.outer(noise @ question, question)
