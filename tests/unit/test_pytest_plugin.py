@@ -89,8 +89,10 @@ NO_CACHE = ("-p", "no:cacheprovider")
 # unittest classes and subtests, which these projects have none of), off in the runs that check one
 # behaviour of the gate: their setup took a quarter of each run, and pdb's, unittest's and
 # subtests' registration another 3% (the hooks pytest calls for each item and phase). pytest-xdist
-# too (3%) unless the run asks for workers (`_run` with -n). The adopter flow keeps every plugin a
-# repository would have.
+# too (3%) unless the run asks for workers (`_run` with -n); and assertion rewriting (5%: the
+# installed distributions' files listed, an import hook asked at each import), which in these
+# runs could only rewrite a project's one-line test file: the package is imported already (hence
+# QUIET's -W). The adopter flow keeps every plugin a repository would have.
 WORKERS = ("xdist", "xdist.looponfail")
 _UNREAD = (
     "junitxml",
@@ -103,6 +105,7 @@ _UNREAD = (
     "setupplan",
     "unraisableexception",
     "threadexception",
+    "assertion",
     "debugging",
     "unittest",
     "subtests",
