@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,15 @@ def load_baseline(path: str | Path, shown: str | None = None) -> dict[str, Any]:
     return parse_baseline(raw, shown or str(path))
 
 
+# The bytes of the last baseline files that passed the entries' check: a gate run reads its file
+# three times (its items' names, the cassettes' digests, the comparison), the CLI and an update
+# again, and the check of every figure against its per-question values cost more than the JSON.
+# The check is a function of the bytes alone; what fails it is never remembered.
+_CHECKED: dict[bytes, None] = {}
+_CHECKED_KEPT = 4
+_CHECKED_LOCK = threading.Lock()
+
+
 def parse_baseline(raw: bytes, source: str) -> dict[str, Any]:
     """A baseline file's bytes (read from disk or from `git show`), checked; `source` names it."""
     restore = f"Restore it with `git checkout -- {source}` or rewrite it with `pytest --update-baseline`."
@@ -116,10 +126,16 @@ def parse_baseline(raw: bytes, source: str) -> dict[str, Any]:
     profiles = data.get("profiles")
     if not isinstance(profiles, dict):
         raise BaselineError(f'{source}: "profiles" must be an object (profile -> entry). {restore}')
+    if raw in _CHECKED:
+        return data
     for name, entry in profiles.items():
         problem = _entry_problem(entry)
         if problem:
             raise BaselineError(f"{source}: profile {name!r}: {problem}. {restore}")
+    with _CHECKED_LOCK:
+        if len(_CHECKED) >= _CHECKED_KEPT:
+            del _CHECKED[next(iter(_CHECKED))]
+        _CHECKED[bytes(raw)] = None
     return data
 
 

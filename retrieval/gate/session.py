@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,8 +226,10 @@ class GateSession:
         return self.outcome.verdict.item(name)
 
     def frame_data(self) -> dict[str, Any] | None:
-        """The summary frame as plain data (a report attribute an xdist worker sends)."""
-        return asdict(self.tally.frame) if self.tally.frame is not None else None
+        """The summary frame as plain data (a report attribute an xdist worker sends): its fields
+        by name, as `dataclasses.asdict` gives them without its deep copy (all are scalars); made
+        for each phase of each gate item, where asdict was a third of the plugin's reporting."""
+        return dict(vars(self.tally.frame)) if self.tally.frame is not None else None
 
     def collected(self, gate_ids: Mapping[str, str], why: list[str], flag: str | None) -> GateSession:
         """After every filter (-m, -k, --deselect, --lf): the gate items that will run; when some

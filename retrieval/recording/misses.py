@@ -4,6 +4,7 @@ differs from the nearest recorded one (a setting, or a list built from a set).""
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any
 
 from retrieval.providers.base import cause_of
@@ -15,9 +16,10 @@ __all__ = ["missed_request"]
 def missed_request(exc: BaseException) -> str | None:
     """The request vcrpy refused in the chain behind `exc`, described in one line for a
     replay-miss message ("POST http://…/search (…differs in its body)"), or None."""
-    from vcr.errors import CannotOverwriteExistingCassetteException
-
-    miss = cause_of(exc, CannotOverwriteExistingCassetteException)
+    errors = sys.modules.get("vcr.errors")
+    if errors is None:  # vcrpy never loaded: it refused nothing (importing it cost a method's failure 0.3 s)
+        return None
+    miss = cause_of(exc, errors.CannotOverwriteExistingCassetteException)
     return None if miss is None else describe_miss(miss.failed_request, miss.cassette)
 
 

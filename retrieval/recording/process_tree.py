@@ -29,6 +29,7 @@ process; macOS, Windows), `Closure.open` says in one line what stays open.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import socket
 import sys
@@ -65,6 +66,11 @@ class Closure:
 def _libc() -> Any:
     if not sys.platform.startswith("linux"):
         return None
+    return _linux_libc()
+
+
+@functools.cache  # asked twice a replay (into the namespace and out), the same library each time
+def _linux_libc() -> Any:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
     except OSError:

@@ -31,10 +31,23 @@ from retrieval.gate.schema import BaselineError, load_baseline
 BASELINE = Path("baselines/metrics.json")
 
 
+# trust_project.make_project's files (its baseline accepted: an evaluation and an update): made by
+# the first test of a process that asks, copied into the next ones' projects (they name no path).
+_MADE: dict[str, bytes] = {}
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    return make_project(tmp_path)
+    if not _MADE:
+        make_project(tmp_path)
+        files = (p for p in tmp_path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        _MADE.update({str(p.relative_to(tmp_path)): p.read_bytes() for p in files})
+        return tmp_path
+    for name, data in _MADE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    return tmp_path
 
 
 def _edit(root: Path, change: Any) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from fake_embeddings import FakeEmbeddingsServer
-from test_pytest_plugin import DOCUMENTS, PYPROJECT, RETRIEVER, _run, _write_dataset
+from test_pytest_plugin import _ACCEPTED, DOCUMENTS, PYPROJECT, RETRIEVER, _run, _write_dataset
 
 # FIXTURE retriever that appends one line to a counter file per evaluation (rank() is called
 # once per evaluation): how many times the gate evaluated, whatever the process.
@@ -44,12 +44,13 @@ def _evaluations(project: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-_ACCEPTED: dict[str, bytes] = {}
-
-
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> Path:
-    """FIXTURE: the adopter project (bm25 and its own counting retriever) after `pytest --update-baseline`."""
+    """FIXTURE: the adopter project (bm25 and its own counting retriever) after `pytest --update-baseline`.
+
+    Its baseline files are test_pytest_plugin.py's accepted project's (_ACCEPTED): the same project
+    file and data, and this retriever ranks as that one, so the same bytes; one update a process
+    makes them for both modules and test_gate_cli.py."""
     root = pytester.path
     _write_dataset(root / "data" / "qa")
     _retriever(root, "1.0")

@@ -85,29 +85,37 @@ profile = "{profile}"
 # lines (-vv: not cut to the width).
 QUIET = ("-vv", "-W", "ignore::pytest.PytestAssertRewriteWarning")
 NO_CACHE = ("-p", "no:cacheprovider")
-# Plugins whose work no assertion here reads (reports, debugging aids, benchmarks, async tests),
-# off in the runs that check one behaviour of the gate: their setup took a quarter of each run.
-# The adopter flow keeps every plugin a repository would have.
-UNREAD = tuple(
-    arg
-    for name in (
-        "junitxml",
-        "pastebin",
-        "doctest",
-        "faulthandler",
-        "legacypath",
-        "stepwise",
-        "setuponly",
-        "setupplan",
-        "unraisableexception",
-        "threadexception",
-        "benchmark",
-        "anyio",
-        "langsmith_plugin",
-        "platformdirs",
-    )
-    for arg in ("-p", f"no:{name}")
+# Plugins whose work no assertion here reads (reports, debugging aids, benchmarks, async tests,
+# unittest classes and subtests, which these projects have none of), off in the runs that check one
+# behaviour of the gate: their setup took a quarter of each run, and pdb's, unittest's and
+# subtests' registration another 3% (the hooks pytest calls for each item and phase). pytest-xdist
+# too (3%) unless the run asks for workers (`_run` with -n); and assertion rewriting (5%: the
+# installed distributions' files listed, an import hook asked at each import), which in these
+# runs could only rewrite a project's one-line test file: the package is imported already (hence
+# QUIET's -W). The adopter flow keeps every plugin a repository would have.
+WORKERS = ("xdist", "xdist.looponfail")
+_UNREAD = (
+    "junitxml",
+    "pastebin",
+    "doctest",
+    "faulthandler",
+    "legacypath",
+    "stepwise",
+    "setuponly",
+    "setupplan",
+    "unraisableexception",
+    "threadexception",
+    "assertion",
+    "debugging",
+    "unittest",
+    "subtests",
+    "benchmark",
+    "anyio",
+    "langsmith_plugin",
+    "platformdirs",
 )
+UNREAD = tuple(arg for name in (*_UNREAD, *WORKERS) for arg in ("-p", f"no:{name}"))
+UNREAD_WITH_WORKERS = tuple(arg for name in _UNREAD for arg in ("-p", f"no:{name}"))
 
 
 def _write_dataset(
@@ -156,7 +164,8 @@ def accepted(pytester: pytest.Pytester, adopter: Path) -> Path:
 
 
 def _run(pytester: pytest.Pytester, *args: str, every_plugin: bool = False, cache: bool = False) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(*(() if cache else NO_CACHE), *QUIET, *(() if every_plugin else UNREAD), *args)
+    unread = () if every_plugin else UNREAD_WITH_WORKERS if "-n" in args else UNREAD
+    return pytester.runpytest_inprocess(*(() if cache else NO_CACHE), *QUIET, *unread, *args)
 
 
 HELD = (
