@@ -159,10 +159,12 @@ def test_an_outage_costs_a_pair_its_grade_and_nothing_else(
     toml = project / "retrieval.toml"
     toml.write_text(toml.read_text(encoding="utf-8") + _profile(chat.url), encoding="utf-8")
     chat.script(Act.http(500), Act.answer("no grade here"), Act.blocked())
-    assert main(["judge", "--llm", "--live", "--profile", "fixture", "--methods", "bm25", "--holes-only"]) == 0
+    # Depth 2: the holes of bm25's top 2 (33 live calls; 101 at the default depth 5).
+    args = ["judge", "--llm", "--live", "--profile", "fixture", "--methods", "bm25", "--holes-only", "--depth", "2"]
+    assert main(args) == 0
     err = capsys.readouterr().err
     assert "3 pair(s) got no grade (http 500: 1, unparseable: 1, blocked: 1): run it again for them." in err
-    _, _, pool = demo_pool(project, methods="bm25", profile="fixture")
+    _, _, pool = demo_pool(project, depth=2, methods="bm25", profile="fixture")
     holes = [c for c in pool if not c.judged]
     lines = read_judgments(project / "data" / "demo" / JUDGMENTS_FILE)
     assert len(lines) == len(holes) - 3 and {j.question for j in lines} <= {c.question for c in holes}

@@ -149,7 +149,7 @@ def test_replay_miss_is_not_a_network_call(
 
     replay = Recorder("replay", directory, "fixture")
     body = {"model": "fixture-e5", "input": ["jamais enregistré"], "input_type": "passage"}
-    with pytest.raises(ReplayMissError) as caught, replay.stage(STAGE), httpx.Client(timeout=5) as client:
+    with pytest.raises(ReplayMissError) as caught, replay.stage(STAGE), new_client(5) as client:
         post_json(client, f"{embeddings_server.url}/v1/embeddings", body, retry=FAST)
     assert caught.value.reason == "replay miss"
     assert isinstance(caught.value, ProviderError)

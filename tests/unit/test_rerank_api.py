@@ -25,6 +25,7 @@ from retrieval.evaluation.evaluate import evaluate
 from retrieval.methods.base import Context
 from retrieval.methods.rerank_api import RerankAPIMethod
 from retrieval.providers.base import MissingKeyError, ProviderError
+from retrieval.providers.http import new_client
 from retrieval.providers.rerank_api import RerankAPI, read_results
 from retrieval.recording.cassette_files import CassetteError
 from retrieval.report.build import build_report
@@ -41,7 +42,8 @@ KEY = "fixture-rerank-key-0123456789"
 @pytest.fixture(scope="module")
 def http() -> Iterator[httpx.Client]:
     # No test here is about a timeout: a loaded machine must not turn a slow answer into one.
-    with httpx.Client(timeout=10.0) as client:
+    # The package's shared TLS context: an httpx.Client loads the certificate store for its own (~20 ms).
+    with new_client(10.0) as client:
         yield client
 
 

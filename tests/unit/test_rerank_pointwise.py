@@ -35,6 +35,7 @@ from retrieval.methods.prompts import TEXT_CHARS, render_pointwise_prompt
 from retrieval.methods.rerank_pointwise import TOP_LOGPROBS, PointwiseRerankMethod, relevance
 from retrieval.providers.base import MissingKeyError, ProviderError, ReplayMissError, ShortAnswer
 from retrieval.providers.gemini import GeminiGenerator
+from retrieval.providers.http import new_client
 from retrieval.providers.openai_chat import OpenAIChat
 from retrieval.report.build import build_report
 from retrieval.run.cost import Usage
@@ -84,7 +85,8 @@ def test_an_answer_that_is_neither_yes_nor_no_is_unparseable() -> None:
 @pytest.fixture(scope="module")
 def http() -> Iterator[httpx.Client]:
     # No test here is about a timeout: a loaded machine must not turn a slow answer into one.
-    with httpx.Client(timeout=10.0) as client:
+    # The package's shared TLS context: an httpx.Client loads the certificate store for its own (~20 ms).
+    with new_client(10.0) as client:
         yield client
 
 

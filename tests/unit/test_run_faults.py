@@ -25,13 +25,21 @@ def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run log of the BEIR fixture (2 questions, bm25), written once for the module: the log
+    names no folder of its own, and each test damages a copy (`log`)."""
+    folder = tmp_path_factory.mktemp("logged")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)  # as the tests run: in a folder of no project
+        assert main(["--dataset", BEIR, "--methods", "bm25", "--log", "run.jsonl"]) == 0
+    return folder / "run.jsonl"
+
+
 @pytest.fixture
-def log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
-    """A run log of the BEIR fixture (2 questions, bm25)."""
-    path = tmp_path / "run.jsonl"
-    assert main(["--dataset", BEIR, "--methods", "bm25", "--log", str(path)]) == 0
-    capsys.readouterr()
-    return path
+def log(tmp_path: Path, logged: Path) -> Path:
+    """A copy of the module's run log of the BEIR fixture (2 questions, bm25), the test's own."""
+    return Path(shutil.copy(logged, tmp_path / "run.jsonl"))
 
 
 def test_the_header_records_the_question_count(log: Path) -> None:
