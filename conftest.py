@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import re
 import signal
@@ -44,6 +45,16 @@ if "GIT_CONFIG_COUNT" not in os.environ:
 # one thread). Set here, in each worker, before numpy loads OpenBLAS.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+# The cycle collector's full passes walk every object a worker holds (the package, numpy, scipy,
+# LangChain's modules, the tests' own: 300,000 to 450,000 objects, 0.1 to 0.25 s a pass), and
+# came 8 to 18 times a worker: about 2.5 of the default run's 3.5 s of collection (gc.callbacks,
+# `pytest -n auto`). A full pass now waits for 100 passes of the middle generation instead of 10
+# (2 to 3 a worker, 0.3 s in all); the young generations, where a test's cyclic garbage is found,
+# are collected as before, and pytest's unraisableexception plugin still collects fully at the end.
+_YOUNG, _MIDDLE, _ = gc.get_threshold()
+gc.set_threshold(_YOUNG, _MIDDLE, 100)
 
 
 # The pytest runs the tests start (in process with pytester, or in their own) leave them out too
