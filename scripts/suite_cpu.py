@@ -55,9 +55,16 @@ def _cpu(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+_files: dict[str, Any] = {}  # this process's open files, by name: one open a run, not one a test
+
+
 def _write(name: str, line: dict[str, Any]) -> None:
-    with open(Path(os.environ[FOLDER]) / f"{name}.{os.getpid()}.jsonl", "a", encoding="utf-8") as out:
-        out.write(json.dumps(line) + "\n")
+    path = Path(os.environ[FOLDER]) / f"{name}.{os.getpid()}.jsonl"
+    out = _files.get(str(path))
+    if out is None:
+        out = _files[str(path)] = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed at unconfigure)
+    out.write(json.dumps(line) + "\n")
+    out.flush()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -81,6 +88,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if FOLDER in os.environ:
         who = os.environ.get("PYTEST_XDIST_WORKER", "controller")
         _write("processes", {"who": who, "own": _cpu(resource.RUSAGE_SELF), "seconds": _seconds, "passes": _passes})
+    for out in _files.values():
+        out.close()
+    _files.clear()
 
 
 # --- The script ----------------------------------------------------------------------------------
