@@ -65,22 +65,18 @@ if _UNUSED_PLUGINS not in os.environ.get("PYTEST_ADDOPTS", ""):
     os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {_UNUSED_PLUGINS}".strip()
 
 
-# The Ray module's tests share one 2-node cluster (a module fixture, 8-25 s to start): under
-# `-n auto` they all go to one worker, where it starts once, the other tests spreading as usual.
-# The frameworks' tests likewise: importing LangChain, LlamaIndex and Haystack cost about 3 s of CPU
-# in each worker that ran one of them (the default run's CPU: see the CHANGELOG). The recording
-# children's tests likewise: their server of forked children imports the package once (0.7 s of CPU);
-# and the modules whose module fixture costs a third of a second (the wheel's build, the executor's
-# 3,000-document corpus and its vectors), which each worker that ran one of their tests made again.
+# Under `-n auto` a test module is one unit of work, sent whole to one worker: a module fixture (the
+# wheel's build, a project made once, the executor's 3,000-document corpus, Ray's cluster) is made
+# once in the run rather than in each worker that ran one of its tests, a heavy import (LangChain,
+# LlamaIndex and Haystack: about 3 s of CPU) happens in one worker, and the controller sends about
+# 140 units rather than 2,600 tests one by one (each a message and a reply; a worker whose queue ran
+# dry between two short tests waited for it). Measured over 4 alternated pairs of `pytest -n auto`:
+# 4 to 5 s of wall time and 4 to 9 CPU-s less than with a unit per test (CHANGELOG, Development).
 # A group of several modules shares one worker for what they all import: Ray (about 0.4 s of CPU)
-# for the executor's tests that import it, scipy.stats (0.45 s) for the bootstrap's replica.
+# for the executor's tests that import it, scipy.stats (0.45 s) for the bootstrap's tests.
 ONE_WORKER = (
-    ("tests/unit/test_ray_executor.py",),
-    ("tests/unit/test_frameworks.py",),
-    ("tests/unit/test_store_faults.py",),
-    ("tests/unit/test_wheel.py",),
     ("tests/unit/test_executor.py", "tests/unit/test_ray_overlap.py", "tests/unit/test_ray_connection.py"),
-    ("tests/unit/test_repeated_bootstrap.py",),
+    ("tests/unit/test_repeated_bootstrap.py", "tests/unit/test_paired.py"),
 )
 _GROUP_OF = {module: group[0] for group in ONE_WORKER for module in group}
 
@@ -107,7 +103,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from retrieval.gate.plugin import gate_scheduler
 
     def scope(nodeid: str) -> str:
-        return _GROUP_OF.get(nodeid.split("::", 1)[0], nodeid)
+        module = nodeid.split("::", 1)[0]
+        return _GROUP_OF.get(module, module)
 
     known = _weights(config)
     if not known:

@@ -19,6 +19,9 @@ from pull_request import Check, PullRequest
 from trust_project import GOOD, QUESTIONS, write_questions, write_ranks
 
 REASON = "q2 is out of scope for this release"
+
+# Shell re-runs of the required step, as test_pull_request_bypasses.py's: the slow set (CI's `slow` job).
+pytestmark = pytest.mark.slow
 GRADES = {"q1": {"d1": 2}, "q2": {"d2": 1}, "q3": {"d1": 2}, "q4": {"d4": 2, "d1": 1}}
 GRADED = [(i, t, y, GRADES[i]) for i, t, y, _ in QUESTIONS]
 WORSE = {**GOOD, "q2": ["d5", "d3"]}  # q2's answer (d2) out of the top 2 and the top 10

@@ -60,6 +60,7 @@ def test_the_readme_stays_short() -> None:
     assert lines <= README_LINES, f"README.md has {lines} lines (at most {README_LINES}): move the detail to docs/"
 
 
+@pytest.mark.slow  # mkdocs in its own process (CI's docs job builds the site too)
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     if importlib.util.find_spec("mkdocs") is None:
         pytest.fail(

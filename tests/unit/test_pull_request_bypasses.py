@@ -27,6 +27,12 @@ WORSE = {**GOOD, "q2": ["d5", "d1"]}  # q2's document (d2) falls from rank 1 to 
 FALLEN = {"table-mrr", "table-recall@2", "table-recall@2-exact"}
 REASON = "q2 is out of scope for this release"
 
+# Each case is a git repository and a shell re-run of the workflow's required step (its git and bash
+# processes: about 3 s of CPU for the module): the slow set (CI's `slow` job). The default run keeps
+# the base branch's verdict in process (test_baseline_trust.py) and one required check re-run as a
+# pull request makes it (test_base_branch_cut_off.py).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def pr(tmp_path: Path) -> PullRequest:
@@ -294,7 +300,6 @@ def test_a_conftest_that_rewrites_reports_does_not_turn_the_required_check_green
     _fails_the_required_check_naming_the_edits(pr)
 
 
-@pytest.mark.slow  # pytest in its own process, the conftest in it
 def test_a_conftest_that_rewrites_reports_turns_pytest_green_but_not_the_required_check(pr: PullRequest) -> None:
     _conftest_rewriting_reports(pr)
     tests = pr.run(sys.executable, "-m", "pytest", "-m", "regression", "-p", "no:cacheprovider", "-q")
@@ -411,9 +416,7 @@ def _search_service(root: Path, documents: list[tuple[str, str]]) -> Any:
     return _JsonService(answer)
 
 
-# Eight gate and check processes in a row, against a live search server (29 s under load): the
-# longest test of the default run, whose wall time it bounded on two cores.
-@pytest.mark.slow
+# Eight gate and check processes in a row, against a live search server (29 s under load).
 def test_a_change_in_the_teams_own_search_service_fails_replay_until_recorded_then_the_base_branch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

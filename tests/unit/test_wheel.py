@@ -22,6 +22,10 @@ import pytest
 
 import retrieval
 
+# A build of the package by setuptools in its own process, from a copy of the sources (1.5 to 2 s of
+# CPU): the slow set (CI's `slow` job), with the other end-to-end cases.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "retrieval/methods/support/_vector_kernel"
 # The kernel's files, each shipped (a build from the sdist or the wheel's sources compiles them all).
