@@ -69,15 +69,22 @@ if _UNUSED_PLUGINS not in os.environ.get("PYTEST_ADDOPTS", ""):
 # wheel's build, a project made once, the executor's 3,000-document corpus, Ray's cluster) is made
 # once in the run rather than in each worker that ran one of its tests, a heavy import (LangChain,
 # LlamaIndex and Haystack: about 3 s of CPU) happens in one worker, and the controller sends about
-# 140 units rather than 2,600 tests one by one (each a message and a reply; a worker whose queue ran
+# 110 units rather than 2,500 tests one by one (each a message and a reply; a worker whose queue ran
 # dry between two short tests waited for it). Measured over 4 alternated pairs of `pytest -n auto`:
 # 4 to 5 s of wall time and 4 to 9 CPU-s less than with a unit per test (CHANGELOG, Development).
 # A group of several modules shares one worker for what they all import: Ray (about 0.4 s of CPU)
-# for the executor's tests that import it, scipy.stats (0.45 s) for the bootstrap's tests.
+# for the executor's tests and the 0.1 alias `retrieval.ray_executor`, scipy.stats (0.45 s) for the
+# bootstrap's tests, google-genai (0.8 s) for the modules that replay Gemini through its SDK.
+_GEMINI = (
+    "drift", "evaluate_remedies", "evaluate_rerank", "gemini", "llm_judge",
+    "message_redaction", "rerank", "rerank_pointwise", "rewrite_enrich_methods",
+)  # fmt: skip
 ONE_WORKER = (
-    ("tests/unit/test_executor.py", "tests/unit/test_ray_overlap.py", "tests/unit/test_ray_connection.py"),
+    ("tests/unit/test_executor.py", "tests/unit/test_ray_overlap.py", "tests/unit/test_ray_connection.py",
+     "tests/unit/test_public_api.py"),
     ("tests/unit/test_repeated_bootstrap.py", "tests/unit/test_paired.py"),
-)
+    tuple(f"tests/unit/test_{name}.py" for name in _GEMINI),
+)  # fmt: skip
 _GROUP_OF = {module: group[0] for group in ONE_WORKER for module in group}
 
 
