@@ -22,6 +22,7 @@ REASON = "q2 is out of scope for this release"
 
 # Shell re-runs of the required step, as test_pull_request_bypasses.py's: the slow set (CI's `slow` job).
 pytestmark = pytest.mark.slow
+
 GRADES = {"q1": {"d1": 2}, "q2": {"d2": 1}, "q3": {"d1": 2}, "q4": {"d4": 2, "d1": 1}}
 GRADED = [(i, t, y, GRADES[i]) for i, t, y, _ in QUESTIONS]
 WORSE = {**GOOD, "q2": ["d5", "d3"]}  # q2's answer (d2) out of the top 2 and the top 10
