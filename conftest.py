@@ -70,8 +70,8 @@ if _UNUSED_PLUGINS not in os.environ.get("PYTEST_ADDOPTS", ""):
 # once in the run rather than in each worker that ran one of its tests, a heavy import (LangChain,
 # LlamaIndex and Haystack: about 3 s of CPU) happens in one worker, and the controller sends about
 # 110 units rather than 2,500 tests one by one (each a message and a reply; a worker whose queue ran
-# dry between two short tests waited for it). Measured over 4 alternated pairs of `pytest -n auto`:
-# 4 to 5 s of wall time and 4 to 9 CPU-s less than with a unit per test (CHANGELOG, Development).
+# dry between two short tests waited for it). Measured over 6 alternated pairs of `pytest -n auto`:
+# 3 to 5 s of wall time and 3 to 9 CPU-s less than with a unit per test (CHANGELOG, Development).
 # A group of several modules shares one worker for what they all import: Ray (about 0.4 s of CPU)
 # for the executor's tests and the 0.1 alias `retrieval.ray_executor`, scipy.stats (0.45 s) for the
 # bootstrap's tests, google-genai (0.8 s) for the modules that replay Gemini through its SDK.
