@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,9 @@ _SUMMARY = re.compile(r"^(?:=+ )?(?P<counts>\d+ \w+(?:, \d+ \w+)*) in (?P<second
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?|warnings?|deselected)")
 # A figure of the machine's speed at the time, as the project's other measurements give it.
 CALIBRATION = "sum(range(3*10**7))"
+# Above this share of the cores taken by other processes or stolen by the host, a run's times
+# are not an idle machine's.
+QUIET = 0.05
 
 
 class FiguresError(BlockError):
@@ -79,6 +83,34 @@ def _calibrate() -> float:
 
 def _load() -> float:
     return round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else 0.0
+
+
+def machine_cpu(stat: str) -> tuple[float, float]:
+    """The whole machine's busy and stolen CPU-seconds since boot, from /proc/stat's text."""
+    fields = [int(n) for n in stat.split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    hz = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / hz, steal / hz
+
+
+def _machine_cpu() -> tuple[float, float]:
+    try:
+        return machine_cpu(Path("/proc/stat").read_text(encoding="utf-8"))
+    except OSError:
+        return 0.0, 0.0
+
+
+def _own_cpu() -> float:
+    """CPU-seconds of this process's waited children (the run and everything it waited for)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def others_share(figures: Mapping[str, Any]) -> float:
+    """The share of the machine's cores that other processes (and the host, by stealing) took
+    while the run ran: the figure that says whether its times are an idle machine's."""
+    capacity = figures["machine"]["cores"] * figures["total_seconds"]
+    return (figures["other_cpu_seconds"] + figures["stolen_cpu_seconds"]) / capacity if capacity else 0.0
 
 
 def _timed(command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float) -> tuple[float, str]:
@@ -139,7 +171,10 @@ def _placeholder(commit: str) -> dict[str, Any]:
         "commit": commit,
         "date": "",
         "machine": _machine(),
-        "load_average": [0.0, 0.0],
+        "load_before": 0.0,
+        "run_cpu_seconds": 0.0,
+        "other_cpu_seconds": 0.0,
+        "stolen_cpu_seconds": 0.0,
         "calibration_seconds": [0.0, 0.0],
         "calibration": f'python3 -c "{CALIBRATION}"',
         "command": "CI=true bash .ci/run",
@@ -160,7 +195,8 @@ def _expect(clone: Path, tests: int, commit: str) -> None:
     """The clone's pages told the count its run will check (tests/unit/test_readme.py compares the
     committed measurement's count with the session's): the measured run checks the new one."""
     path = clone / FIGURES.relative_to(ROOT)
-    figures = read_figures(path) if path.exists() else _placeholder(commit)
+    # An older measurement may lack a figure this version renders: the placeholder's stands in.
+    figures = {**_placeholder(commit), **(read_figures(path) if path.exists() else {})}
     figures["tests"] = tests
     path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     block = render_block(figures)
@@ -187,12 +223,19 @@ def measure(timeout: float = 3600) -> dict[str, Any]:
         subprocess.run(["git", "checkout", "--quiet", commit], cwd=clone, check=True)
         env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
         env["CI"] = "true"
+        load_before = _load()
         tests = _collect(clone, env, timeout)
         slow_tests = _collect(clone, env, timeout, "-m", "slow")
         _expect(clone, tests, commit)
         env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
-        calibration_before, load_before = _calibrate(), _load()
+        calibration_before = _calibrate()
+        (busy, stolen), own = _machine_cpu(), _own_cpu()
         total, output = _timed(["bash", ".ci/run"], clone, env, timeout)
+        (busy_after, stolen_after), own_after = _machine_cpu(), _own_cpu()
+        run_cpu = own_after - own
+        # Busy time the run's own tree does not account for is other processes' (and any child a
+        # test left unwaited, which makes the figure an upper bound).
+        other_cpu = max(0.0, busy_after - busy - run_cpu)
         LOG.parent.mkdir(parents=True, exist_ok=True)
         LOG.write_text(output, encoding="utf-8")
         summaries = parse_summaries(output)
@@ -216,7 +259,10 @@ def measure(timeout: float = 3600) -> dict[str, Any]:
         "commit": commit,
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "machine": _machine(),
-        "load_average": [load_before, _load()],
+        "load_before": load_before,
+        "run_cpu_seconds": round(run_cpu, 1),
+        "other_cpu_seconds": round(other_cpu, 1),
+        "stolen_cpu_seconds": round(stolen_after - stolen, 1),
         "calibration_seconds": [calibration_before, _calibrate()],
         "calibration": f'python3 -c "{CALIBRATION}"',
         "command": "CI=true bash .ci/run",
@@ -244,7 +290,7 @@ def render_block(figures: Mapping[str, Any]) -> str:
     def outcomes(counts: Mapping[str, int]) -> str:
         return ", ".join(f"{n:,} {outcome}" for outcome, n in counts.items() if outcome != "warning")
 
-    load = figures["load_average"]
+    share = others_share(figures)
     calibration = figures["calibration_seconds"]
     slow_seconds = figures.get("slow_seconds", 0.0)
     install = figures["total_seconds"] - figures["pytest_seconds"] - slow_seconds
@@ -262,10 +308,15 @@ def render_block(figures: Mapping[str, Any]) -> str:
         f"{outcomes(figures['outcomes'])}){slow}. On the committed recordings, "
         f"`python -m retrieval` took {_n(figures['evaluation_seconds'])} s and the gate alone (`pytest -m "
         f"regression`) {_n(figures['gate_seconds'])} s. The machine: {machine['cores']} cores ({machine['cpu']}), "
-        f"{machine['memory']}, Python {machine['python']}, {machine['system']}; load average {load[0]} before and "
-        f"{load[1]} after, calibration (`{figures['calibration']}`) {calibration[0]} s and {calibration[1]} s "
-        "(about 0.35 s on an idle core): "
-        + ("a shared machine, whose times are above an idle one's." if max(load) >= 1.5 else "a quiet machine.")
+        f"{machine['memory']}, Python {machine['python']}, {machine['system']}; load average {figures['load_before']} "
+        f"before, calibration (`{figures['calibration']}`) {calibration[0]} s before and {calibration[1]} s after "
+        f"(about 0.35 s on an idle core). While it ran, the run took {_n(figures['run_cpu_seconds'])} CPU-s, other "
+        f"processes {_n(figures['other_cpu_seconds'])} and the host stole {_n(figures['stolen_cpu_seconds'])}: "
+        + (
+            f"a shared machine ({share:.0%} of its cores went elsewhere), whose times are above an idle one's."
+            if share >= QUIET
+            else f"an idle machine ({share:.0%} of its cores went elsewhere)."
+        )
         + " Measured again by `python scripts/suite_figures.py measure`."
     )
     return f"{START}\n{NOTE}\n\n{text}\n\n{END}"
