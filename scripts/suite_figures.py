@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from generated_block import BlockError, replace_block, write_or_check
+from machine_watch import MachineWatch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "suite-figures.json"
@@ -83,27 +83,6 @@ def _calibrate() -> float:
 
 def _load() -> float:
     return round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else 0.0
-
-
-def machine_cpu(stat: str) -> tuple[float, float]:
-    """The whole machine's busy and stolen CPU-seconds since boot, from /proc/stat's text."""
-    fields = [int(n) for n in stat.split("\n", 1)[0].split()[1:9]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    hz = os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq) / hz, steal / hz
-
-
-def _machine_cpu() -> tuple[float, float]:
-    try:
-        return machine_cpu(Path("/proc/stat").read_text(encoding="utf-8"))
-    except OSError:
-        return 0.0, 0.0
-
-
-def _own_cpu() -> float:
-    """CPU-seconds of this process's waited children (the run and everything it waited for)."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 def others_share(figures: Mapping[str, Any]) -> float:
@@ -172,7 +151,7 @@ def _placeholder(commit: str) -> dict[str, Any]:
         "date": "",
         "machine": _machine(),
         "load_before": 0.0,
-        "run_cpu_seconds": 0.0,
+        "busy_cpu_seconds": 0.0,
         "other_cpu_seconds": 0.0,
         "stolen_cpu_seconds": 0.0,
         "calibration_seconds": [0.0, 0.0],
@@ -229,13 +208,8 @@ def measure(timeout: float = 3600) -> dict[str, Any]:
         _expect(clone, tests, commit)
         env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
         calibration_before = _calibrate()
-        (busy, stolen), own = _machine_cpu(), _own_cpu()
-        total, output = _timed(["bash", ".ci/run"], clone, env, timeout)
-        (busy_after, stolen_after), own_after = _machine_cpu(), _own_cpu()
-        run_cpu = own_after - own
-        # Busy time the run's own tree does not account for is other processes' (and any child a
-        # test left unwaited, which makes the figure an upper bound).
-        other_cpu = max(0.0, busy_after - busy - run_cpu)
+        with MachineWatch() as watch:
+            total, output = _timed(["bash", ".ci/run"], clone, env, timeout)
         LOG.parent.mkdir(parents=True, exist_ok=True)
         LOG.write_text(output, encoding="utf-8")
         summaries = parse_summaries(output)
@@ -260,9 +234,9 @@ def measure(timeout: float = 3600) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "machine": _machine(),
         "load_before": load_before,
-        "run_cpu_seconds": round(run_cpu, 1),
-        "other_cpu_seconds": round(other_cpu, 1),
-        "stolen_cpu_seconds": round(stolen_after - stolen, 1),
+        "busy_cpu_seconds": round(watch.elsewhere.busy, 1),
+        "other_cpu_seconds": round(watch.elsewhere.others, 1),
+        "stolen_cpu_seconds": round(watch.elsewhere.stolen, 1),
         "calibration_seconds": [calibration_before, _calibrate()],
         "calibration": f'python3 -c "{CALIBRATION}"',
         "command": "CI=true bash .ci/run",
@@ -310,8 +284,9 @@ def render_block(figures: Mapping[str, Any]) -> str:
         f"regression`) {_n(figures['gate_seconds'])} s. The machine: {machine['cores']} cores ({machine['cpu']}), "
         f"{machine['memory']}, Python {machine['python']}, {machine['system']}; load average {figures['load_before']} "
         f"before, calibration (`{figures['calibration']}`) {calibration[0]} s before and {calibration[1]} s after "
-        f"(about 0.35 s on an idle core). While it ran, the run took {_n(figures['run_cpu_seconds'])} CPU-s, other "
-        f"processes {_n(figures['other_cpu_seconds'])} and the host stole {_n(figures['stolen_cpu_seconds'])}: "
+        f"(about 0.35 s on an idle core). While it ran, the machine was busy {_n(figures['busy_cpu_seconds'])} CPU-s, "
+        f"of which other processes took {_n(figures['other_cpu_seconds'])} (`scripts/machine_watch.py`), and the "
+        f"host stole {_n(figures['stolen_cpu_seconds'])}: "
         + (
             f"a shared machine ({share:.0%} of its cores went elsewhere), whose times are above an idle one's."
             if share >= QUIET
