@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.action == "measure":
         try:
             figures = measure()
-        except (FiguresError, subprocess.SubprocessError) as exc:
+        except (FiguresError, subprocess.SubprocessError, OSError) as exc:  # OSError: no /proc to watch
             print(f"error: {exc}", file=sys.stderr)
             return 2
         FIGURES.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
