@@ -22,14 +22,18 @@ from types import TracebackType
 PROC = Path("/proc")
 _PR_SET_CHILD_SUBREAPER = 36
 _KERNEL_THREADS = 2  # kthreadd: the parent of every kernel thread
+_HZ = os.sysconf("SC_CLK_TCK")  # /proc's unit of CPU time
 
 
 def machine_cpu(stat: str) -> tuple[float, float]:
     """The whole machine's busy and stolen CPU-seconds since boot, from /proc/stat's text."""
     fields = [int(n) for n in stat.split("\n", 1)[0].split()[1:9]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    hz = os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq) / hz, steal / hz
+    return (user + nice + system + irq + softirq) / _HZ, steal / _HZ
+
+
+def _machine_now() -> tuple[float, float]:
+    return machine_cpu((PROC / "stat").read_text(encoding="utf-8"))
 
 
 def process_line(line: str) -> tuple[int, int, int, float]:
@@ -37,9 +41,8 @@ def process_line(line: str) -> tuple[int, int, int, float]:
     in parentheses may hold spaces and parentheses itself, so the fields are counted after it."""
     pid = int(line.split(" (", 1)[0])
     rest = line.rsplit(") ", 1)[1].split()
-    hz = os.sysconf("SC_CLK_TCK")
     # After the name: state(0) ppid(1) ... utime(11) stime(12) ... starttime(19).
-    return pid, int(rest[1]), int(rest[19]), (int(rest[11]) + int(rest[12])) / hz
+    return pid, int(rest[1]), int(rest[19]), (int(rest[11]) + int(rest[12])) / _HZ
 
 
 def processes(proc: Path = PROC) -> dict[tuple[int, int], tuple[int, float]]:
@@ -96,23 +99,23 @@ class MachineWatch:
         self._first: dict[tuple[int, int], float] = {}
         self._last: dict[tuple[int, int], float] = {}
         self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
+        self._machine = (0.0, 0.0)
         self.elsewhere = Elsewhere(0.0, 0.0, 0.0)
 
     def __enter__(self) -> MachineWatch:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "cannot become a child subreaper")
-        self._machine = machine_cpu((PROC / "stat").read_text(encoding="utf-8"))
-        table = processes()
-        for key in outside(table, os.getpid()):
-            self._first[key] = self._last[key] = table[key][1]
+        self._machine = _machine_now()
+        self._sample(at_start=True)
         self._thread.start()
         return self
 
-    def _sample(self) -> None:
+    def _sample(self, at_start: bool = False) -> None:
         table = processes()
         for key in outside(table, os.getpid()):
-            self._first.setdefault(key, 0.0)  # started during the run: all its CPU is the run's time
+            # A process first seen after the start began during the run: all its CPU is the run's time.
+            self._first.setdefault(key, table[key][1] if at_start else 0.0)
             self._last[key] = table[key][1]
 
     def _sample_until_stopped(self) -> None:
@@ -125,7 +128,7 @@ class MachineWatch:
         self._stop.set()
         self._thread.join()
         self._sample()
-        busy, stolen = machine_cpu((PROC / "stat").read_text(encoding="utf-8"))
+        busy, stolen = _machine_now()
         others = sum(self._last[key] - self._first[key] for key in self._last)
         pids = frozenset(pid for pid, _ in self._last)
         self.elsewhere = Elsewhere(busy - self._machine[0], others, stolen - self._machine[1], pids)
